@@ -1,0 +1,121 @@
+"""The machine: memory map, regions, elements and cost figures.
+
+One source of truth for the planner, the allocator, the lowering and the
+simulator (DESIGN §2). Every phase reads the machine through `Target`, so a new
+IPU generation is a new YAML file under conf/target/.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import yaml
+
+# Region classes of an allocation request (also used by the ISA operand specs).
+STANDARD = 0     # either region
+INTERLEAVED = 1  # region 1 only: 128-bit loads need the interleaved region
+CODE = 2         # region 0 only: instructions may be fetched only from there
+REGION_CLASS_NAMES = {STANDARD: "standard", INTERLEAVED: "interleaved", CODE: "code"}
+
+DTYPE_BYTES = {"fp8": 1, "f16": 2, "f32": 4}
+
+
+class ConfigError(ValueError):
+    """Bad configuration or input: the message names the file/key at fault."""
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    tiles: int
+    workers: int
+    memory_base: int
+    region0_end: int
+    memory_end: int
+    element_bytes: int
+    clock_hz: float
+    amp_macs_per_cycle: dict
+    vector_bytes_per_cycle: int
+    copy_bytes_per_cycle: int
+    kernel_overhead_cycles: int
+    exchange_bytes_per_cycle: int
+    supertile_tiles: int
+    exchange_phase_cycles: int
+    sync_cycles: int
+    host_bytes_per_cycle: int
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "target") -> "Target":
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ConfigError(f"unknown config key {where}.{unknown[0]}")
+        missing = sorted(names - set(d))
+        if missing:
+            raise ConfigError(f"missing config key {where}.{missing[0]}")
+        t = cls(**{k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()})
+        t._check(where)
+        return t
+
+    @classmethod
+    def load(cls, name_or_path: str) -> "Target":
+        p = Path(name_or_path)
+        if not p.suffix:
+            p = Path(__file__).resolve().parent.parent / "conf" / "target" / f"{name_or_path}.yaml"
+        return cls.from_dict(yaml.safe_load(p.read_text()), where=str(p))
+
+    def _check(self, where: str) -> None:
+        e = self.element_bytes
+        ok = (self.tiles > 0 and e > 0 and self.memory_base % e == 0
+              and self.memory_base < self.region0_end < self.memory_end
+              and (self.region0_end - self.memory_base) % e == 0
+              and (self.memory_end - self.region0_end) % (2 * e) == 0)
+        if not ok:
+            raise ConfigError(f"{where}: inconsistent memory map (regions must be whole elements, "
+                              f"region 1 whole element pairs)")
+
+    # ---- memory map -------------------------------------------------------
+    @property
+    def tile_bytes(self) -> int:
+        return self.memory_end - self.memory_base
+
+    @property
+    def max_alloc_bytes(self) -> int:
+        """Largest contiguous allocation: an allocation never straddles regions."""
+        return max(self.region0_end - self.memory_base, self.memory_end - self.region0_end)
+
+    def region_of(self, addr):
+        """0 for region 0, 1 for region 1 (works on numpy arrays)."""
+        return (addr >= self.region0_end) * 1
+
+    def bank_unit(self, addr):
+        """Memory-element unit an address falls in. In region 1 the unit is an
+        element pair (64-bit words interleave across the pair)."""
+        r0 = (self.region0_end - self.memory_base) // self.element_bytes
+        in_r1 = addr >= self.region0_end
+        u0 = (addr - self.memory_base) // self.element_bytes
+        u1 = r0 + (addr - self.region0_end) // (2 * self.element_bytes)
+        return u1 * in_r1 + u0 * (1 - in_r1)
+
+    # ---- costs --------------------------------------------------------------
+    def matmul_cycles(self, m: int, k: int, n: int, dtype: str) -> int:
+        return self.kernel_overhead_cycles + math.ceil(m * k * n / self.amp_macs_per_cycle[dtype])
+
+    def vector_cycles(self, nbytes: int) -> int:
+        return self.kernel_overhead_cycles + math.ceil(nbytes / self.vector_bytes_per_cycle)
+
+    def copy_cycles(self, nbytes: int) -> int:
+        return self.kernel_overhead_cycles + math.ceil(nbytes / self.copy_bytes_per_cycle)
+
+    def exchange_cycles(self, send_bytes, recv_bytes) -> int:
+        """One exchange phase from per-tile byte counts (numpy arrays, length tiles).
+        Receive runs at the per-tile rate; the tiles of a supertile share one send bus."""
+        import numpy as np
+        send = np.asarray(send_bytes, dtype=np.int64)
+        recv = np.asarray(recv_bytes, dtype=np.int64)
+        s = self.supertile_tiles
+        pad = (-len(send)) % s
+        bus = np.concatenate([send, np.zeros(pad, np.int64)]).reshape(-1, s).sum(1)
+        worst = max(int(recv.max(initial=0)), math.ceil(int(bus.max(initial=0)) / s))
+        return self.exchange_phase_cycles + math.ceil(worst / self.exchange_bytes_per_cycle)

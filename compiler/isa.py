@@ -34,8 +34,9 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 #   EXCH   table_addr, nsend, nrecv                take part in this superstep's exchange
 #   MATMUL a, b, out, m, k, n, scale(f32 bits)     out[m,n] f16 = (a[m,k] @ b[k,n]) * scale,
 #                                                  a,b of the dtype, row-major, FP16 partials
-#   ADD    out, src0, src1, nsrc1, nelem, stride   out = src0 + sum_i src1[i*stride : ] (f16,
-#                                                  accumulated in f32), nelem elements each
+#   ADD    out, src0, src1, nsrc1, nelem, stride   out = src0 + sum_{i<nsrc1} (nelem f16 at
+#                                                  src1 + i*stride), accumulated in f32;
+#                                                  stride in BYTES
 #   COPY   dst, src, row_bytes, rows, dst_stride, src_stride   local strided copy
 #
 # Operand rules the machine enforces (kernel name -> operand -> (alignment, region class)).

@@ -1,0 +1,481 @@
+"""Content-addressed task-result store.
+
+A task result is stored under a key that hashes everything the result depends on::
+
+    key = task_key("place.tile", code=["compiler.place", "compiler/place/cost.py"],
+                   inputs=[digest(program), digest(target)], config={"cap": 65536})
+    store = Store(".tessera-store")            # or "file:///...", "s3://...", "memory://x"
+    plan = store.cached(key, lambda: place(program, target))
+
+* ``task_key(task, code, inputs, config)`` -- sha256 over the task name, the *code version*
+  (sha256 of the bytes of the source files given as paths, module objects or module names;
+  a package hashes every ``*.py`` file below it), the input digests and the canonical JSON of
+  the config keys the task reads. Changing any of them changes the key; nothing else does
+  (file locations are not hashed, so the same checkout elsewhere, or a cluster worker, agrees).
+* ``digest(obj)`` -- a stable sha256 of numpy arrays, bytes, str, numbers, containers
+  (dict order does not matter), dataclasses, and as a last resort the pickle of the object.
+* ``Store(url)`` -- any fsspec URL or a plain path. Entries live at ``<root>/<k[:2]>/<k>.tsr``.
+  Each entry is a 52-byte header (magic ``TSRSTORE``, format version, codec, payload length,
+  sha256 of the payload) followed by the cloudpickle payload. Writes go to a temporary name in
+  the same directory and are renamed into place (``os.replace`` locally, ``fs.mv`` elsewhere),
+  so a reader never sees a partial entry, even if the writer is killed. Reads verify magic,
+  version, length and sha256: a corrupt or truncated entry is logged (``logging.warning``
+  naming the key), deleted, and reported as ``MISSING`` -- it is recomputed, never trusted.
+* The store is probed at construction; an unwritable location raises
+  ``StoreError: cannot write to store <path>: <reason>`` (one line).
+
+The default location used by the stages is ``<repo>/.tessera-store`` (``Store.default()``),
+overridable with the ``TESSERA_STORE`` environment variable.
+
+This module is generic: it imports nothing from ``compiler/``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.util
+import json
+import logging
+import math
+import os
+import pickle
+import re
+import struct
+import sys
+import types
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import cloudpickle
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+__all__ = ["Store", "StoreError", "MISSING", "task_key", "digest", "code_version"]
+
+log = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+MAGIC = b"TSRSTORE"
+FORMAT_VERSION = 1
+CODEC_CLOUDPICKLE = 0
+_HEADER = struct.Struct(">8sHHQ32s")  # magic, version, codec, payload length, sha256(payload)
+HEADER_SIZE = _HEADER.size  # 52
+SUFFIX = ".tsr"
+_TMP_PREFIX = ".tmp-"
+_KEY_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{2,200}$")
+
+
+class StoreError(Exception):
+    """The store cannot be used (e.g. its location is not writable)."""
+
+
+class _Missing:
+    __slots__ = ()
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __reduce__(self):
+        return (_Missing, ())
+
+
+MISSING: Any = _Missing()
+"""Returned by :meth:`Store.get` when there is no valid entry (a stored ``None`` is a value)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Keys
+# --------------------------------------------------------------------------------------------
+
+_file_digest_cache: dict[tuple[str, int, int], str] = {}
+
+
+def _file_sha256(path: Path) -> str:
+    st = path.stat()
+    ck = (str(path), st.st_mtime_ns, st.st_size)
+    hit = _file_digest_cache.get(ck)
+    if hit is None:
+        hit = hashlib.sha256(path.read_bytes()).hexdigest()
+        _file_digest_cache[ck] = hit
+    return hit
+
+
+def _resolve_source(entry: Any) -> Path:
+    """A source file or package directory for a module object, module name or path."""
+    if isinstance(entry, types.ModuleType):
+        f = getattr(entry, "__file__", None)
+        if not f:
+            raise ValueError(f"code: module {entry.__name__!r} has no source file")
+        p = Path(f)
+        if p.name == "__init__.py":  # a package: hash the whole package
+            return p.parent
+        if p.suffix in (".pyc", ".pyo"):
+            src = importlib.util.source_from_cache(str(p)) if "__pycache__" in p.parts else None
+            p = Path(src) if src else p
+        return p
+    if isinstance(entry, os.PathLike) or (isinstance(entry, str) and (os.sep in entry or entry.endswith(".py"))):
+        p = Path(entry)
+        if not p.exists() and not p.is_absolute() and (REPO_ROOT / p).exists():
+            p = REPO_ROOT / p
+        if not p.exists():
+            raise ValueError(f"code: source file {str(entry)!r} does not exist")
+        return p
+    if isinstance(entry, str):
+        mod = sys.modules.get(entry)
+        if mod is not None and getattr(mod, "__file__", None):
+            return _resolve_source(mod)
+        try:
+            spec = importlib.util.find_spec(entry)
+        except (ImportError, ValueError) as e:
+            raise ValueError(f"code: cannot resolve module {entry!r}: {e}") from None
+        if spec is None or not spec.origin or spec.origin in ("built-in", "frozen"):
+            raise ValueError(f"code: cannot resolve module {entry!r} to a source file")
+        p = Path(spec.origin)
+        return p.parent if p.name == "__init__.py" else p
+    raise TypeError(f"code: expected a path, module name or module, got {type(entry).__name__}")
+
+
+def code_version(code: Iterable[Any]) -> str:
+    """sha256 over the source bytes of the given files / modules / packages (order-free)."""
+    digests = []
+    for entry in code:
+        p = _resolve_source(entry)
+        if p.is_dir():
+            for f in sorted(p.rglob("*.py")):
+                if "__pycache__" in f.parts:
+                    continue
+                rel = f.relative_to(p).as_posix()
+                digests.append(hashlib.sha256(rel.encode() + b"\0" + _file_sha256(f).encode()).hexdigest())
+        else:
+            digests.append(_file_sha256(p))
+    h = hashlib.sha256(b"tessera-code-v1")
+    for d in sorted(set(digests)):
+        h.update(d.encode())
+    return h.hexdigest()
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (set, frozenset)):
+        return sorted(o, key=lambda x: json.dumps(x, sort_keys=True, default=_json_default))
+    if isinstance(o, os.PathLike):
+        return os.fspath(o)
+    if isinstance(o, bytes):
+        return {"__bytes__": o.hex()}
+    if hasattr(o, "tolist") and type(o).__module__ == "numpy":  # numpy scalar / array
+        return o.tolist()
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        return dataclasses.asdict(o)
+    if hasattr(o, "items"):  # Mapping-like (e.g. an OmegaConf DictConfig)
+        return dict(o.items())
+    raise TypeError(f"config value of type {type(o).__name__} is not JSON-serialisable: {o!r}")
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      allow_nan=True, default=_json_default)
+
+
+def task_key(task: str, code: list[Any], inputs: list[str], config: dict) -> str:
+    """The store key of a task: sha256 hex of (task, code version, input digests, config).
+
+    ``code``: source file paths, module names or module objects the task's result depends on.
+    ``inputs``: digests of the task's inputs (see :func:`digest`), order significant.
+    ``config``: only the config keys the task reads (canonical JSON, key order irrelevant).
+    """
+    payload = {
+        "format": FORMAT_VERSION,
+        "task": str(task),
+        "code": code_version(code),
+        "inputs": [str(i) for i in inputs],
+        "config": json.loads(canonical_json(config if config is not None else {})),
+    }
+    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# Digests
+# --------------------------------------------------------------------------------------------
+
+def _feed(h: "hashlib._Hash", obj: Any) -> None:
+    if obj is None:
+        h.update(b"N")
+    elif obj is True or obj is False:
+        h.update(b"T" if obj else b"F")
+    elif type(obj) is int:
+        s = str(obj).encode()
+        h.update(b"i%d:" % len(s) + s)
+    elif type(obj) is float:
+        s = (repr(obj) if math.isnan(obj) else obj.hex()).encode()
+        h.update(b"f%d:" % len(s) + s)
+    elif isinstance(obj, str):
+        b = obj.encode("utf-8", "surrogatepass")
+        h.update(b"s%d:" % len(b) + b)
+    elif isinstance(obj, (bytes, bytearray, memoryview)):
+        b = memoryview(obj).cast("B")
+        h.update(b"b%d:" % b.nbytes)
+        h.update(b)
+    elif type(obj).__module__ == "numpy" and hasattr(obj, "dtype") and hasattr(obj, "shape"):
+        import numpy as np
+
+        a = np.asarray(obj)
+        if a.dtype.hasobject:
+            h.update(b"O")
+            _feed(h, a.shape)
+            _feed(h, a.ravel().tolist())
+        else:
+            a = np.ascontiguousarray(a)
+            meta = f"a{a.dtype.str}{a.dtype.descr if a.dtype.fields else ''}{a.shape}:".encode()
+            h.update(meta)
+            h.update(memoryview(a).cast("B") if a.size else b"")
+    elif isinstance(obj, (list, tuple)):
+        h.update(b"%c%d:" % (b"l" if isinstance(obj, list) else b"t", len(obj)))
+        for x in obj:
+            _feed(h, x)
+    elif isinstance(obj, dict):
+        h.update(b"d%d:" % len(obj))
+        for kd, vd in sorted((digest(k), digest(v)) for k, v in obj.items()):
+            h.update(kd.encode() + vd.encode())
+    elif isinstance(obj, (set, frozenset)):
+        h.update(b"S%d:" % len(obj))
+        for d in sorted(digest(x) for x in obj):
+            h.update(d.encode())
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        name = f"{type(obj).__module__}.{type(obj).__qualname__}"
+        h.update(b"D")
+        _feed(h, name)
+        _feed(h, {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)})
+    else:
+        try:
+            b = pickle.dumps(obj, protocol=4)
+        except Exception:
+            b = cloudpickle.dumps(obj, protocol=4)
+        h.update(b"P%d:" % len(b) + b)
+
+
+def digest(obj: Any) -> str:
+    """A stable sha256 hex digest of ``obj`` (numpy arrays, bytes, containers, picklables).
+
+    Equal values give equal digests across processes and runs (dict/set order is ignored;
+    array dtype and shape are included). Arbitrary objects fall back to their pickle, which is
+    stable for the same library versions.
+    """
+    h = hashlib.sha256(b"tessera-digest-v1")
+    _feed(h, obj)
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# The store
+# --------------------------------------------------------------------------------------------
+
+class _HashingWriter:
+    """File-like that hashes and counts what is written through it."""
+
+    def __init__(self, f):
+        self.f = f
+        self.h = hashlib.sha256()
+        self.n = 0
+
+    def write(self, b) -> int:
+        mv = memoryview(b).cast("B")
+        self.h.update(mv)
+        self.n += mv.nbytes
+        return self.f.write(mv)
+
+
+def _reason(e: BaseException) -> str:
+    r = getattr(e, "strerror", None) or str(e) or type(e).__name__
+    return " ".join(str(r).split())
+
+
+class Store:
+    """A content-addressed result store at a local path or any fsspec URL."""
+
+    def __init__(self, url: str | os.PathLike):
+        self.url = os.fspath(url)
+        fs, root = fsspec.core.url_to_fs(self.url)
+        self.fs = fs
+        self.root = root.rstrip("/") or "/"
+        self._local = isinstance(fs, LocalFileSystem)
+        self._probe()
+
+    @classmethod
+    def default(cls) -> "Store":
+        """``$TESSERA_STORE`` or ``<repo>/.tessera-store``."""
+        return cls(os.environ.get("TESSERA_STORE") or str(REPO_ROOT / ".tessera-store"))
+
+    def __repr__(self) -> str:
+        return f"Store({self.url!r})"
+
+    def __reduce__(self):
+        return (Store, (self.url,))
+
+    # -- layout --------------------------------------------------------------------------
+    def path(self, key: str) -> str:
+        if not isinstance(key, str) or not _KEY_RE.match(key):
+            raise ValueError(f"store key {key!r} must match {_KEY_RE.pattern}")
+        return f"{self.root}/{key[:2]}/{key}{SUFFIX}"
+
+    def _probe(self) -> None:
+        probe = f"{self.root}/{_TMP_PREFIX}probe-{uuid.uuid4().hex}"
+        try:
+            if self._local:
+                os.makedirs(self.root, exist_ok=True)
+                with open(probe, "wb") as f:
+                    f.write(b"probe")
+                os.unlink(probe)
+            else:
+                self.fs.makedirs(self.root, exist_ok=True)
+                self.fs.pipe_file(probe, b"probe")
+                self.fs.rm_file(probe)
+        except Exception as e:
+            raise StoreError(f"cannot write to store {self.url}: {_reason(e)}") from None
+
+    # -- write ---------------------------------------------------------------------------
+    def put(self, key: str, value: Any) -> None:
+        """Serialise ``value`` with cloudpickle and write it atomically under ``key``."""
+        final = self.path(key)
+        tmp = f"{final.rsplit('/', 1)[0]}/{_TMP_PREFIX}{key}-{uuid.uuid4().hex}"
+        if self._local:
+            os.makedirs(os.path.dirname(final), exist_ok=True)
+            try:
+                with open(tmp, "wb") as f:
+                    f.write(b"\0" * HEADER_SIZE)
+                    w = _HashingWriter(f)
+                    cloudpickle.dump(value, w, protocol=5)
+                    f.seek(0)
+                    f.write(_HEADER.pack(MAGIC, FORMAT_VERSION, CODEC_CLOUDPICKLE, w.n, w.h.digest()))
+                os.replace(tmp, final)
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
+                raise
+        else:
+            payload = cloudpickle.dumps(value, protocol=5)
+            header = _HEADER.pack(MAGIC, FORMAT_VERSION, CODEC_CLOUDPICKLE, len(payload),
+                                  hashlib.sha256(payload).digest())
+            try:
+                self.fs.makedirs(final.rsplit("/", 1)[0], exist_ok=True)
+                self.fs.pipe_file(tmp, header + payload)
+                self.fs.mv(tmp, final)
+            except BaseException:
+                try:
+                    self.fs.rm_file(tmp)
+                except Exception:
+                    pass
+                raise
+
+    # -- read ----------------------------------------------------------------------------
+    def _read(self, path: str) -> bytes | None:
+        try:
+            if self._local:
+                with open(path, "rb") as f:
+                    return f.read()
+            return self.fs.cat_file(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def _discard(self, key: str, path: str, why: str) -> None:
+        log.warning("store: entry %s is corrupt (%s); deleted, it will be recomputed", key, why)
+        try:
+            if self._local:
+                os.unlink(path)
+            else:
+                self.fs.rm_file(path)
+        except FileNotFoundError:
+            pass
+        except Exception as e:  # pragma: no cover - best effort
+            log.warning("store: could not delete corrupt entry %s: %s", key, _reason(e))
+
+    def _check(self, data: bytes) -> str | None:
+        if len(data) < HEADER_SIZE:
+            return f"truncated header ({len(data)} bytes)"
+        magic, ver, codec, n, sha = _HEADER.unpack_from(data)
+        if magic != MAGIC:
+            return "bad magic"
+        if ver != FORMAT_VERSION:
+            return f"format version {ver} != {FORMAT_VERSION}"
+        if codec != CODEC_CLOUDPICKLE:
+            return f"unknown codec {codec}"
+        if len(data) - HEADER_SIZE != n:
+            return f"payload length {len(data) - HEADER_SIZE} != {n}"
+        if hashlib.sha256(memoryview(data)[HEADER_SIZE:]).digest() != sha:
+            return "sha256 mismatch"
+        return None
+
+    def get(self, key: str) -> Any:
+        """The value stored under ``key``, or ``MISSING`` (absent, corrupt or truncated)."""
+        path = self.path(key)
+        data = self._read(path)
+        if data is None:
+            return MISSING
+        why = self._check(data)
+        if why is None:
+            try:
+                return cloudpickle.loads(memoryview(data)[HEADER_SIZE:])
+            except Exception as e:
+                why = f"cannot unpickle: {_reason(e)}"
+        self._discard(key, path, why)
+        return MISSING
+
+    def cached(self, key: str, fn: Callable[[], Any]) -> Any:
+        """``get(key)``, or compute ``fn()``, ``put`` it, and return it."""
+        v = self.get(key)
+        if v is MISSING:
+            v = fn()
+            self.put(key, v)
+        return v
+
+    def __contains__(self, key: str) -> bool:
+        """Cheap check: an entry exists and its size agrees with its header (no sha256)."""
+        path = self.path(key)
+        try:
+            if self._local:
+                with open(path, "rb") as f:
+                    head = f.read(HEADER_SIZE)
+                    size = os.fstat(f.fileno()).st_size
+            else:
+                size = self.fs.size(path)
+                head = self.fs.cat_file(path, start=0, end=HEADER_SIZE)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        if len(head) < HEADER_SIZE:
+            return False
+        magic, ver, _codec, n, _sha = _HEADER.unpack_from(head)
+        return magic == MAGIC and ver == FORMAT_VERSION and size == HEADER_SIZE + n
+
+    def delete(self, key: str) -> None:
+        path = self.path(key)
+        try:
+            if self._local:
+                os.unlink(path)
+            else:
+                self.fs.rm_file(path)
+        except FileNotFoundError:
+            pass
+
+    def keys(self) -> list[str]:
+        """All entry keys (unverified), sorted."""
+        out = []
+        try:
+            paths = self.fs.glob(f"{self.root}/*/*{SUFFIX}")
+        except FileNotFoundError:
+            return out
+        for p in paths:
+            name = p.rsplit("/", 1)[-1]
+            if not name.startswith(_TMP_PREFIX):
+                out.append(name[: -len(SUFFIX)])
+        return sorted(out)

@@ -288,14 +288,14 @@ def _call(fn, item, kwargs, retries: int, label: str, index: int):
                         type(e).__name__, e, attempt + 1, retries)
 
 
-def _run_sync(ex: Executor, fn, pending: Iterator, deliver, scatter: dict, label: str) -> None:
+def _run_sync(ex: Executor, fn, pending: Iterator, deliver, scatter: dict, label: str, window: int) -> None:
     for i, item, k in pending:
         deliver(i, k, _call(fn, item, scatter, ex.config.retries, label, i))
 
 
-def _run_threads(ex: Executor, fn, pending: Iterator, deliver, scatter: dict, label: str) -> None:
+def _run_threads(ex: Executor, fn, pending: Iterator, deliver, scatter: dict, label: str, window: int) -> None:
     pool = ex.pool
-    window, retries = ex.config.window, ex.config.retries
+    retries = ex.config.retries
     inflight: dict[cf.Future, tuple[int, Any, Any, int]] = {}
 
     def fill():
@@ -327,11 +327,11 @@ def _run_threads(ex: Executor, fn, pending: Iterator, deliver, scatter: dict, la
             f.cancel()
 
 
-def _run_dask(ex: Executor, fn, pending: Iterator, deliver, scatter: dict, label: str) -> None:
+def _run_dask(ex: Executor, fn, pending: Iterator, deliver, scatter: dict, label: str, window: int) -> None:
     from distributed import as_completed
 
     client = ex.client
-    window, retries = ex.config.window, ex.config.retries
+    retries = ex.config.retries
     scattered = client.scatter(scatter, broadcast=True, hash=False) if scatter else {}
     prefix = "".join(c if c.isalnum() or c in "_-" else "_" for c in label) or "task"
     run = uuid.uuid4().hex[:8]
@@ -374,14 +374,16 @@ _RUNNERS = {"sync": _run_sync, "threads": _run_threads, "processes": _run_dask, 
 def map_reduce(fn: Callable[..., Any], items: Iterable[Any], reduce: Callable[[Any, int, Any], Any],
                init: Any, *, executor: ExecutorConfig | Executor | dict, store: Store | None = None,
                key: Callable[[Any], str] | None = None, label: str = "", scatter: dict | None = None,
-               unit: str = "items", progress: bool = True) -> Any:
+               unit: str = "items", progress: bool = True, window: int | None = None) -> Any:
     """Fold ``reduce(acc, index, fn(item, **scatter))`` over ``items``; see the module docstring.
 
-    At most ``executor.window`` tasks are in flight. With ``store`` and ``key``, stored results
-    are reused and new ones stored as they arrive. Returns the final accumulator.
+    At most ``executor.window`` tasks (or ``window``, if given) are in flight. With ``store``
+    and ``key``, stored results are reused and new ones stored as they arrive. Returns the final accumulator.
     """
     if (store is None) != (key is None):
         raise ValueError("map_reduce: store and key must be given together")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        raise ValueError(f"map_reduce: window must be a positive integer, got {window!r}")
     total = len(items) if hasattr(items, "__len__") else None  # type: ignore[arg-type]
     label = label or getattr(fn, "__name__", "map")
     scatter = dict(scatter or {})
@@ -422,7 +424,7 @@ def map_reduce(fn: Callable[..., Any], items: Iterable[Any], reduce: Callable[[A
 
         gen = pending()
         try:
-            _RUNNERS[ex.kind](ex, fn, gen, deliver, scatter, label)
+            _RUNNERS[ex.kind](ex, fn, gen, deliver, scatter, label, window or ex.config.window)
         finally:
             gen.close()
 

@@ -1,0 +1,151 @@
+"""Loading a Program into tile memory and the host stream phases.
+
+Loading writes each tile's code and exchange table at their placed addresses
+and zeroes the profile-sample areas; the machine refuses blobs it could not
+hold (code outside region 0, tables over the policy cap, anything out of range).
+Host descriptors are symbolic strided rows, moved as chunks (memory.plan_chunks).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import isa
+from ..lower.program import Program
+from .fault import first_fault
+from .memory import I64, Memory, extent, move, plan_chunks, scatter
+
+
+def _hex(x) -> str:
+    return hex(int(x))
+
+
+def _blob_parts(blob, off, tiles: int, what: str):
+    blob = np.asarray(blob, np.uint8).reshape(-1)
+    off = np.asarray(off, I64)
+    if len(off) != tiles + 1 or off[0] != 0 or off[-1] != len(blob) or np.any(np.diff(off) < 0):
+        raise ValueError(f"malformed Program: {what}_off must be {tiles + 1} non-decreasing offsets "
+                         f"from 0 to len({what}) = {len(blob)}")
+    return blob, off[:-1], np.diff(off)
+
+
+def load(m: Memory, p: Program) -> None:
+    T = m.tiles
+    for name in ("code_addr", "table_addr", "profile_addr"):
+        if len(getattr(p, name)) != T:
+            raise ValueError(f"malformed Program: {name} has {len(getattr(p, name))} entries, "
+                             f"the target has {T} tiles")
+    tiles = np.arange(T)
+    code, c_off, c_len = _blob_parts(p.code, p.code_off, T, "code")
+    table, t_off, t_len = _blob_parts(p.table, p.table_off, T, "table")
+    c_addr = np.asarray(p.code_addr, I64)
+    t_addr = np.asarray(p.table_addr, I64)
+    pr_addr = np.asarray(p.profile_addr, I64)
+    ph = "load"
+
+    # Code may only be fetched from region 0, so the machine refuses to load it elsewhere.
+    bad = (c_addr < m.base) | (c_addr + c_len > m.r0)
+    first_fault(bad, lambda i: f"code [{_hex(c_addr[i])}, {_hex(c_addr[i] + c_len[i])}) is not entirely "
+                               f"inside region 0 [{_hex(m.base)}, {_hex(m.r0)})", tiles, phase=ph)
+    first_fault(c_len % isa.INSTR_BYTES != 0,
+                lambda i: f"code of {c_len[i]} B is not whole {isa.INSTR_BYTES}-byte instructions",
+                tiles, phase=ph)
+    first_fault(t_len > p.exchange_table_cap,
+                lambda i: f"exchange table of {t_len[i]} B exceeds the cap of {p.exchange_table_cap} B",
+                tiles, phase=ph)
+    first_fault((t_len > 0) & ~m.in_range(t_addr, t_len),
+                lambda i: f"exchange table [{_hex(t_addr[i])}, {_hex(t_addr[i] + t_len[i])}) is out of range "
+                          f"[{_hex(m.base)}, {_hex(m.end)})", tiles, phase=ph)
+    pb = int(p.profile_bytes)
+    first_fault(pr_addr % isa.PROFILE_SAMPLE_BYTES != 0,
+                lambda i: f"profile area at {_hex(pr_addr[i])} is not {isa.PROFILE_SAMPLE_BYTES}-byte aligned",
+                tiles, phase=ph)
+    first_fault((pb > 0) & ~m.in_range(pr_addr, pb),
+                lambda i: f"profile area [{_hex(pr_addr[i])}, {_hex(pr_addr[i] + pb)}) is out of range "
+                          f"[{_hex(m.base)}, {_hex(m.end)})", tiles, phase=ph)
+
+    ones = np.ones(T, I64)
+    for blob, off, ln, addr in ((code, c_off, c_len, c_addr), (table, t_off, t_len, t_addr)):
+        sp, dp, L = plan_chunks(off, ln, ones, ln, m.pos(tiles, addr), ln, ones, ln)
+        move(blob, m.flat, sp, dp, L)
+    if pb > 0:
+        scatter(m.flat, m.pos(tiles, pr_addr), np.zeros((T, pb), np.uint8))
+
+
+def _host_checks(m: Memory, h: dict, lens: np.ndarray, phase: str, stream_word: str):
+    """Checks common to host in and out: stream index, host range, tile range."""
+    n = len(h["tile"])
+    idx = np.arange(n)
+    s, tile = h["stream"], h["tile"]
+    rb, rows = h["row_bytes"], h["rows"]
+    tiles_ok = (tile >= 0) & (tile < m.tiles)
+    first_fault((s < 0) | (s >= len(lens)),
+                lambda i: f"descriptor {i} names {stream_word} stream {s[i]} (there are {len(lens)})",
+                phase=phase)
+    first_fault(~tiles_ok, lambda i: f"descriptor {i} names tile {tile[i]} (the machine has {m.tiles})",
+                phase=phase)
+    first_fault((rb < 0) | (rows < 0) | (h["host_stride"] < 0) | (h["tile_stride"] < 0)
+                | (rb > m.tile_bytes) | (h["tile_stride"] > m.tile_bytes)
+                | (rows > 2**31) | (h["host_stride"] > 2**31),   # keeps extents inside int64
+                lambda i: f"descriptor {i} has a negative or oversized field", tile, phase=phase)
+    host_ext = extent(rb, rows, h["host_stride"])
+    slen = lens[s]
+    first_fault((h["host_off"] < 0) | (h["host_off"] + host_ext > slen),
+                lambda i: f"descriptor {i} reaches past the end of its {stream_word} stream "
+                          f"({h['host_off'][i]} + {host_ext[i]} > {slen[i]} B)", tile, phase=phase)
+    tile_ext = extent(rb, rows, h["tile_stride"])
+    first_fault((rows * rb > 0) & ~m.in_range(h["addr"], tile_ext),
+                lambda i: f"descriptor {i}: [{_hex(h['addr'][i])}, {_hex(h['addr'][i] + tile_ext[i])}) is "
+                          f"out of range [{_hex(m.base)}, {_hex(m.end)})", tile, phase=phase)
+    return idx
+
+
+def _as_host(h: dict) -> dict:
+    return {k: np.asarray(v, I64).reshape(-1) for k, v in h.items()}
+
+
+def host_in(m: Memory, p: Program, streams: dict) -> int:
+    """Copy the host streams into tile memory; returns the bytes moved."""
+    bufs = []
+    for name in p.in_streams:
+        if name not in streams:
+            raise ValueError(f"missing input stream {name!r} (program needs {list(p.in_streams)})")
+        a = np.asarray(streams[name])
+        if a.dtype != np.uint8 or a.ndim != 1:
+            raise ValueError(f"input stream {name!r} must be a 1-D uint8 array of raw bytes, "
+                             f"got {a.dtype} with shape {a.shape}")
+        bufs.append(np.ascontiguousarray(a))
+    h = _as_host(p.host_in)
+    if len(h["tile"]) == 0:
+        return 0
+    _host_checks(m, h, np.array([len(b) for b in bufs], I64), "host in", "input")
+    rb, rows = h["row_bytes"], h["rows"]
+    for si in np.unique(h["stream"]):
+        k = h["stream"] == si
+        sp, dp, L = plan_chunks(h["host_off"][k], rb[k], rows[k], h["host_stride"][k],
+                                m.pos(h["tile"][k], h["addr"][k]), rb[k], rows[k], h["tile_stride"][k])
+        move(bufs[si], m.flat, sp, dp, L)
+    return int((rb * rows).sum())
+
+
+def host_out(m: Memory, p: Program) -> tuple[dict, int]:
+    """Copy tile memory into the output streams; returns (outputs, bytes moved)."""
+    names = list(p.out_streams)
+    outs = [np.zeros(int(p.out_streams[n]), np.uint8) for n in names]
+    h = _as_host(p.host_out)
+    if len(h["tile"]) == 0:
+        return dict(zip(names, outs)), 0
+    _host_checks(m, h, np.array([len(o) for o in outs], I64), "host out", "output")
+    rb, rows = h["row_bytes"], h["rows"]
+    for si in np.unique(h["stream"]):
+        k = h["stream"] == si
+        sp, dp, L = plan_chunks(m.pos(h["tile"][k], h["addr"][k]), rb[k], rows[k], h["tile_stride"][k],
+                                h["host_off"][k], rb[k], rows[k], h["host_stride"][k])
+        move(m.flat, outs[si], sp, dp, L)
+    return dict(zip(names, outs)), int((rb * rows).sum())
+
+
+def host_cycles(target, nbytes_in: int, nbytes_out: int) -> int:
+    hb = target.host_bytes_per_cycle
+    return math.ceil(nbytes_in / hb) + math.ceil(nbytes_out / hb)

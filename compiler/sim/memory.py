@@ -1,0 +1,112 @@
+"""Tile memory and the byte movers every other part of the machine uses.
+
+All tiles' memories are one uint8 array [tiles, tile_bytes]; a byte is addressed
+by its *flat position* tile*tile_bytes + (addr - memory_base). Every transfer
+(kernel operands, local copies, exchange, host streams, code loading) is a set
+of contiguous chunks moved with one fancy index per chunk length on a
+"window" view of the buffer (each row of the view is L bytes starting at one
+position), so nothing loops over rows or bytes in Python.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ..target import Target
+
+I64 = np.int64
+
+
+def windows(buf: np.ndarray, length: int) -> np.ndarray:
+    """View of `buf` (1-D uint8) whose row p is buf[p:p+length]. Writable: a
+    fancy-indexed assignment writes through to `buf`."""
+    n = max(buf.size - length + 1, 0)
+    return as_strided(buf, shape=(n, length), strides=(buf.strides[0], buf.strides[0]))
+
+
+def gather(buf: np.ndarray, pos: np.ndarray, length: int) -> np.ndarray:
+    """Copy of buf[pos[i]:pos[i]+length] for every i -> uint8[n, length]."""
+    if length == 0 or len(pos) == 0:
+        return np.zeros((len(pos), length), np.uint8)
+    return windows(buf, length)[pos]
+
+
+def scatter(buf: np.ndarray, pos: np.ndarray, data: np.ndarray) -> None:
+    """buf[pos[i]:pos[i]+L] = data[i]; with overlapping destinations the later
+    row wins (numpy assigns in index order)."""
+    data = np.ascontiguousarray(data).view(np.uint8).reshape(len(pos), -1)
+    if data.shape[1] == 0 or len(pos) == 0:
+        return
+    windows(buf, data.shape[1])[pos] = data
+
+
+def extent(row_bytes, rows, stride):
+    """Bytes spanned by a strided descriptor: from its first byte to past its last."""
+    rows = np.asarray(rows, I64)
+    return np.where(rows > 0, (rows - 1) * np.asarray(stride, I64) + np.asarray(row_bytes, I64), 0)
+
+
+def plan_chunks(src_pos, s_rb, s_rows, s_stride, dst_pos, d_rb, d_rows, d_stride):
+    """Split N strided-to-strided transfers (equal byte totals per transfer,
+    checked by the caller) into chunks contiguous on both sides.
+
+    A side whose rows abut (stride == row_bytes, or one row) is one contiguous
+    run; otherwise its rows are its runs. Chunks are gcd(run_src, run_dst) bytes,
+    so every chunk boundary is a run boundary on both sides: a reshaping
+    transfer (64-byte rows into one contiguous row) costs rows chunks, not bytes.
+    Returns (src positions, dst positions, chunk lengths)."""
+    a = [np.asarray(x, I64) for x in (src_pos, s_rb, s_rows, s_stride, dst_pos, d_rb, d_rows, d_stride)]
+    src_pos, s_rb, s_rows, s_stride, dst_pos, d_rb, d_rows, d_stride = a
+    total = s_rb * s_rows
+    s_run = np.where((s_rows <= 1) | (s_stride == s_rb), total, s_rb)
+    d_run = np.where((d_rows <= 1) | (d_stride == d_rb), total, d_rb)
+    g = np.gcd(s_run, d_run)
+    g = np.where(g > 0, g, 1)
+    n = np.where(total > 0, total // g, 0)
+    idx = np.repeat(np.arange(len(total)), n)
+    first = np.cumsum(n) - n
+    c = (np.arange(int(n.sum()), dtype=I64) - first[idx]) * g[idx]   # byte offset of chunk
+    sr, dr = s_run[idx], d_run[idx]
+    sp = src_pos[idx] + (c // sr) * s_stride[idx] + c % sr
+    dp = dst_pos[idx] + (c // dr) * d_stride[idx] + c % dr
+    return sp, dp, g[idx]
+
+
+def move(src: np.ndarray, dst: np.ndarray, sp, dp, length) -> None:
+    """Copy chunks src[sp:sp+len] -> dst[dp:dp+len]. All chunks are read before
+    any is written (bulk-synchronous: a step's reads see the memory as it was
+    when the step began, whatever the overlap)."""
+    length = np.asarray(length, I64)
+    if len(length) == 0:
+        return
+    lens = np.unique(length)
+    data = [(dp[length == L], gather(src, sp[length == L], int(L))) for L in lens]
+    for pos, d in data:
+        scatter(dst, pos, d)
+
+
+class Memory:
+    """All tiles' memories and their address arithmetic."""
+
+    def __init__(self, target: Target):
+        self.t = target
+        self.tiles = target.tiles
+        self.base = target.memory_base
+        self.r0 = target.region0_end
+        self.end = target.memory_end
+        self.tile_bytes = target.tile_bytes
+        self.mem = np.zeros((self.tiles, self.tile_bytes), np.uint8)
+        self.flat = self.mem.reshape(-1)
+
+    def pos(self, tile, addr):
+        return np.asarray(tile, I64) * self.tile_bytes + (np.asarray(addr, I64) - self.base)
+
+    def in_range(self, lo, size):
+        lo = np.asarray(lo, I64)
+        return (lo >= self.base) & (lo + np.asarray(size, I64) <= self.end)
+
+    def read_words(self, tile, addr, nwords: int) -> np.ndarray:
+        """Little-endian uint32 words -> int64[n, nwords] (int64 so arithmetic on
+        address words never wraps)."""
+        b = gather(self.flat, self.pos(tile, addr), 4 * nwords)
+        return b.view("<u4").astype(I64).reshape(len(b), nwords)

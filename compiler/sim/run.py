@@ -1,0 +1,176 @@
+"""The bulk-synchronous execution loop: fetch, decode, execute, sync.
+
+Every tile fetches its instructions from its own memory at code_addr +
+pc*INSTR_BYTES, so bytes that overwrote code run as whatever they decode to.
+A superstep runs in *rounds*: in round r each still-running tile executes its
+r-th instruction of the step; the instructions of a round are fetched with one
+gather and the kernels among them executed batched by shape (kernels.Kernels).
+Tiles never touch each other's memory outside an exchange, so running a round
+across tiles at once preserves every tile's own program order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import isa
+from ..lower.program import Program
+from ..target import Target
+from .exchange import exchange
+from .fault import MachineFault, first_fault
+from .kernels import Kernels
+from .load import host_cycles, host_in, host_out, load
+from .memory import I64, Memory, gather, scatter
+
+KERNELS = (isa.MATMUL, isa.ADD, isa.COPY)
+
+
+@dataclass
+class SimResult:
+    outputs: dict                       # out stream name -> uint8 bytes (filled by host_out)
+    step_kind: list                     # per superstep: 'compute' | 'exchange' | 'idle'
+    step_cycles: np.ndarray             # int64[steps], max over tiles + sync
+    tile_cycles: np.ndarray             # int64[steps, tiles], read back from profile samples
+    exchange_bytes: np.ndarray          # int64[steps], total bytes sent in the step
+    total_cycles: int                   # cropped runtime: supersteps only
+    host_cycles: int                    # host in + out at target.host_bytes_per_cycle
+    instructions: int                   # instructions executed, all tiles (incl. SYNC/END)
+    profiled_steps: int = 0             # steps whose tile_cycles came from profile samples;
+    #                                     later steps (profile area full) from the machine counters
+    host_bytes: dict = field(default_factory=dict)   # {'in': bytes, 'out': bytes}
+
+
+def _hex(x) -> str:
+    return hex(int(x))
+
+
+class Machine:
+    def __init__(self, program: Program):
+        self.p = program
+        self.t = Target.from_dict(dict(program.target), where="program.target")
+        if len(program.code_addr) != self.t.tiles:
+            raise ValueError(f"program has {len(program.code_addr)} tiles, its target {self.t.tiles}")
+        self.m = Memory(self.t)
+        self.k = Kernels(self.m, self.t)
+        self.T = self.t.tiles
+        self.code_addr = np.asarray(program.code_addr, I64)
+        self.profile_addr = np.asarray(program.profile_addr, I64)
+        self.profile_cap = int(program.profile_bytes) // isa.PROFILE_SAMPLE_BYTES
+        self.instructions = 0
+
+    # ---- one superstep ---------------------------------------------------------
+    def fetch(self, step, tiles, pc):
+        m = self.m
+        addr = self.code_addr[tiles] + pc * isa.INSTR_BYTES
+        first_fault((addr < m.base) | (addr + isa.INSTR_BYTES > m.r0),
+                    lambda i: f"instruction fetch at {_hex(addr[i])} is outside region 0 "
+                              f"[{_hex(m.base)}, {_hex(m.r0)})", tiles, step, pc)
+        w = m.read_words(tiles, addr, isa.INSTR_WORDS)
+        op, dt = w[:, 0] & 0xFF, (w[:, 0] >> 8) & 0xFF
+        first_fault((w[:, 0] >> 16 != 0) | (op > max(isa.OP_NAMES)),
+                    lambda i: f"invalid instruction word 0 = {_hex(w[i, 0])} (opcode {op[i]})", tiles, step, pc)
+        first_fault(~np.isin(op, KERNELS) & (dt != 0),
+                    lambda i: f"{isa.OP_NAMES[int(op[i])]} with dtype code {dt[i]} (must be 0)", tiles, step, pc)
+        return op, dt, w
+
+    def superstep(self, step, pc, running):
+        """Run every running tile to its next SYNC or END. Returns (ended mask,
+        executed-anything, per-tile compute cycles, exchange rows, kernel mask)."""
+        T = self.T
+        active = running.copy()
+        at_end = np.zeros(T, bool)
+        cycles = np.zeros(T, I64)
+        did_kernel = np.zeros(T, bool)
+        exch = []          # (tile, pc, table_addr, nsend, nrecv) arrays per round
+        anything = False
+        while active.any():
+            tiles = np.flatnonzero(active)
+            tpc = pc[tiles]
+            op, dt, w = self.fetch(step, tiles, tpc)
+            self.instructions += len(tiles)
+            end = op == isa.END
+            at_end[tiles[end]] = True
+            active[tiles[end | (op == isa.SYNC)]] = False
+            anything |= bool((~end).any())
+            pc[tiles[~end]] += 1          # END leaves pc on END: the tile stays finished
+            e = op == isa.EXCH
+            if e.any():
+                exch.append((tiles[e], tpc[e], w[e, 1], w[e, 2], w[e, 3]))
+            for kop in KERNELS:
+                k = op == kop
+                if k.any():
+                    cycles[tiles[k]] += self.k.run(kop, step, tiles[k], tpc[k], dt[k], w[k])
+                    did_kernel[tiles[k]] = True
+        return at_end, anything, cycles, exch, did_kernel
+
+    # ---- the program -------------------------------------------------------------
+    def run(self, streams: dict) -> SimResult:
+        t, T, p = self.t, self.T, self.p
+        load(self.m, p)
+        nin = host_in(self.m, p, streams)
+        pc = np.zeros(T, I64)
+        running = np.ones(T, bool)
+        kinds, step_cyc, tile_cyc, xbytes = [], [], [], []
+        step = 0
+        while True:
+            at_end, anything, cycles, exch, did_kernel = self.superstep(step, pc, running)
+            ended, waiting = at_end & running, running & ~at_end
+            if ended.any() and waiting.any():
+                e, s = np.flatnonzero(ended), np.flatnonzero(waiting)
+                raise MachineFault(f"deadlock: {len(e)} tile(s) reached END (first: tile {e[0]}) while "
+                                   f"{len(s)} wait at SYNC (first: tile {s[0]})",
+                                   tile=e[0], step=step, pc=pc[e[0]])
+            if not anything:        # every tile went straight to END: no superstep
+                break
+            kind = "idle"
+            xb = 0
+            if exch:
+                xt, xpc, xa, xs, xr = (np.concatenate(c) for c in zip(*exch))
+                both = did_kernel[xt]
+                first_fault(both, lambda i: "superstep mixes EXCH and compute kernels on one tile",
+                            xt, step, xpc)
+                res = exchange(self.m, step, xt, xpc, xa, xs, xr)
+                phase = t.exchange_cycles(res.send_bytes, res.recv_bytes)
+                cycles[np.unique(xt)] = phase
+                kind, xb = "exchange", res.total
+            elif did_kernel.any():
+                kind = "compute"
+            self.write_profile(step, cycles)
+            kinds.append(kind)
+            tile_cyc.append(cycles)
+            step_cyc.append(int(cycles.max(initial=0)) + t.sync_cycles)
+            xbytes.append(xb)
+            step += 1
+            running &= ~at_end
+            if not running.any():
+                break
+        outputs, nout = host_out(self.m, p)
+        tc = np.array(tile_cyc, I64).reshape(len(kinds), T)
+        n_prof = min(len(kinds), self.profile_cap)
+        tc[:n_prof] = self.read_profile(n_prof)
+        sc = np.array(step_cyc, I64)
+        return SimResult(outputs=outputs, step_kind=kinds, step_cycles=sc, tile_cycles=tc,
+                         exchange_bytes=np.array(xbytes, I64), total_cycles=int(sc.sum()),
+                         host_cycles=host_cycles(t, nin, nout), instructions=self.instructions,
+                         profiled_steps=n_prof, host_bytes={"in": nin, "out": nout})
+
+    # ---- profile samples -----------------------------------------------------------
+    def write_profile(self, step, cycles):
+        """The machine stores each tile's cycles of this step as a uint32 sample in
+        the tile's own memory: whatever else lives there is overwritten."""
+        if step < self.profile_cap:
+            tiles = np.arange(self.T)
+            sample = np.minimum(cycles, 2**32 - 1).astype("<u4")
+            scatter(self.m.flat, self.m.pos(tiles, self.profile_addr + 4 * step), sample.view(np.uint8).reshape(-1, 4))
+
+    def read_profile(self, nsteps):
+        tiles = np.repeat(np.arange(self.T)[None, :], nsteps, 0).reshape(-1)
+        addr = (self.profile_addr[None, :] + 4 * np.arange(nsteps)[:, None]).reshape(-1)
+        b = gather(self.m.flat, self.m.pos(tiles, addr), 4)
+        return b.view("<u4").astype(I64).reshape(nsteps, self.T)
+
+
+def run(program: Program, streams: dict) -> SimResult:
+    """Execute a lowered program on the simulated machine (see compiler/sim/__init__)."""
+    return Machine(program).run(streams)

@@ -86,3 +86,56 @@ class Solution:
     @property
     def deficit(self) -> int:
         return max(0, self.live_bytes - self.available_bytes)
+
+
+class ProblemError(ValueError):
+    """Malformed placement input; the one-line message names the request at fault."""
+
+
+def check(p: Problem) -> None:
+    """Reject bad input before any work: one line naming the request (or edge,
+    or reserved range). Raises ProblemError."""
+    n = len(p.size)
+    for f in ("align", "start", "end", "region", "count", "stride"):
+        if len(getattr(p, f)) != n:
+            raise ProblemError(f"field {f!r} has {len(getattr(p, f))} entries, expected {n}")
+    if p.names is not None and len(p.names) != n:
+        raise ProblemError(f"names has {len(p.names)} entries, expected {n}")
+    if not (p.memory_base <= p.region0_end <= p.memory_end) or p.memory_base >= p.memory_end:
+        raise ProblemError("memory map: need memory_base <= region0_end <= memory_end, "
+                           "memory_base < memory_end")
+    if p.element_bytes <= 0:
+        raise ProblemError("memory map: element_bytes must be positive")
+    if p.max_alloc is not None and p.max_alloc <= 0:
+        raise ProblemError("max_alloc must be positive")
+    bad = lambda mask: int(np.flatnonzero(mask)[0]) if mask.any() else -1
+    checks = [
+        (p.size <= 0, lambda i: f"size {p.size[i]} must be positive"),
+        ((p.align <= 0) | ((p.align & (p.align - 1)) != 0),
+         lambda i: f"alignment {p.align[i]} is not a power of two"),
+        (p.end <= p.start, lambda i: f"lifetime [{p.start[i]}, {p.end[i]}) is empty (end <= start)"),
+        ((p.region < 0) | (p.region > 2), lambda i: f"region class {p.region[i]} is not 0, 1 or 2"),
+        (p.count <= 0, lambda i: f"count {p.count[i]} must be positive"),
+        ((p.count > 1) & (p.stride < p.size),
+         lambda i: f"sequence stride {p.stride[i]} is smaller than its member size {p.size[i]}"),
+        ((p.count > 1) & (p.stride % np.maximum(p.align, 1) != 0),
+         lambda i: f"sequence stride {p.stride[i]} breaks member alignment {p.align[i]}"),
+    ]
+    for mask, msg in checks:
+        i = bad(mask)
+        if i >= 0:
+            raise ProblemError(f"request {p.name(i)}: {msg(i)}")
+    e = p.bank_edges
+    if len(e):
+        k = bad(((e < 0) | (e >= n)).any(axis=1))
+        if k >= 0:
+            raise ProblemError(f"bank edge {k} names unknown request index "
+                               f"{int(e[k][(e[k] < 0) | (e[k] >= n)][0])}")
+        k = bad(e[:, 0] == e[:, 1])
+        if k >= 0:
+            raise ProblemError(f"bank edge {k} joins request {p.name(int(e[k, 0]))} to itself")
+    r = p.reserved
+    if len(r):
+        k = bad(r[:, 1] <= r[:, 0])
+        if k >= 0:
+            raise ProblemError(f"reserved range {k} [{r[k, 0]}, {r[k, 1]}) is empty")

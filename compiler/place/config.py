@@ -1,0 +1,69 @@
+"""PlaceConfig: every placement heuristic is a named flag, on by default, so an
+ablation is one override (DESIGN §7). Budgets are named keys too; the default
+run is deterministic (no wall-clock limit unless `time_limit_s` is set)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+
+@dataclass(frozen=True)
+class PlaceConfig:
+    # proofs
+    lower_bound: bool = True            # live-byte bound (overall, per region class, per request)
+    # greedy: online first-fit, then offline orders (each one attempt)
+    greedy_online: bool = True          # allocation-event order (start time), first fit
+    order_lifetime: bool = True         # longest lifetime first
+    order_alignment: bool = True        # largest alignment first
+    order_end_first: bool = True        # allocations surviving to completion first, by size
+    # exact searches (run only when every greedy order failed)
+    decompose: bool = True              # split at times no request crosses (independent parts)
+    search: bool = True                 # address-domain search with propagation
+    must_occupy_propagation: bool = True  # propagate bytes/elements every legal address covers
+    canonical: bool = True              # MiniMalloc-style canonical (monotone-offset) search
+    dominance: bool = True              # ...skip placements that leave a gap a waiting request fills
+    section_inference: bool = True      # ...prune when a time section's remaining bytes cannot fit
+    search_node_budget: int = 4096      # per search method and part
+    search_filter_budget: int = 2_000_000  # domain subtractions per address-domain search
+    canonical_node_budget: int = 20_000  # nodes per part for the canonical search
+    time_limit_s: float | None = None   # optional wall-clock cap on the searches (benchmarks)
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "PlaceConfig":
+        """Build from a mapping (e.g. the Hydra `place` group). Strings are
+        coerced (CLI `--set key=value`); an unknown key is a ValueError naming it."""
+        known = {f.name: f for f in fields(cls)}
+        kw = {}
+        for k, v in (d or {}).items():
+            if k not in known:
+                raise ValueError(f"unknown place config key {k!r} "
+                                 f"(known: {', '.join(sorted(known))})")
+            kw[k] = _coerce(k, known[k].default, v)
+        return cls(**kw)
+
+    def override(self, **kw) -> "PlaceConfig":
+        """A copy with some keys changed (same checks and coercion as from_dict)."""
+        known = {f.name for f in fields(self)}
+        bad = sorted(set(kw) - known)
+        if bad:
+            raise ValueError(f"unknown place config key {bad[0]!r}")
+        return replace(self, **{k: _coerce(k, getattr(self, k), v) for k, v in kw.items()})
+
+def _coerce(key: str, default, v):
+    if isinstance(default, bool):
+        if isinstance(v, str):
+            if v.lower() in ("1", "true", "yes", "on"):
+                return True
+            if v.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(f"place config key {key!r}: expected a boolean, got {v!r}")
+        return bool(v)
+    if key == "time_limit_s":
+        if v is None or (isinstance(v, str) and v.lower() in ("none", "null", "")):
+            return None
+        return float(v)
+    if isinstance(default, int):
+        try:
+            return int(v)
+        except (TypeError, ValueError):
+            raise ValueError(f"place config key {key!r}: expected an integer, got {v!r}") from None
+    return v

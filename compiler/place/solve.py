@@ -1,0 +1,72 @@
+"""solve(): the per-tile pipeline. Cheapest first, stop at the first answer:
+
+  1. check the input (bad input raises ProblemError naming the request);
+  2. live-byte lower bound -> INFEASIBLE with the proof's figures;
+  3. greedy orders (online, lifetime, alignment, end-first) -> PLACED;
+  4. per independent part (time sections no request crosses): address-domain
+     search, then the canonical search, each under its named budgets;
+  5. otherwise UNKNOWN, reporting the best failed greedy attempt.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from . import bound, greedy
+from .config import PlaceConfig
+from .instance import Instance
+from .problem import INFEASIBLE, PLACED, UNKNOWN, Problem, Solution, check
+
+
+def solve(problem: Problem, cfg: PlaceConfig | None = None) -> Solution:
+    cfg = cfg or PlaceConfig()
+    t0 = time.perf_counter()
+    check(problem)
+    n = len(problem)
+    inst = Instance(problem)
+
+    def done(status, addr, method, **kw):
+        a = np.asarray(addr if addr is not None else [-1] * n, np.int64)
+        return Solution(status, a, method=method, seconds=time.perf_counter() - t0, **kw)
+
+    if cfg.lower_bound:
+        proof = bound.prove(inst)
+        if proof is not None:
+            return done(INFEASIBLE, None, f"bound-{proof.kind}", event=proof.event,
+                        live_bytes=proof.live_bytes, available_bytes=proof.available_bytes,
+                        request=proof.request, detail={"proof": proof.kind})
+    if n == 0:
+        return done(PLACED, [], "empty")
+
+    best = None  # (placed count, failed request, addr) of the best failed greedy attempt
+    tried = []
+    for name, order in greedy.orders(inst, cfg):
+        addr, failed = greedy.place_order(inst, order)
+        tried.append(name)
+        if failed < 0:
+            return done(PLACED, addr, name, detail={"tried": tried})
+        k = sum(a >= 0 for a in addr)
+        if best is None or k > best[0]:
+            best = (k, failed, addr)
+
+    nodes = 0
+    detail = {"tried": tried}
+    from . import search as _search  # the searches live in their own module
+    res = _search.run(inst, cfg, t0, best[2] if best else None)
+    nodes = res.nodes
+    detail.update(res.detail)
+    if res.addr is not None:
+        return done(PLACED, res.addr, res.method, nodes=nodes, detail=detail)
+    if res.proof is not None:
+        return done(INFEASIBLE, None, res.method, nodes=nodes, event=res.proof.event,
+                    live_bytes=res.proof.live_bytes, available_bytes=res.proof.available_bytes,
+                    request=res.proof.request, detail=detail)
+    failed = best[1] if best else -1
+    ev, live, avail = bound.peak(inst)
+    if failed >= 0:
+        ev = inst.start[failed]
+        mask = (problem.start <= ev) & (problem.end > ev)
+        live = int(problem.extent[mask].sum())
+    return done(UNKNOWN, None, "unknown", nodes=nodes, event=ev, live_bytes=live,
+                available_bytes=avail, request=failed, detail=detail)

@@ -1,0 +1,138 @@
+"""Kernels against numpy: MATMUL (f16, fp8), ADD reduction, COPY, and batched
+vs unbatched execution giving identical bytes."""
+import ml_dtypes
+import numpy as np
+
+from compiler import isa, sim
+
+from .asm import R0_DATA, R0_DATA2, R1, R1_B, Asm, get, put
+
+FP8 = ml_dtypes.float8_e4m3fn
+
+
+def _ref_mm(A, B, scale):
+    return ((A.astype(np.float32) @ B.astype(np.float32)) * np.float32(scale)).astype(np.float16)
+
+
+def test_matmul_f16_two_tiles():
+    rng = np.random.default_rng(1)
+    a = Asm()
+    A = [rng.standard_normal((16, 32)).astype(np.float16) for _ in range(2)]
+    B = [rng.standard_normal((32, 24)).astype(np.float16) for _ in range(2)]
+    s = {}
+    for t in range(2):
+        s[f"a{t}"] = put([t], R0_DATA, A[t], a, f"a{t}")
+        s[f"b{t}"] = put([t], R1, B[t], a, f"b{t}")
+    a.matmul([0, 1], R0_DATA, R1, R0_DATA2, 16, 32, 24, scale=0.25).sync()
+    nb = 16 * 24 * 2
+    a.stream_out("o", 2 * nb, [(t * nb, t, R0_DATA2, nb, 1, nb, nb) for t in range(2)])
+    res = sim.run(a.build(), s)
+    out = get(res, "o", np.float16, (2, 16, 24))
+    for t in range(2):
+        assert np.array_equal(out[t], _ref_mm(A[t], B[t], 0.25))
+    assert res.step_kind == ["compute"]
+
+
+def test_matmul_fp8():
+    rng = np.random.default_rng(2)
+    a = Asm()
+    A = rng.standard_normal((8, 64)).astype(FP8)
+    B = rng.standard_normal((64, 32)).astype(FP8)
+    s = {"a": put([0, 1], R0_DATA, A, a, "a"), "b": put([0, 1], R1, B, a, "b")}
+    a.matmul([0, 1], R0_DATA, R1, R0_DATA2, 8, 64, 32, scale=1 / 64, dtype="fp8").sync()
+    nb = 8 * 32 * 2
+    a.stream_out("o", nb, [(0, 1, R0_DATA2, nb, 1, nb, nb)])
+    res = sim.run(a.build(), s)
+    assert np.array_equal(get(res, "o", np.float16, (8, 32)), _ref_mm(A, B, 1 / 64))
+    t = a.t
+    assert res.tile_cycles[0, 1] == t.matmul_cycles(8, 64, 32, "fp8")
+
+
+def test_add_reduction():
+    rng = np.random.default_rng(3)
+    a = Asm()
+    n, k, stride = 96, 5, 256         # partials 256 B apart (192 B each + gap)
+    s0 = rng.standard_normal(n).astype(np.float16)
+    parts = np.zeros((k, stride // 2), np.float16)
+    parts[:, :n] = rng.standard_normal((k, n))
+    s = {"s0": put([3], R0_DATA, s0, a, "s0"), "p": put([3], R0_DATA2, parts, a, "p")}
+    # in place: out == src0
+    a.on(3, isa.ADD, R0_DATA, R0_DATA, R0_DATA2, k, n, stride, dtype="f16").sync()
+    a.stream_out("o", 2 * n, [(0, 3, R0_DATA, 2 * n, 1, 2 * n, 2 * n)])
+    res = sim.run(a.build(), s)
+    acc = s0.astype(np.float32)
+    for i in range(k):
+        acc = acc + parts[i, :n].astype(np.float32)
+    assert np.array_equal(get(res, "o", np.float16, n), acc.astype(np.float16))
+    assert res.tile_cycles[0, 3] == a.t.vector_cycles(2 * n * (k + 1) + 2 * n)
+
+
+def test_copy_strided_rows():
+    a = Asm()
+    src = np.arange(8 * 64, dtype=np.uint8).reshape(8, 64)
+    s = {"x": put([0], R0_DATA, src, a, "x")}
+    # take a 8x16-byte column block (src stride 64) and pack it (dst stride 16)
+    a.on(0, isa.COPY, R1, R0_DATA + 32, 16, 8, 16, 64).sync()
+    a.stream_out("o", 128, [(0, 0, R1, 128, 1, 128, 128)])
+    res = sim.run(a.build(), s)
+    assert np.array_equal(res.outputs["o"].reshape(8, 16), src[:, 32:48])
+    assert res.tile_cycles[0, 0] == a.t.copy_cycles(128)
+
+
+def _batched_program(same_addresses: bool, with_fp8: bool):
+    """Every tile multiplies its own matrices; tiles either share addresses (one
+    gather by tile) or use tile-dependent addresses (a gathered index)."""
+    rng = np.random.default_rng(7)
+    a = Asm()
+    T = a.T
+    m, k, n = 8, 16, 16
+    A = rng.standard_normal((T, m, k)).astype(np.float16)
+    B = rng.standard_normal((T, k, n)).astype(np.float16)
+    s = {"a": A.view(np.uint8).reshape(-1), "b": B.view(np.uint8).reshape(-1)}
+    off = (lambda t: 0) if same_addresses else (lambda t: 256 * (t % 7))
+    na, nb, no = m * k * 2, k * n * 2, m * n * 2
+    a.stream_in("a", [(t * na, t, R0_DATA + off(t), na, 1, na, na) for t in range(T)])
+    a.stream_in("b", [(t * nb, t, R1 + off(t), nb, 1, nb, nb) for t in range(T)])
+    for t in range(T):
+        a.matmul(t, R0_DATA + off(t), R1 + off(t), R0_DATA2 + off(t), m, k, n, scale=0.5)
+        # a second, shape-different kernel on odd tiles only: groups of different sizes
+        if t % 2:
+            a.on(t, isa.ADD, R1_B + off(t), R0_DATA2 + off(t), R0_DATA2 + off(t), 1, m * n, 0)
+    a.sync()
+    a.stream_out("o", T * no, [(t * no, t, R0_DATA2 + off(t), no, 1, no, no) for t in range(T)])
+    a.stream_out("d", T * no, [(t * no, t, R1_B + off(t), no, 1, no, no) for t in range(T)])
+    return a.build(), s, (A, B)
+
+
+def test_batched_equals_unbatched():
+    p_same, s, (A, B) = _batched_program(True, False)
+    p_diff, s2, _ = _batched_program(False, False)
+    r1, r2 = sim.run(p_same, s), sim.run(p_diff, s2)
+    for name in ("o", "d"):
+        assert np.array_equal(r1.outputs[name], r2.outputs[name])
+    assert np.array_equal(r1.tile_cycles, r2.tile_cycles)
+    out = r1.outputs["o"].view(np.float16).reshape(A.shape[0], 8, 16)
+    # each tile's result equals a one-matrix (unbatched) numpy computation
+    for t in (0, 1, 33, 63):
+        assert np.array_equal(out[t], _ref_mm(A[t], B[t], 0.5))
+    dbl = r1.outputs["d"].view(np.float16).reshape(A.shape[0], 8, 16)
+    assert np.array_equal(dbl[1::2], (out[1::2].astype(np.float32) * 2).astype(np.float16))
+    assert not dbl[0::2].any()
+
+
+def test_overlapping_buffers_give_a_wrong_answer():
+    """The simulator holds tensors only at their addresses: an allocator bug that
+    overlaps two live buffers is not refused, it corrupts the result."""
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((8, 8)).astype(np.float16)
+    B = rng.standard_normal((8, 8)).astype(np.float16)
+    outs = {}
+    for second_out in (R0_DATA2 + 128, R0_DATA2 + 64):      # disjoint vs overlapping outputs
+        a = Asm()
+        s = {"a": put([0], R0_DATA, A, a, "a"), "b": put([0], R1, B, a, "b")}
+        a.matmul(0, R0_DATA, R1, R0_DATA2, 8, 8, 8)
+        a.matmul(0, R0_DATA, R1, second_out, 8, 8, 8, scale=2.0).sync()
+        a.stream_out("o", 128, [(0, 0, R0_DATA2, 128, 1, 128, 128)])
+        outs[second_out] = get(sim.run(a.build(), s), "o", np.float16, (8, 8))
+    assert np.array_equal(outs[R0_DATA2 + 128], _ref_mm(A, B, 1.0))
+    assert not np.array_equal(outs[R0_DATA2 + 64], _ref_mm(A, B, 1.0))

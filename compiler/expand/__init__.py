@@ -1,0 +1,88 @@
+"""expand: candidates -> tile graphs, analysed and screened in bounded batches,
+keeping only the placement shortlist (DESIGN §3.3)."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .. import mapper as mappers
+from ..policy import Policy
+from ..result import Rejection
+from ..target import Target
+from .analysis import analyse
+from .gemm import expand_gemm
+from .tilegraph import TileGraph
+
+
+@dataclass
+class Expanded:
+    candidate: object
+    tilegraph: TileGraph | None
+    analysis: dict
+    reason: str = ""           # "" when admitted
+    message: str = ""
+    figures: dict = field(default_factory=dict)
+
+
+def expand_one(cand, graph, target: Target, policy: Policy) -> Expanded:
+    tg = expand_gemm(graph, cand, target, policy.home_rotation)
+    a = analyse(tg, target)
+    w = a["worst_tile"]
+    tbl = int(a["table_bytes"].max())
+    if a["unencodable"]:
+        return Expanded(cand, None, a, "unencodable", a["unencodable"])
+    if tbl > policy.exchange_table_cap:
+        t, cap = int(a["table_bytes"].argmax()), policy.exchange_table_cap
+        return Expanded(cand, None, a, "exchange_table_cap",
+                        f"tile {t}: exchange table {tbl} B over the {cap} B cap (excess {tbl - cap} B)",
+                        dict(tile=t, live_bytes=tbl, available_bytes=cap, deficit_bytes=tbl - cap))
+    need = int(a["footprint_bytes"][w])
+    if need > target.tile_bytes:
+        ev = int(a["peak_event"][w])
+        return Expanded(cand, None, a, "memory",
+                        f"tile {w}: {need} B live at event {ev} (with support), "
+                        f"{target.tile_bytes} B available (deficit {need - target.tile_bytes} B)",
+                        dict(tile=w, event=ev, live_bytes=need, available_bytes=target.tile_bytes,
+                             deficit_bytes=need - target.tile_bytes))
+    tg.analysis = a
+    return Expanded(cand, tg, a)
+
+
+@dataclass
+class ExpandResult:
+    finalists: list[Expanded] = field(default_factory=list)
+    screened: int = 0
+    rejected: dict = field(default_factory=dict)
+    rejection: Rejection | None = None
+
+    def metrics(self) -> dict:
+        best = self.finalists[0].analysis if self.finalists else None
+        return {"finalists": len(self.finalists), "screened": self.screened, "rejected": self.rejected,
+                "exchange_table_max_bytes": int(best["table_bytes"].max()) if best else None,
+                "code_max_bytes": int(best["code_bytes"].max()) if best else None,
+                "cycles": best["cycles"] if best else None}
+
+
+def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.serial) -> ExpandResult:
+    if plan_res.rejection:
+        return ExpandResult(rejection=plan_res.rejection)
+    cands = plan_res.candidates
+    keep = mappers.keep_best(policy.finalists, lambda e: e.analysis["cycles"] if not e.reason else None)
+    failures = Counter()
+    first_failure = {}
+
+    def reduce(acc, i, e: Expanded):
+        if e.reason:
+            failures[e.reason] += 1
+            first_failure[e.reason] = min(first_failure.get(e.reason, (i, e)), (i, e), key=lambda p: p[0])
+        return keep(acc, i, e)
+
+    best = mapper("expand", expand_one, cands, reduce, [],
+                  dict(graph=model.graph, target=target, policy=policy))
+    res = ExpandResult([e for _, e in best], len(cands), dict(sorted(failures.items())))
+    if not res.finalists:
+        reason = max(failures, key=lambda r: (failures[r], r))
+        first = first_failure[reason][1]
+        res.rejection = Rejection("expand", reason, f"all {len(cands)} candidates rejected; "
+                                  f"best-ranked: {first.message}", first.figures)
+    return res

@@ -1,0 +1,112 @@
+"""lower: per-tile programs with operand addresses bound, encoded exchange tables,
+host stream descriptors, linked into one Program (DESIGN §3.6)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import isa
+from ..target import Target
+from ..expand.analysis import profile_bytes
+from .program import Program
+
+
+@dataclass
+class LowerResult:
+    program: Program | None = None
+    rejection: object = None
+
+    def metrics(self) -> dict:
+        p = self.program
+        if p is None:
+            return {}
+        return {"code_max_bytes": int(np.diff(p.code_off).max()),
+                "table_max_bytes": int(np.diff(p.table_off).max()),
+                "instructions": int(p.code_off[-1] // isa.INSTR_BYTES)}
+
+
+def _blob(tile: np.ndarray, words: np.ndarray, tiles: int):
+    """Rows (already sorted by tile) -> flat uint8 blob and per-tile byte offsets."""
+    per = np.bincount(tile, minlength=tiles) * words.shape[1] * 4
+    off = np.concatenate([[0], np.cumsum(per)]).astype(np.int64)
+    return np.ascontiguousarray(words.astype("<u4")).view(np.uint8).ravel(), off
+
+
+def encode_tables(tg, addr: np.ndarray, table_addr: np.ndarray):
+    """Send and receive entries sorted by (tile, step, send-before-receive, peer, transfer):
+    matched pairs appear in the same order on both ends. Returns the blob, offsets and,
+    per (tile, exchange step), the segment address and entry counts for EXCH."""
+    x = tg.xfer
+    n = len(x["src"])
+    idx = np.arange(n)
+    tile = np.concatenate([x["src"], x["dst"]])
+    step = np.concatenate([x["step"], x["step"]])
+    kind = np.repeat([0, 1], n)
+    peer = np.concatenate([x["dst"], x["src"]])
+    words = np.concatenate([
+        np.stack([x["dst"], addr[x["sreq"]] + x["soff"], x["s_row_bytes"], x["s_rows"], x["s_stride"]], 1),
+        np.stack([x["src"], addr[x["dreq"]] + x["doff"], x["d_row_bytes"], x["d_rows"], x["d_stride"]], 1)])
+    order = np.lexsort((np.concatenate([idx, idx]), peer, kind, step, tile))
+    tile, step, kind, words = tile[order], step[order], kind[order], words[order]
+    blob, off = _blob(tile, words, tg.tiles)
+    # EXCH segments: first entry of each (tile, step) and its send/receive counts
+    key = tile * (len(tg.steps) + 2) + step
+    seg, first, cnt = np.unique(key, return_index=True, return_counts=True)
+    nsend = np.add.reduceat(kind == 0, first) if len(first) else np.zeros(0, np.int64)
+    seg_tile = tile[first]
+    seg_addr = table_addr[seg_tile] + (first - off[seg_tile] // isa.ENTRY_BYTES) * isa.ENTRY_BYTES
+    return blob, off, dict(tile=seg_tile, step=step[first], addr=seg_addr, nsend=nsend, nrecv=cnt - nsend)
+
+
+def encode_code(tg, addr: np.ndarray, seg: dict) -> tuple[np.ndarray, np.ndarray]:
+    k = tg.kern
+    nk = len(k["tile"])
+    is_mm = k["op"] == isa.MATMUL
+    scale_bits = np.float32(tg.scale).view(np.uint32).astype(np.int64) if nk else np.zeros(0, np.int64)
+    a = lambda r, o: np.where(r >= 0, addr[r] + o, 0)
+    kw = np.stack([k["op"] | (k["dtype"] << 8), a(k["r0"], k["o0"]), a(k["r1"], k["o1"]), a(k["r2"], k["o2"]),
+                   k["i0"], k["i1"], k["i2"], np.where(is_mm, scale_bits, k["i3"])], 1)
+    S, T = len(tg.steps), tg.tiles
+    ns = len(seg["tile"])
+    ew = np.zeros((ns, isa.INSTR_WORDS), np.int64)
+    ew[:, 0], ew[:, 1], ew[:, 2], ew[:, 3] = isa.EXCH, seg["addr"], seg["nsend"], seg["nrecv"]
+    sync_tile, sync_step = np.repeat(np.arange(T), S), np.tile(np.arange(1, S + 1), T)
+    sw = np.zeros((T * S, isa.INSTR_WORDS), np.int64)
+    sw[:, 0] = isa.SYNC
+    endw = np.zeros((T, isa.INSTR_WORDS), np.int64)
+    endw[:, 0] = isa.END
+    tile = np.concatenate([k["tile"], seg["tile"], sync_tile, np.arange(T)])
+    step = np.concatenate([k["step"], seg["step"], sync_step, np.full(T, S + 1)])
+    rank = np.concatenate([np.zeros(nk), np.ones(ns), np.full(T * S, 2), np.full(T, 3)])
+    seq = np.arange(len(tile))
+    order = np.lexsort((seq, rank, step, tile))
+    words = np.concatenate([kw, ew, sw, endw])[order]
+    return _blob(tile[order], words, T)
+
+
+def host_rows(h: dict, req_tile: np.ndarray, addr: np.ndarray) -> dict:
+    return dict(stream=h["stream"], host_off=h["host_off"], tile=req_tile[h["req"]],
+                addr=addr[h["req"]] + h["off"], row_bytes=h["row_bytes"], rows=h["rows"],
+                host_stride=h["host_stride"], tile_stride=h["tile_stride"])
+
+
+def lower(place_res, sched, t: Target, exchange_table_cap: int) -> LowerResult:
+    if sched.rejection:
+        return LowerResult(rejection=sched.rejection)
+    tg, pl = place_res.tilegraph, place_res.placement
+    table, table_off, seg = encode_tables(tg, pl.addr, pl.support.table_addr)
+    code, code_off = encode_code(tg, pl.addr, seg)
+    reserved = tg.analysis["code_bytes"]
+    if not np.array_equal(np.diff(code_off), reserved) or \
+            not np.array_equal(np.diff(table_off), tg.analysis["table_bytes"]):
+        raise AssertionError("lower: encoded sizes differ from the reservations made in expand")
+    prog = Program(
+        target={f: getattr(t, f) for f in t.__dataclass_fields__}, exchange_table_cap=exchange_table_cap,
+        code=code, code_off=code_off, code_addr=pl.support.code_addr,
+        table=table, table_off=table_off, table_addr=pl.support.table_addr,
+        profile_addr=pl.support.profile_addr, profile_bytes=profile_bytes(tg),
+        in_streams=tg.in_streams, out_streams=tg.out_streams,
+        host_in=host_rows(tg.hin, tg.req["tile"], pl.addr),
+        host_out=host_rows(tg.hout, tg.req["tile"], pl.addr))
+    return LowerResult(prog)

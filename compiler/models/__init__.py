@@ -1,0 +1,14 @@
+"""Graph builders. `build(cfg)` returns (Graph, host data by tensor name)."""
+from __future__ import annotations
+
+from ..target import ConfigError
+from . import gemm
+
+MODELS = {"gemm": gemm.build}
+
+
+def build(cfg: dict):
+    name = cfg.get("name")
+    if name not in MODELS:
+        raise ConfigError(f"model.name={name!r}: not one of {', '.join(MODELS)}")
+    return MODELS[name](dict(cfg))

@@ -1,0 +1,55 @@
+"""schedule: bulk-synchronous supersteps and timed activities (DESIGN §3.5).
+
+Each superstep is compute or exchange, then a sync. Activities are listed in
+chronological order: a tile's kernels run back to back from the start of their
+superstep; an exchange occupies every tile taking part for the whole phase."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..expand.analysis import kernel_cycles
+from ..target import Target
+
+
+@dataclass
+class Schedule:
+    kinds: list[str]              # per superstep
+    step_cycles: np.ndarray       # int64[steps], sync included
+    step_start: np.ndarray        # int64[steps]
+    act: dict                     # activities SoA: step, tile, kind(0 kernel / 1 exchange), op, start, end
+    total_cycles: int
+    rejection: object = None
+
+
+def schedule(place_res, t: Target) -> Schedule:
+    if place_res.rejection:
+        return Schedule([], np.zeros(0, np.int64), np.zeros(0, np.int64), {}, 0, place_res.rejection)
+    tg = place_res.tilegraph
+    a = tg.analysis
+    cyc = a["step_cycles"]
+    start = np.concatenate([[0], np.cumsum(cyc)[:-1]]).astype(np.int64)
+    k = tg.kern
+    order = np.lexsort((np.arange(len(k["tile"])), k["tile"], k["step"]))
+    kc = kernel_cycles(tg, t)[order]
+    tile, step = k["tile"][order], k["step"][order]
+    # end of each kernel = step start + running sum of this tile's kernels in the step
+    grp = step * tg.tiles + tile
+    csum = np.cumsum(kc)
+    first = np.r_[True, grp[1:] != grp[:-1]]
+    base = np.maximum.accumulate(np.where(first, csum - kc, 0))
+    k_end = start[step - 1] + csum - base
+    ex = [s for s in range(len(tg.steps)) if tg.steps[s] == "exchange"]
+    ex_tiles = [np.flatnonzero(a["tile_cycles"][s]) for s in ex]
+    act = dict(
+        step=np.concatenate([step] + [np.full(len(x), s + 1) for s, x in zip(ex, ex_tiles)]),
+        tile=np.concatenate([tile] + ex_tiles),
+        kind=np.concatenate([np.zeros(len(tile), np.int64)] + [np.ones(len(x), np.int64) for x in ex_tiles]),
+        op=np.concatenate([k["op"][order]] + [np.full(len(x), -1) for x in ex_tiles]),
+        start=np.concatenate([k_end - kc] + [np.full(len(x), start[s]) for s, x in zip(ex, ex_tiles)]),
+        end=np.concatenate([k_end] + [np.full(len(x), start[s] + cyc[s] - t.sync_cycles)
+                                      for s, x in zip(ex, ex_tiles)]))
+    chrono = np.lexsort((act["tile"], act["start"]))
+    act = {f: v[chrono].astype(np.int64) for f, v in act.items()}
+    return Schedule(list(tg.steps), cyc, start, act, int(cyc.sum()))

@@ -1,0 +1,109 @@
+"""Analysis of a tile graph before placement: encoded sizes, cycles, footprint and
+encodability, each per tile with numpy. A candidate that cannot fit is rejected
+here, not after placement.
+
+The cycle figures apply the target's cost functions to exactly the kernels and
+transfers the program will execute, so the simulator must reproduce them (a test
+holds it to that)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import isa
+from ..target import Target
+from .tilegraph import TileGraph
+
+
+def _per_tile(tiles: int, idx, w=None) -> np.ndarray:
+    return np.bincount(np.asarray(idx, np.int64), weights=w, minlength=tiles).astype(np.int64)
+
+
+def kernel_cycles(tg: TileGraph, t: Target) -> np.ndarray:
+    k = tg.kern
+    cyc = np.zeros(len(k["tile"]), np.int64)
+    for code, name in isa.DTYPE_NAMES.items():
+        mm = (k["op"] == isa.MATMUL) & (k["dtype"] == code)
+        if mm.any():
+            macs = k["i0"][mm] * k["i1"][mm] * k["i2"][mm]
+            cyc[mm] = t.kernel_overhead_cycles + -(-macs // t.amp_macs_per_cycle[name])
+    add = k["op"] == isa.ADD
+    nbytes = (k["i0"][add] + 2) * k["i1"][add] * 2          # read src0 + nsrc1 sources, write out
+    cyc[add] = t.kernel_overhead_cycles + -(-nbytes // t.vector_bytes_per_cycle)
+    return cyc
+
+
+def step_cycles(tg: TileGraph, t: Target) -> tuple[np.ndarray, np.ndarray]:
+    """Cycles of each superstep (sync included) and per-tile cycles [steps, tiles]."""
+    S, T = len(tg.steps), tg.tiles
+    per_tile = np.zeros((S, T), np.int64)
+    kc = kernel_cycles(tg, t)
+    np.add.at(per_tile, (tg.kern["step"] - 1, tg.kern["tile"]), kc)
+    steps = np.zeros(S, np.int64)
+    x = tg.xfer
+    nbytes = x["s_row_bytes"] * x["s_rows"]
+    for s in range(S):
+        if tg.steps[s] == "exchange":
+            sel = x["step"] == s + 1
+            send = _per_tile(T, x["src"][sel], nbytes[sel])
+            recv = _per_tile(T, x["dst"][sel], nbytes[sel])
+            steps[s] = t.exchange_cycles(send, recv)
+            per_tile[s] = np.where((send > 0) | (recv > 0), steps[s], 0)
+        else:
+            steps[s] = per_tile[s].max(initial=0)
+    return steps + t.sync_cycles, per_tile
+
+
+def code_instructions(tg: TileGraph) -> np.ndarray:
+    """Instructions per tile: kernels, one EXCH per exchange step it takes part in,
+    one SYNC per superstep, END. `lower` emits exactly these (and checks it)."""
+    T, x = tg.tiles, tg.xfer
+    n = _per_tile(T, tg.kern["tile"]) + len(tg.steps) + 1
+    for s in np.unique(x["step"]):
+        sel = x["step"] == s
+        n += np.isin(np.arange(T), np.concatenate([x["src"][sel], x["dst"][sel]]))
+    return n
+
+
+def table_entries(tg: TileGraph) -> np.ndarray:
+    return _per_tile(tg.tiles, tg.xfer["src"]) + _per_tile(tg.tiles, tg.xfer["dst"])
+
+
+def live_peak(tg: TileGraph) -> tuple[np.ndarray, np.ndarray]:
+    """Peak live request bytes per tile (sizes padded to alignment) and its event."""
+    r = tg.req
+    live = np.zeros((tg.tiles, tg.end_event + 1), np.int64)
+    sz = r["size"] + r["align"] - 1
+    np.add.at(live, (r["tile"], r["start"]), sz)
+    np.add.at(live, (r["tile"], r["end"]), -sz)
+    live = np.cumsum(live, axis=1)
+    return live.max(1), live.argmax(1)
+
+
+def unencodable(tg: TileGraph) -> str | None:
+    """Exchange rows and local copies move whole aligned 32-bit words."""
+    x, w = tg.xfer, isa.COPY_WORD
+    for f in ("soff", "doff", "s_row_bytes", "d_row_bytes", "s_stride", "d_stride"):
+        bad = np.flatnonzero(x[f] % w)
+        if len(bad):
+            i = bad[0]
+            return (f"transfer tile {x['src'][i]} -> tile {x['dst'][i]} in superstep {x['step'][i]}: "
+                    f"{f}={x[f][i]} is not a whole {w}-byte word")
+    return None
+
+
+def profile_bytes(tg: TileGraph) -> int:
+    return isa.PROFILE_SAMPLE_BYTES * len(tg.steps)
+
+
+def analyse(tg: TileGraph, t: Target) -> dict:
+    cyc, per_tile = step_cycles(tg, t)
+    peak, event = live_peak(tg)
+    code = isa.code_bytes(code_instructions(tg))
+    table = isa.table_bytes(table_entries(tg))
+    support = code + table + profile_bytes(tg) + 3 * 16
+    worst = int(np.argmax(peak + support))
+    nbytes = tg.xfer["s_row_bytes"] * tg.xfer["s_rows"]
+    return dict(cycles=int(cyc.sum()), step_cycles=cyc, tile_cycles=per_tile,
+                code_bytes=code, table_bytes=table, peak_bytes=peak, peak_event=event,
+                footprint_bytes=peak + support, worst_tile=worst,
+                exchange_bytes=int(nbytes.sum()), unencodable=unencodable(tg))

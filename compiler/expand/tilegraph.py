@@ -1,0 +1,111 @@
+"""The tile graph: what a candidate asks of every tile, as struct-of-arrays.
+
+Events: event 0 is the host writing inputs and parameters; event s (1..S) is
+superstep s; event S+1 the host reading outputs. Lifetimes are [start, end) in events.
+
+  req   allocation requests: tile, size, align, region, start, end, count, stride, name
+        (name indexes TileGraph.names: the logical buffer, e.g. "B.home")
+  bank  request-row pairs that must sit in distinct memory elements
+  kern  kernel runs: step, tile, op, dtype, operands (request row + byte offset) r0,o0,
+        r1,o1, r2,o2, immediates i0..i3, scale
+  xfer  exchange transfers: step, src/dst tile, src/dst request + offset, and each side's
+        row shape (row_bytes, rows, stride): the two shapes carry the same bytes
+  hin/hout host stream rows: stream, host_off, req, off, row_bytes, rows, host_stride, tile_stride
+
+Rows are symbolic (a count and a stride), never one row object per tensor row.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+REQ = ("tile", "size", "align", "region", "start", "end", "count", "stride", "name")
+KERN = ("step", "tile", "op", "dtype", "r0", "o0", "r1", "o1", "r2", "o2", "i0", "i1", "i2", "i3")
+XFER = ("step", "src", "dst", "sreq", "soff", "dreq", "doff",
+        "s_row_bytes", "s_rows", "s_stride", "d_row_bytes", "d_rows", "d_stride")
+HOST = ("stream", "host_off", "req", "off", "row_bytes", "rows", "host_stride", "tile_stride")
+
+
+def soa(fields: tuple[str, ...], rows=None) -> dict[str, np.ndarray]:
+    a = np.zeros((0, len(fields)), np.int64) if rows is None else np.asarray(rows, np.int64).reshape(-1, len(fields))
+    return {f: a[:, i].copy() for i, f in enumerate(fields)}
+
+
+def concat(parts: list[dict]) -> dict[str, np.ndarray]:
+    keys = parts[0].keys()
+    return {k: np.concatenate([np.asarray(p[k], np.int64).ravel() for p in parts]) for k in keys}
+
+
+def take(table: dict, mask) -> dict:
+    return {k: v[mask] for k, v in table.items()}
+
+
+@dataclass
+class TileGraph:
+    tiles: int
+    steps: list[str]                          # kind of superstep s+1: "exchange" | "compute"
+    names: list[str]
+    req: dict
+    bank: np.ndarray                          # int64[e, 2]
+    kern: dict
+    scale: np.ndarray                         # float64[len(kern)], MATMUL scale
+    xfer: dict
+    hin: dict
+    hout: dict
+    in_streams: list[str]
+    out_streams: dict[str, int]
+    label: str = ""
+    analysis: dict = field(default_factory=dict)
+
+    @property
+    def end_event(self) -> int:
+        return len(self.steps) + 2
+
+
+class Builder:
+    """Accumulates tile-graph rows in vectorised chunks."""
+
+    def __init__(self, tiles: int):
+        self.tiles = tiles
+        self.names: list[str] = []
+        self.req: list[dict] = []
+        self.nreq = 0
+        self.bank: list[np.ndarray] = []
+        self.kern: list[dict] = []
+        self.scale: list[np.ndarray] = []
+        self.xfer: list[dict] = []
+        self.hin: list[dict] = []
+        self.hout: list[dict] = []
+
+    def alloc(self, name: str, tiles, size, align, region, start, end) -> np.ndarray:
+        """One request per tile in `tiles`; returns a map tile -> request row (-1: none)."""
+        tiles = np.asarray(tiles, np.int64)
+        n = len(tiles)
+        full = lambda v: np.broadcast_to(np.asarray(v, np.int64), (n,))
+        self.names.append(name)
+        self.req.append(dict(tile=tiles, size=full(size), align=full(align), region=full(region),
+                             start=full(start), end=full(end), count=full(1), stride=full(0),
+                             name=full(len(self.names) - 1)))
+        rows = np.full(self.tiles, -1, np.int64)
+        rows[tiles] = self.nreq + np.arange(n)
+        self.nreq += n
+        return rows
+
+    def add(self, table: str, **cols):
+        n = max(np.size(v) for v in cols.values())
+        fields = {"kern": KERN, "xfer": XFER, "hin": HOST, "hout": HOST}[table]
+        row = {f: np.broadcast_to(np.asarray(cols.get(f, 0), np.int64), (n,)) for f in fields}
+        getattr(self, table).append(row)
+        if table == "kern":
+            self.scale.append(np.broadcast_to(np.asarray(cols.get("scale", 1.0), np.float64), (n,)))
+
+    def build(self, steps, in_streams, out_streams, label) -> TileGraph:
+        cat = lambda parts, f: concat(parts) if parts else soa(f)
+        return TileGraph(
+            tiles=self.tiles, steps=list(steps), names=self.names, req=cat(self.req, REQ),
+            bank=np.concatenate(self.bank).reshape(-1, 2) if self.bank else np.zeros((0, 2), np.int64),
+            kern=cat(self.kern, KERN),
+            scale=np.concatenate(self.scale) if self.scale else np.zeros(0),
+            xfer=cat(self.xfer, XFER), hin=cat(self.hin, HOST), hout=cat(self.hout, HOST),
+            in_streams=list(in_streams), out_streams=dict(out_streams), label=label)

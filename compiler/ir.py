@@ -1,0 +1,61 @@
+"""Graph IR: tensors and ops. A graph is data only; `reference.py` executes it in
+numpy, the phases compile it. Tensor kinds: input (streamed from the host per run),
+param (weights, streamed once, resident in their homes), act (on-device only),
+output (read back by the host)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .target import DTYPE_BYTES
+
+KINDS = ("input", "param", "act", "output")
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str              # "f16" | "fp8" (e4m3) | "f32"
+    kind: str
+    scale: float = 1.0      # per-tensor scale of FP8 data: value = stored * scale
+
+    @property
+    def nbytes(self) -> int:
+        n = DTYPE_BYTES[self.dtype]
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass(frozen=True)
+class Op:
+    kind: str                       # "matmul"
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: tuple = ()               # sorted (key, value) pairs: hashable and deterministic
+
+
+@dataclass
+class Graph:
+    name: str
+    tensors: dict[str, Tensor] = field(default_factory=dict)
+    ops: list[Op] = field(default_factory=list)
+
+    def add(self, t: Tensor) -> Tensor:
+        if t.name in self.tensors:
+            raise ValueError(f"tensor {t.name!r} defined twice")
+        if t.kind not in KINDS:
+            raise ValueError(f"tensor {t.name!r}: kind {t.kind!r} not one of {KINDS}")
+        self.tensors[t.name] = t
+        return t
+
+    def op(self, kind: str, inputs, outputs, **attrs) -> Op:
+        for n in (*inputs, *outputs):
+            if n not in self.tensors:
+                raise ValueError(f"op {kind}: unknown tensor {n!r}")
+        o = Op(kind, tuple(inputs), tuple(outputs), tuple(sorted(attrs.items())))
+        self.ops.append(o)
+        return o
+
+    def of_kind(self, kind: str) -> list[Tensor]:
+        return [t for t in self.tensors.values() if t.kind == kind]

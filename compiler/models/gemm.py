@@ -1,0 +1,67 @@
+"""GEMM model: C = A·B with A (m×k) an input and B (k×n) a parameter.
+
+f16: A, B stored as float16. fp8: A, B stored as e4m3 (ml_dtypes.float8_e4m3fn)
+with a per-tensor scale each; the product is formed with FP16 partials and an
+FP16 output. Data is seeded and at realistic scale (B ~ N(0, 1/k))."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from ..ir import Graph, Tensor
+from ..target import ConfigError
+from .config import model_config
+
+FP8 = ml_dtypes.float8_e4m3fn
+FP8_MAX = float(ml_dtypes.finfo(FP8).max)
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    name: str = "gemm"
+    m: int = 32
+    k: int = 64
+    n: int = 64
+    dtype: str = "f16"
+    seed: int = 0
+
+    def check(self):
+        for d in ("m", "k", "n"):
+            v = getattr(self, d)
+            if not isinstance(v, int) or v <= 0:
+                raise ConfigError(f"model.{d}={v!r}: a GEMM dimension must be a positive integer")
+        if self.dtype not in ("f16", "fp8"):
+            raise ConfigError(f"model.dtype={self.dtype!r}: not one of f16, fp8")
+        # exchange and local copies move whole 32-bit words: rows of k and n elements
+        word = 4 if self.dtype == "fp8" else 2
+        for d in ("k", "n"):
+            if getattr(self, d) % word:
+                raise ConfigError(f"model.{d}={getattr(self, d)}: must be a multiple of {word} for "
+                                  f"{self.dtype} (rows are moved as whole 32-bit words)")
+
+
+def quantize(x: np.ndarray, dtype: str) -> tuple[np.ndarray, float]:
+    """Stored array and per-tensor scale (value = stored * scale)."""
+    if dtype == "f16":
+        return x.astype(np.float16), 1.0
+    scale = float(np.abs(x).max()) / FP8_MAX or 1.0
+    return (x / scale).astype(FP8), scale
+
+
+def dequantize(stored: np.ndarray, scale: float) -> np.ndarray:
+    return stored.astype(np.float64) * scale
+
+
+def build(cfg: dict):
+    c = model_config(GemmConfig, cfg)
+    rng = np.random.default_rng(c.seed)
+    a, sa = quantize(rng.standard_normal((c.m, c.k)), c.dtype)
+    b, sb = quantize(rng.standard_normal((c.k, c.n)) / np.sqrt(c.k), c.dtype)
+    g = Graph(f"gemm_{c.m}x{c.k}x{c.n}_{c.dtype}")
+    g.add(Tensor("A", (c.m, c.k), c.dtype, "input", sa))
+    g.add(Tensor("B", (c.k, c.n), c.dtype, "param", sb))
+    g.add(Tensor("C", (c.m, c.n), "f16", "output"))
+    g.op("matmul", ["A", "B"], ["C"])
+    return g, {"A": a, "B": b}

@@ -1,0 +1,39 @@
+"""Compiler policy: caps and the named heuristic flags (all on by default, so an
+ablation is one override)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from .target import ConfigError
+
+
+@dataclass(frozen=True)
+class Policy:
+    exchange_table_cap: int = 81920   # encoded exchange-table bytes per tile (80 KiB)
+    plan_candidates: int = 8          # ranked plan candidates handed to expand
+    finalists: int = 2                # expanded candidates admitted to placement
+    home_rotation: bool = True        # rotate parameter homes away from input homes
+    grid: str = ""                    # force one GEMM grid "GMxGNxGK" (tests, studies); "" = search
+    place: dict = field(default_factory=dict)  # compiler.place.PlaceConfig overrides
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Policy":
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ConfigError(f"unknown config key policy.{unknown[0]}")
+        p = cls(**{k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()})
+        for k in ("exchange_table_cap", "plan_candidates", "finalists"):
+            v = getattr(p, k)
+            if not isinstance(v, int) or v <= 0:
+                raise ConfigError(f"policy.{k}={v!r}: must be a positive integer")
+        if p.grid and len(p.grid_dims) != 3:
+            raise ConfigError(f"policy.grid={p.grid!r}: expected GMxGNxGK, e.g. 2x4x2")
+        return p
+
+    @property
+    def grid_dims(self) -> tuple[int, ...]:
+        try:
+            return tuple(int(x) for x in self.grid.lower().split("x")) if self.grid else ()
+        except ValueError:
+            return ()

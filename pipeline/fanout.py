@@ -165,6 +165,7 @@ class Executor:
         self.pool: cf.ThreadPoolExecutor | None = None
         self.temp_dir: str | None = None
         self._open = False
+        self._log_levels: dict[str, int] = {}
 
     @property
     def kind(self) -> str:
@@ -175,6 +176,16 @@ class Executor:
             return self
         cfg = self.config
         t0 = time.perf_counter()
+        if cfg.kind in ("processes", "cluster"):
+            import distributed  # noqa: F401  (configures its loggers on import: do that first)
+
+            # distributed logs every worker start/stop at INFO; keep warnings (e.g. a worker died)
+            for name in ("distributed", "distributed.nanny", "distributed.scheduler", "distributed.worker",
+                         "distributed.core", "distributed.http.proxy"):
+                lg = logging.getLogger(name)
+                self._log_levels[name] = lg.level
+                if lg.getEffectiveLevel() < logging.WARNING:
+                    lg.setLevel(logging.WARNING)
         if cfg.kind == "threads":
             self.pool = cf.ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="tessera-fanout")
         elif cfg.kind == "processes":
@@ -203,6 +214,8 @@ class Executor:
                     n_workers=cfg.workers, threads_per_worker=1, processes=True,
                     host="127.0.0.1", dashboard_address=None, local_directory=self.temp_dir,
                     silence_logs=logging.ERROR,
+                    # no dashboard; its bare HTTP server on a random local port, not :8787
+                    scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
                 )
                 self.client = Client(self.cluster, set_as_default=False)
         except BaseException:
@@ -224,6 +237,9 @@ class Executor:
         if self.temp_dir is not None:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
             self.temp_dir = None
+        for name, level in self._log_levels.items():
+            logging.getLogger(name).setLevel(level)
+        self._log_levels.clear()
         self._open = False
 
     def __enter__(self) -> "Executor":

@@ -174,10 +174,37 @@ def test_retries_in_process(tmp_path, kind):
     assert out == {i: i * 10 for i in range(6)}
 
 
-@pytest.mark.parametrize("kind", ["sync", "threads"])
-def test_errors_propagate_after_retries(kind):
+@pytest.mark.parametrize("kind", ["sync", "threads", "processes"])
+def test_errors_propagate_after_retries(kind, tmp_path):
     with pytest.raises(ValueError, match="bad item"):
-        map_reduce(always_fails, range(4), collect_by_index, None, executor={"kind": kind, "retries": 1})
+        map_reduce(always_fails, range(4), collect_by_index, None,
+                   executor={"kind": kind, "retries": 1, "temp_dir": str(tmp_path / "dask")})
+    if kind == "processes":
+        assert not list((tmp_path / "dask").iterdir())  # cluster shut down and cleaned on error
+
+
+@pytest.mark.parametrize("kind", ["sync", "threads", "processes"])
+def test_window_bounds_items_in_flight(kind, tmp_path):
+    """Items are pulled lazily: never more than `window` taken but not yet reduced."""
+    taken = [0]
+    worst = [0]
+
+    def items():
+        for i in range(30):
+            taken[0] += 1
+            worst[0] = max(worst[0], taken[0] - len(acc_seen))
+            yield i
+
+    acc_seen = set()
+
+    def red(acc, i, r):
+        acc_seen.add(i)
+        return acc + r["score"]
+
+    total = map_reduce(score_task, items(), red, 0, window=3, progress=False,
+                       executor={"kind": kind, "workers": 2, "temp_dir": str(tmp_path / "dask")})
+    assert total == sum((i * 37) % 7 for i in range(30))
+    assert len(acc_seen) == 30 and 1 <= worst[0] <= 3
 
 
 def test_worker_death_is_retried_processes(tmp_path):
@@ -237,7 +264,7 @@ def test_resume_after_sigkill(tmp_path):
     script.write_text(RESUME_SCRIPT)
     (tmp_path / "calls").mkdir()
     store_dir = tmp_path / "store"
-    child = subprocess.Popen([sys.executable, str(script), str(tmp_path), "0.15", str(tmp_path / "killed.json")],
+    child = subprocess.Popen([sys.executable, str(script), str(tmp_path), "0.25", str(tmp_path / "killed.json")],
                              env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30

@@ -116,3 +116,38 @@ def _free(lo: int, hi: int, res: list[tuple[int, int]]) -> list[tuple[int, int]]
     if cur < hi:
         out.append((cur, hi))
     return out
+
+
+class SubInstance(Instance):
+    """The requests `idx` of a parent instance, renumbered 0..k-1 (keeps the
+    parent's effective bank edges, memory map and completion time)."""
+
+    def __init__(self, parent: Instance, idx: list[int]):
+        self.parent, self.idx = parent, list(idx)
+        pos = {j: t for t, j in enumerate(self.idx)}
+        self.p = None
+        self.n = len(self.idx)
+        for f in ("ext", "align", "start", "end", "region", "dom0"):
+            src = getattr(parent, f)
+            setattr(self, f, [src[j] for j in self.idx])
+        self.ov = [[pos[k] for k in parent.ov[j] if k in pos] for j in self.idx]
+        self.bank = [{pos[k] for k in parent.bank[j] if k in pos} for j in self.idx]
+        for f in ("t_end", "max_alloc", "ub", "reserved", "windows"):
+            setattr(self, f, getattr(parent, f))
+
+
+def parts(inst: Instance) -> list[list[int]]:
+    """Time sections no request crosses: requests sorted by start, cut where the
+    next start is at or after every earlier end. Parts share no live pair, so
+    each can be placed independently (MiniMalloc's partitioning)."""
+    order = sorted(range(inst.n), key=lambda i: (inst.start[i], i))
+    out, cur, reach = [], [], None
+    for i in order:
+        if cur and inst.start[i] >= reach:
+            out.append(cur)
+            cur, reach = [], None
+        cur.append(i)
+        reach = inst.end[i] if reach is None else max(reach, inst.end[i])
+    if cur:
+        out.append(cur)
+    return out

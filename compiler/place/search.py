@@ -1,7 +1,17 @@
-"""Searches run after every greedy order failed (filled in below)."""
+"""After every greedy order failed: split the tile into independent parts
+(`decompose`), and per part try the greedy orders again, the address-domain
+search (`search`), then the canonical search (`canonical`). The canonical
+search is complete, so its exhaustion is a proof (INFEASIBLE); budget
+exhaustion anywhere is UNKNOWN."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
+
+from . import bound, greedy
+from .addrsearch import AddressSearch
+from .canonical import CanonicalSearch
+from .instance import SubInstance, parts
 
 
 @dataclass
@@ -13,5 +23,50 @@ class SearchResult:
     detail: dict = field(default_factory=dict)
 
 
-def run(inst, cfg, t0, hint):
-    return SearchResult()
+def run(inst, cfg, t0, hint=None) -> SearchResult:
+    deadline = None if cfg.time_limit_s is None else t0 + cfg.time_limit_s
+    groups = parts(inst) if cfg.decompose else [list(range(inst.n))]
+    addr = [-1] * inst.n
+    res = SearchResult(detail={"parts": len(groups)})
+    methods = set()
+    for g in groups:
+        sub = SubInstance(inst, g)
+        a, how, nodes, exhausted = _solve_part(sub, cfg, deadline)
+        res.nodes += nodes
+        if a is None:
+            res.method = how
+            res.detail["failed_part"] = len(g)
+            if exhausted:
+                ev, live, avail = bound.peak(inst)
+                res.proof = bound.Proof("search-exhausted", ev, live, avail, -1)
+            return res
+        methods.add(how)
+        for t, j in enumerate(g):
+            addr[j] = a[t]
+    res.addr = addr
+    res.method = "+".join(sorted(methods))
+    return res
+
+
+def _solve_part(sub, cfg, deadline):
+    """(addr or None, method, nodes, proved_infeasible)."""
+    for name, order in greedy.orders(sub, cfg):
+        a, failed = greedy.place_order(sub, order)
+        if failed < 0:
+            return a, name, 0, False
+    nodes = 0
+    if cfg.search:
+        s = AddressSearch(sub, cfg, deadline)
+        a, st = s.run()
+        nodes += s.nodes
+        if a is not None:
+            return a, "search", nodes, False
+    if cfg.canonical:
+        c = CanonicalSearch(sub, cfg, deadline)
+        a, st = c.run()
+        nodes += c.nodes
+        if a is not None:
+            return a, "canonical", nodes, False
+        if st == "exhausted":
+            return None, "canonical-exhausted", nodes, True
+    return None, "unknown", nodes, False

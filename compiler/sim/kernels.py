@@ -23,6 +23,17 @@ def _hex(x) -> str:
     return hex(int(x))
 
 
+# Bytes of operands gathered per numpy call: bounds the simulator's temporary
+# memory (float32 copies of every tile's operands) without changing any result.
+BATCH_BYTES = 64 << 20
+
+
+def batches(g: np.ndarray, bytes_each: int):
+    """Split a group into slices of at most BATCH_BYTES of operands."""
+    per = max(1, BATCH_BYTES // max(int(bytes_each), 1))
+    return [g[i:i + per] for i in range(0, len(g), per)]
+
+
 def groups(keys: np.ndarray):
     """Index arrays of the rows of keys[n, k] that are equal (each in tile order)."""
     if len(keys) == 0:
@@ -93,17 +104,22 @@ class Kernels:
                             {"a": (a, M * K * es, None), "b": (b, K * N * es, None), "out": (out, M * N * 2, None)})
         scale = w[:, 7].astype(np.uint32).view(np.float32)
         cycles = np.zeros(len(tiles), I64)
-        for g in groups(np.stack([dt, M, K, N], 1)):
-            d = isa.DTYPE_NAMES[int(dt[g[0]])]
-            mm, kk, nn = int(M[g[0]]), int(K[g[0]]), int(N[g[0]])
+        for grp in groups(np.stack([dt, M, K, N], 1)):
+            d = isa.DTYPE_NAMES[int(dt[grp[0]])]
+            mm, kk, nn = int(M[grp[0]]), int(K[grp[0]]), int(N[grp[0]])
             npd = NP_DTYPES[d]
-            A = gather(m.flat, m.pos(tiles[g], a[g]), mm * kk * npd.itemsize).view(npd)
-            B = gather(m.flat, m.pos(tiles[g], b[g]), kk * nn * npd.itemsize).view(npd)
-            C = np.matmul(A.reshape(-1, mm, kk).astype(np.float32), B.reshape(-1, kk, nn).astype(np.float32))
-            C *= scale[g, None, None]
-            scatter(m.flat, m.pos(tiles[g], out[g]), C.astype("<f2").reshape(len(g), -1))
-            cycles[g] = self.t.matmul_cycles(mm, kk, nn, d)
+            cycles[grp] = self.t.matmul_cycles(mm, kk, nn, d)
+            for g in batches(grp, 4 * (mm * kk + kk * nn + mm * nn)):
+                self._matmul(tiles[g], a[g], b[g], out[g], scale[g], mm, kk, nn, npd)
         return cycles
+
+    def _matmul(self, tg, a, b, out, scale, mm, kk, nn, npd):
+        m = self.m
+        A = gather(m.flat, m.pos(tg, a), mm * kk * npd.itemsize).view(npd)
+        B = gather(m.flat, m.pos(tg, b), kk * nn * npd.itemsize).view(npd)
+        C = np.matmul(A.reshape(-1, mm, kk).astype(np.float32), B.reshape(-1, kk, nn).astype(np.float32))
+        C *= scale[:, None, None]
+        scatter(m.flat, m.pos(tg, out), C.astype("<f2").reshape(len(tg), -1))
 
     # ---- ADD ----------------------------------------------------------------
     def add(self, step, tiles, pcs, dt, w):
@@ -124,14 +140,15 @@ class Kernels:
                             {"out": (out, nb, None), "src0": (s0, nb, None),
                              "src1": (s1, extent(nb, ns, st), has1)})
         cycles = np.zeros(len(tiles), I64)
-        for g in groups(np.stack([ns, ne], 1)):
-            k, n = int(ns[g[0]]), int(ne[g[0]])
-            tg = tiles[g]
-            acc = gather(m.flat, m.pos(tg, s0[g]), 2 * n).view("<f2").astype(np.float32)
-            for i in range(k):   # sequential f32 accumulation: the order the kernel adds in
-                acc += gather(m.flat, m.pos(tg, s1[g] + i * st[g]), 2 * n).view("<f2")
-            scatter(m.flat, m.pos(tg, out[g]), acc.astype("<f2"))
-            cycles[g] = self.t.vector_cycles(2 * n * (k + 1) + 2 * n)   # bytes read + written
+        for grp in groups(np.stack([ns, ne], 1)):
+            k, n = int(ns[grp[0]]), int(ne[grp[0]])
+            cycles[grp] = self.t.vector_cycles(2 * n * (k + 1) + 2 * n)   # bytes read + written
+            for g in batches(grp, 8 * n):
+                tg = tiles[g]
+                acc = gather(m.flat, m.pos(tg, s0[g]), 2 * n).view("<f2").astype(np.float32)
+                for i in range(k):   # sequential f32 accumulation: the order the kernel adds in
+                    acc += gather(m.flat, m.pos(tg, s1[g] + i * st[g]), 2 * n).view("<f2")
+                scatter(m.flat, m.pos(tg, out[g]), acc.astype("<f2"))
         return cycles
 
     # ---- COPY -----------------------------------------------------------------

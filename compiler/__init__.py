@@ -1,0 +1,1 @@
+"""Tessera: a compiler for tile accelerators (see DESIGN.md and README.md)."""

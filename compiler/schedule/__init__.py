@@ -22,6 +22,10 @@ class Schedule:
     total_cycles: int
     rejection: object = None
 
+    def metrics(self) -> dict:
+        return {"supersteps": len(self.kinds), "cycles": self.total_cycles,
+                "exchange_steps": self.kinds.count("exchange")}
+
 
 def schedule(place_res, t: Target) -> Schedule:
     if place_res.rejection:

@@ -1,0 +1,128 @@
+"""Stage entry points: `python -m pipeline <phase>` (what dvc.yaml runs).
+
+A stage reads params.yaml, loads its upstream artifacts, runs the compiler phase
+with a mapper that fans out over Dask through the content-addressed store, and
+writes artifacts/<phase>/result.pkl, metrics/<phase>.json and the host monitor
+files, all atomically. A rejection is a result (exit 0); bad input is a one-line
+error (exit 2)."""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import sys
+import tempfile
+from pathlib import Path
+
+import compiler
+from compiler.phases import PHASES, run_phase
+from compiler.report import report
+from compiler.target import ConfigError
+
+from .config import REPO, load_params
+from .fanout import Executor, ExecutorConfig, map_reduce
+from .monitor import HostMonitor
+from .store import Store, StoreError, digest, task_key
+
+ART = REPO / "artifacts"
+METRICS = REPO / "metrics"
+RESULT = "result.pkl"
+CODE = sorted(str(p) for p in Path(compiler.__file__).parent.rglob("*.py"))  # the compiler's code version
+
+
+class StageError(Exception):
+    """Missing or unreadable upstream artifact, unwritable output: a one-line error."""
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, obj) -> None:
+    write_atomic(path, (json.dumps(obj, indent=2, sort_keys=True, default=_plain) + "\n").encode())
+
+
+def _plain(o):
+    if hasattr(o, "item"):
+        return o.item()
+    return str(o)
+
+
+def load_result(phase: str):
+    path = ART / phase / RESULT
+    try:
+        return pickle.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise StageError(f"missing upstream artifact {path.relative_to(REPO)}: "
+                         f"run `dvc repro {phase}` first") from None
+    except Exception as e:
+        raise StageError(f"unreadable upstream artifact {path.relative_to(REPO)} ({e}): "
+                         f"rerun `dvc repro -f {phase}`") from None
+
+
+def make_mapper(executor: Executor, store: Store):
+    """The compiler's mapper contract over map_reduce: cached per item by
+    (task, compiler code version, digest of the shared inputs, digest of the item)."""
+    def mapper(task, fn, items, reduce, init, shared=None):
+        shared = shared or {}
+        base = digest(shared)
+        key = lambda item: task_key(task, CODE, [base, digest(item)], {})
+        return map_reduce(fn, items, reduce, init, executor=executor, store=store, key=key,
+                          label=task, scatter=shared)
+    return mapper
+
+
+def host_figures() -> dict:
+    out = {}
+    for phase in PHASES:
+        p = ART / phase / "host-time.json"
+        if p.exists():
+            out[phase] = json.loads(p.read_text())
+    return out
+
+
+def run_stage(phase: str, params: str | Path | None = None) -> object:
+    if phase not in PHASES:
+        raise ConfigError(f"unknown phase {phase!r} (one of {', '.join(PHASES)})")
+    cfg = load_params(params) if params else load_params()
+    ups, _ = PHASES[phase]
+    inputs = {u: load_result(u) for u in ups}
+    out = ART / phase
+    out.mkdir(parents=True, exist_ok=True)
+    store = Store(cfg.get("store") or REPO / ".tessera-store")
+    with HostMonitor(out), Executor(ExecutorConfig.from_dict(cfg["executor"])) as ex:
+        if phase == "report":   # the report also shows host time and RSS of the stages before it
+            res = report(*(inputs[u] for u in ups), compiler.phases.target_of(cfg), host=host_figures())
+        else:
+            res = run_phase(phase, inputs, cfg, make_mapper(ex, store))
+    if phase == "report":
+        write_atomic(out / "profile.html", res.html.encode())
+        write_json(METRICS / "trial.json", res.summary)
+    else:
+        write_atomic(out / RESULT, pickle.dumps(res, protocol=4))
+        write_json(METRICS / f"{phase}.json", {phase: res.metrics()})
+    rej = getattr(res, "rejection", None)
+    if rej and rej.phase == phase:
+        print(f"{phase}: rejected ({rej.reason}): {rej.message}", file=sys.stderr)
+    return res
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(f"usage: python -m pipeline <phase>   (phases: {', '.join(PHASES)})", file=sys.stderr)
+        return 2
+    try:
+        run_stage(argv[0])
+    except (ConfigError, StageError, StoreError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0

@@ -71,3 +71,31 @@ def test_profile_samples_live_in_tile_memory():
     clobber = np.frombuffer(A.tobytes()[:4], "<u4")[0]
     assert res.tile_cycles[0, 0] == clobber != a.t.matmul_cycles(8, 8, 8, "f16")
     assert res.outputs["p"].view("<u4").tolist() == [clobber, a.t.copy_cycles(4)]
+
+
+def test_profile_area_smaller_than_the_run():
+    """Samples beyond profile_bytes are not written (the reservation is full);
+    tile_cycles for those steps come from the machine's counters."""
+    a = Asm()
+    a.profile_bytes = 4
+    A = np.ones((8, 8), np.float16)
+    s = {"a": put([0], R0_DATA, A, a, "a"), "b": put([0], R1, A, a, "b")}
+    a.sync()
+    a.matmul(0, R0_DATA, R1, R0_DATA2, 8, 8, 8).sync()
+    a.stream_out("p", 8, [(0, 0, PROFILE, 8, 1, 8, 8)])
+    res = sim.run(a.build(), s)
+    assert res.profiled_steps == 1
+    assert res.tile_cycles[:, 0].tolist() == [0, a.t.matmul_cycles(8, 8, 8, "f16")]
+    assert not res.outputs["p"].any()           # nothing written past the 4-byte area
+
+
+def test_bad_host_streams():
+    import pytest
+    a = Asm()
+    a.stream_in("x", [(0, 0, R0_DATA, 64, 1, 64, 64)])
+    with pytest.raises(ValueError, match="missing input stream"):
+        sim.run(a.build(), {})
+    with pytest.raises(ValueError, match="1-D uint8"):
+        sim.run(a.build(), {"x": np.zeros(64, np.float16)})
+    with pytest.raises(sim.MachineFault, match="past the end of its input stream"):
+        sim.run(a.build(), {"x": np.zeros(32, np.uint8)})

@@ -20,6 +20,7 @@ The value set is a sample, so exhausting it proves nothing: UNKNOWN.
 """
 from __future__ import annotations
 
+import random
 import sys
 import time
 
@@ -120,10 +121,10 @@ class AddressSearch:
     # ---- branching -----------------------------------------------------------------
     def choose(self):
         inst, best, bk = self.inst, -1, None
-        T = inst.t_end
+        T, w = inst.t_end, self.weight
         for i in range(inst.n):
             if self.addr[i] < 0:
-                k = (measure(self.dom[i]) / inst.ext[i], inst.end[i] != T, -inst.ext[i], i)
+                k = (measure(self.dom[i]) / inst.ext[i] * w[i], inst.end[i] != T, -inst.ext[i], i)
                 if bk is None or k < bk:
                     best, bk = i, k
         return best
@@ -143,7 +144,13 @@ class AddressSearch:
                 s = (b - e) // al * al
                 if lo <= s < hi:
                     vals.add(s)
-        return sorted(vals)
+        sign = -1 if self.strategy % 2 else 1
+        if not inst.bank[i]:
+            return sorted(vals, key=lambda s: sign * s)
+        # a bank-constrained request should touch as few units as it can: each
+        # extra unit is taken from every bank neighbour (the seeds' failure mode)
+        unit = inst.unit
+        return sorted(vals, key=lambda s: (unit(s + e - 1) - unit(s), sign * s))
 
     def dfs(self):
         i = self.choose()
@@ -151,7 +158,7 @@ class AddressSearch:
             return True
         for a in self.values(i):
             self.nodes += 1
-            if self.nodes > self.node_budget:
+            if self.nodes > self.limit:
                 raise Budget
             if self.deadline is not None and not self.nodes & 63 and time.perf_counter() > self.deadline:
                 raise Budget
@@ -162,19 +169,49 @@ class AddressSearch:
         return False
 
     def run(self):
-        """Returns (addr list or None, 'placed' | 'exhausted' | 'budget')."""
+        """Returns (addr list or None, 'placed' | 'exhausted' | 'budget').
+
+        Restarts (`search_restarts`): chronological backtracking thrashes when an
+        early choice was wrong, so the node budget is spent as a deterministic
+        series of attempts with geometrically growing limits, alternating the
+        value order (low / high addresses first) and perturbing ties in the
+        least-slack choice. Attempt 0 is the plain search of the seeds."""
+        n = self.inst.n
+        self.weight = [1.0] * n
+        self.strategy = 0
         try:
             queue = []
             if self.must:
-                for j in range(self.inst.n):
+                for j in range(n):
                     if self.dom[j]:
                         self._compulsory(j, queue)
                 if not self._propagate(queue):
                     return None, "exhausted"
             if any(not d for d in self.dom):
                 return None, "exhausted"
-            if self.dfs():
-                return list(self.addr), "placed"
-            return None, "exhausted"
         except Budget:
             return None, "budget"
+        root = len(self.trail)
+        restarts = self.cfg.search_restarts
+        limit = 128 if restarts else self.node_budget
+        attempt = 0
+        while True:
+            self.limit = min(self.node_budget, self.nodes + limit)
+            try:
+                if self.dfs():
+                    return list(self.addr), "placed"
+                if attempt == 0 and not restarts:
+                    return None, "exhausted"
+            except Budget:
+                if self.nodes >= self.node_budget or self.filters > self.filter_budget:
+                    return None, "budget"
+                if self.deadline is not None and time.perf_counter() > self.deadline:
+                    return None, "budget"
+            if not restarts:
+                return None, "exhausted" if self.nodes < self.node_budget else "budget"
+            self.undo(root)
+            attempt += 1
+            limit = int(limit * 1.5)
+            self.strategy = attempt
+            rng = random.Random(attempt)
+            self.weight = [1.0 + 0.3 * rng.random() for _ in range(n)]

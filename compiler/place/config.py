@@ -19,6 +19,7 @@ class PlaceConfig:
     decompose: bool = True              # split at times no request crosses (independent parts)
     search: bool = True                 # address-domain search with propagation
     must_occupy_propagation: bool = True  # propagate bytes/elements every legal address covers
+    search_restarts: bool = True        # spend the node budget as restarts with varied orders
     canonical: bool = True              # MiniMalloc-style canonical (monotone-offset) search
     dominance: bool = True              # ...skip placements that leave a gap a waiting request fills
     section_inference: bool = True      # ...prune when a time section's remaining bytes cannot fit

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import isa
-from ..plan.gemm import OUT_BYTES, GemmCandidate
+from ..plan.gemm import OUT_BYTES, GemmCandidate, reduce_rows
 from ..target import DTYPE_BYTES, STANDARD, Target
 from .tilegraph import Builder, TileGraph
 
@@ -106,19 +106,20 @@ def expand_gemm(graph, cand: GemmCandidate, target: Target, home_rotation: bool)
                 row_bytes=nj * OUT_BYTES, rows=mi, host_stride=n * OUT_BYTES, tile_stride=nj * OUT_BYTES)
     else:
         # superstep 3: tile l of a block reduces rows [l*rr, (l+1)*rr) of the gk partials
-        rr = -(-mb // gk)
+        rr = reduce_rows(mb, gk)
         r0 = ll * rr
         rows = np.clip(mi - r0, 0, rr)
         red = rows > 0
-        slot = rows * nj * OUT_BYTES
+        nbytes = rows * nj * OUT_BYTES
+        slot = -(-nbytes // 8) * 8                # received slices start 8-byte aligned for ADD
         recv = bld.alloc("P.recv", tile[red], (gk - 1) * slot[red], 8, STANDARD, 3, 5)
-        c_blk = bld.alloc("C.blk", tile[red], slot[red], 8, STANDARD, 4, end)
+        c_blk = bld.alloc("C.blk", tile[red], nbytes[red], 8, STANDARD, 4, end)
         for d in range(1, gk):                    # peer l' = (l + d) mod gk, slot q = d - 1
             peer = (ii * gn + jj) * gk + (ll + d) % gk
             bld.add("xfer", step=3, src=peer[red], dst=tile[red], sreq=p_blk[peer[red]],
                     soff=(r0 * nj * OUT_BYTES)[red], dreq=recv[tile[red]], doff=(d - 1) * slot[red],
-                    s_row_bytes=slot[red], s_rows=1, s_stride=0,
-                    d_row_bytes=slot[red], d_rows=1, d_stride=0)
+                    s_row_bytes=nbytes[red], s_rows=1, s_stride=0,
+                    d_row_bytes=nbytes[red], d_rows=1, d_stride=0)
         t = tile[red]
         bld.add("kern", step=4, tile=t, op=isa.ADD, dtype=isa.DTYPES["f16"],
                 r0=c_blk[t], r1=p_blk[t], o1=(r0 * nj * OUT_BYTES)[red], r2=recv[t],

@@ -16,7 +16,7 @@ from ..expand.analysis import profile_bytes
 from ..result import Rejection
 from ..target import Target
 from .config import PlaceConfig
-from .problem import PLACED, Problem
+from .problem import PLACED, Problem, Solution
 from .solve import solve
 
 CHUNK = 64          # distinct tile problems per task (tasks of >= ~100 ms)
@@ -61,9 +61,20 @@ def tile_problems(tg, support: Support, t: Target):
             t.memory_base, t.region0_end, t.memory_end, t.element_bytes,
             size=r["size"][idx], align=r["align"][idx], start=r["start"][idx], end=r["end"][idx],
             region=r["region"][idx], count=r["count"][idx], stride=r["stride"][idx],
-            bank_edges=local[e], reserved=support.ranges[tile],
+            bank_edges=local[e], reserved=_nonempty(support.ranges[tile]),
             names=[f"{tg.names[n]}@tile{tile}" for n in r["name"][idx]]))
     return problems, rows
+
+
+def support_problem_of(place_res, tile: int, t: Target):
+    """The placement problem of one tile of a placed trial and its request rows
+    (for validation, dumps and debugging)."""
+    problems, rows = tile_problems(place_res.tilegraph, place_res.placement.support, t)
+    return problems[tile], rows[tile]
+
+
+def _nonempty(ranges: np.ndarray) -> np.ndarray:
+    return ranges[ranges[:, 1] > ranges[:, 0]]
 
 
 def _digest(p: Problem) -> str:
@@ -75,7 +86,8 @@ def _digest(p: Problem) -> str:
 
 
 def solve_chunk(problems: list[Problem], place_cfg: PlaceConfig):
-    return [solve(p, place_cfg) for p in problems]
+    return [solve(p, place_cfg) if len(p) else Solution(PLACED, np.zeros(0, np.int64), "empty")
+            for p in problems]
 
 
 @dataclass

@@ -37,6 +37,13 @@ class GemmCandidate:
         return f"grid {self.gm}x{self.gn}x{self.gk} blocks {self.mb}x{self.kb}x{self.nb}"
 
 
+def reduce_rows(mb, gk):
+    """Rows each of the gk reducers of a block sums: even, so that every reducer's
+    slice of an f16 partial (rows × an even number of columns × 2 B) starts 8-byte
+    aligned, as ADD requires."""
+    return 2 * -(-mb // (2 * gk))
+
+
 def block_options(d: int, q: int, limit: int) -> np.ndarray:
     """Distinct block sizes (multiples of q, except a whole dimension) and their counts."""
     units = -(-d // q)
@@ -65,7 +72,7 @@ def enumerate_grids(m: int, k: int, n: int, dtype: str, t: Target):
     send_in = -(-(used * recv_in) // T)
     ex_in = t.exchange_phase_cycles + -(-np.maximum(recv_in, send_in) // bw)
     mm = t.kernel_overhead_cycles + -(-(mb * kb * nb) // t.amp_macs_per_cycle[dtype])
-    rr = -(-mb // gk)
+    rr = reduce_rows(mb, gk)
     red = (gk - 1) * rr * nb * OUT_BYTES
     reducing = gk > 1
     ex_red = reducing * (t.exchange_phase_cycles + -(-red // bw))

@@ -1,0 +1,116 @@
+"""The trial as DVC stages, driven end to end in a temporary git repository: the
+default trial validates, a second repro is a no-op, and changing only
+policy.exchange_table_cap reruns expand and what follows, never model or plan.
+Also the stage CLI: bad input is a one-line error with a non-zero exit, a
+rejection exits 0 with status rejected."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO
+
+COPY = ["compiler", "pipeline", "conf", "dvc.yaml", "params.yaml", "pyproject.toml", ".dvcignore"]
+
+
+def sh(cmd, cwd, check=True):
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, shell=isinstance(cmd, str))
+    if check and r.returncode:
+        raise AssertionError(f"{cmd} exited {r.returncode}\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def copy_repo(dst: Path) -> Path:
+    for name in COPY:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, dst / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(src, dst / name)
+    (dst / ".gitignore").write_text("/artifacts/\n/.tessera-store/\n__pycache__/\n")
+    return dst
+
+
+@pytest.fixture
+def repo(tmp_path):
+    d = copy_repo(tmp_path / "trial")
+    sh("git init -q -b main && dvc init -q && dvc config hydra.enabled True && dvc config core.autostage true"
+       " && git add -A && git commit -qm init", d)
+    return d
+
+
+def ran(out: str) -> set[str]:
+    return set(re.findall(r"Running stage '(\w+)'", out))
+
+
+def metrics(d: Path, name: str) -> dict:
+    return json.loads((d / "metrics" / f"{name}.json").read_text())
+
+
+def test_exp_run_validates_noop_rerun_and_fine_grained_params(repo):
+    r = sh("dvc exp run", repo)
+    assert ran(r.stdout + r.stderr) == {"model", "plan", "expand", "place", "schedule", "lower", "run", "report"}
+    assert metrics(repo, "trial")["status"] == "ok"
+    run = metrics(repo, "run")["run"]
+    assert run["validated"] and run["max_abs_error"] <= run["tolerance"] and run["cycles"] > 0 and run["ms"] > 0
+    again = sh("dvc repro", repo)
+    assert ran(again.stdout + again.stderr) == set()
+    assert "up to date" in again.stdout
+    sh("git add -A && git commit -qm trial", repo)
+    cap = sh("dvc exp run -S policy.exchange_table_cap=65536", repo)
+    out = cap.stdout + cap.stderr
+    assert yaml.safe_load((repo / "params.yaml").read_text())["policy"]["exchange_table_cap"] == 65536
+    assert {"expand", "lower"} <= ran(out)
+    assert not ran(out) & {"model", "plan"}
+    assert metrics(repo, "trial")["status"] == "ok"
+
+
+def stage(d: Path, phase: str, check=False):
+    return sh([sys.executable, "-m", "pipeline", phase], d, check=check)
+
+
+def test_stage_errors_are_one_line_and_nonzero(tmp_path):
+    d = copy_repo(tmp_path / "t")
+    p = yaml.safe_load((d / "params.yaml").read_text())
+    p["model"]["bogus"] = 3
+    (d / "params.yaml").write_text(yaml.safe_dump(p))
+    r = stage(d, "model")
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "model.bogus" in r.stderr
+    p["model"].pop("bogus")
+    p["model"]["k"] = -64
+    (d / "params.yaml").write_text(yaml.safe_dump(p))
+    r = stage(d, "model")
+    assert r.returncode == 2 and "model.k" in r.stderr and r.stderr.strip().count("\n") == 0
+    (d / "params.yaml").write_text("model: [unclosed\n")
+    r = stage(d, "plan")
+    assert r.returncode == 2 and "params.yaml" in r.stderr
+    p["model"]["k"] = 64
+    (d / "params.yaml").write_text(yaml.safe_dump(p))
+    r = stage(d, "plan")                                  # no model artifact yet
+    assert r.returncode == 2 and "artifacts/model/result.pkl" in r.stderr
+    assert not (d / "artifacts" / "plan" / "result.pkl").exists()
+
+
+def test_rejection_is_data_exit_zero(tmp_path):
+    d = copy_repo(tmp_path / "t")
+    p = yaml.safe_load((d / "params.yaml").read_text())
+    p["model"].update(m=2048, k=2048, n=2048)
+    (d / "params.yaml").write_text(yaml.safe_dump(p))
+    for phase in ["model", "plan", "expand", "place", "schedule", "lower", "run", "report"]:
+        assert stage(d, phase).returncode == 0, phase
+    t = metrics(d, "trial")
+    assert t["status"] == "rejected"
+    assert t["rejected"]["phase"] == "plan" and t["rejected"]["deficit_bytes"] > 0
+    assert metrics(d, "run")["run"]["validated"] is False
+
+
+def test_params_yaml_is_the_composition_of_conf():
+    from pipeline.config import compose
+    assert yaml.safe_load((REPO / "params.yaml").read_text()) == compose()

@@ -41,8 +41,11 @@ On the Dask executors, tasks are submitted with ``retries=`` so an exception is 
 worker process that dies mid-task (segfault, OOM kill, ``os._exit``) has its task rescheduled
 on a restarted worker (up to ``distributed.scheduler.allowed-failures``, default 3). The sync
 and threads executors retry exceptions ``retries`` times too. Large shared inputs go in
-``scatter={"name": value}``: they are scattered once (``broadcast=True``) and passed to every
-call as keyword arguments (never pickled into each task's closure).
+``scatter={"name": value}``: they are scattered once (``client.scatter(..., broadcast=True)``)
+and passed to every call as keyword arguments (never pickled into each task's closure). The
+clusters this module starts run without the Active Memory Manager, which would otherwise drop
+the broadcast replicas down to one. If a future is still lost (every replica of a scattered
+input died, or the cluster restarted), the inputs are scattered again and the item resubmitted.
 
 Worker processes re-import the main module: scripts that use ``processes`` must guard their
 entry point with ``if __name__ == "__main__":``. ``fn`` must be picklable by cloudpickle
@@ -208,7 +211,10 @@ class Executor:
         os.makedirs(base, exist_ok=True)
         self.temp_dir = tempfile.mkdtemp(prefix="tessera-dask-", dir=base)
         try:
-            with dask.config.set({"temporary-directory": self.temp_dir}), \
+            # The Active Memory Manager would drop the broadcast replicas of scattered inputs
+            # down to one (then a worker death loses them): off for the clusters we own.
+            with dask.config.set({"temporary-directory": self.temp_dir,
+                                  "distributed.scheduler.active-memory-manager.start": False}), \
                     _env("DASK_TEMPORARY_DIRECTORY", self.temp_dir):
                 self.cluster = LocalCluster(
                     n_workers=cfg.workers, threads_per_worker=1, processes=True,
@@ -343,43 +349,97 @@ def _run_threads(ex: Executor, fn, pending: Iterator, deliver, scatter: dict, la
             f.cancel()
 
 
+MAX_LOSSES = 3  # times one item may be lost (worker deaths, lost inputs) beyond dask's own retries
+
+
 def _run_dask(ex: Executor, fn, pending: Iterator, deliver, scatter: dict, label: str, window: int) -> None:
+    """Bounded window over a distributed Client.
+
+    Exceptions are retried by dask (``retries=``); a task whose worker dies is rescheduled by
+    the scheduler. If a future is nevertheless cancelled or lost -- e.g. every replica of a
+    scattered input died with its worker, or the cluster was restarted -- the shared inputs
+    are scattered again if they are gone and the item is resubmitted (at most MAX_LOSSES times).
+    """
+    from concurrent.futures import CancelledError
+
     from distributed import as_completed
 
     client = ex.client
     retries = ex.config.retries
-    scattered = client.scatter(scatter, broadcast=True, hash=False) if scatter else {}
     prefix = "".join(c if c.isalnum() or c in "_-" else "_" for c in label) or "task"
     run = uuid.uuid4().hex[:8]
+    seq = itertools.count()
+    shared: dict[str, Any] = {}
     ac = as_completed(loop=client.loop)
-    inflight: dict[str, tuple[Any, int, Any]] = {}
+    inflight: dict[str, list] = {}  # key -> [future, index, item, store key, losses]
+
+    def ensure_scattered() -> None:
+        if scatter and (not shared or any(f.status != "finished" for f in shared.values())):
+            if shared:
+                log.warning("%s: shared inputs %s were lost; scattering them again", label, sorted(scatter))
+                for f in shared.values():
+                    with contextlib.suppress(Exception):
+                        f.release()
+            shared.clear()
+            shared.update(client.scatter(scatter, broadcast=True, hash=False))
+
+    def submit(i, item, k, losses=0):
+        fut = client.submit(fn, item, **shared, key=f"{prefix}-{run}-{i}-{next(seq)}", pure=False,
+                            retries=retries)
+        inflight[fut.key] = [fut, i, item, k, losses]
+        ac.add(fut)
 
     def fill():
         while len(inflight) < window:
             nxt = next(pending, None)
             if nxt is None:
                 return
-            i, item, k = nxt
-            fut = client.submit(fn, item, **scattered, key=f"{prefix}-{run}-{i}", pure=False,
-                                retries=retries)
-            inflight[fut.key] = (fut, i, k)
-            ac.add(fut)
+            submit(*nxt)
 
+    def lost(fut) -> None:
+        _, i, item, k, losses = inflight.pop(fut.key)
+        fut.release()
+        if losses >= MAX_LOSSES:
+            raise RuntimeError(f"{label}: item {i} was lost {losses + 1} times (workers dying, or the "
+                               f"cluster restarted); giving up")
+        log.warning("%s: item %d was lost (%s); resubmitting", label, i, fut.status)
+        ensure_scattered()
+        submit(i, item, k, losses + 1)
+
+    ensure_scattered()
     try:
         fill()
         for batch in ac.batches():
-            results = client.gather(batch)
-            for fut, res in sorted(zip(batch, results), key=lambda fr: inflight[fr[0].key][1]):
-                _, i, k = inflight.pop(fut.key)
+            batch = [f for f in batch if f.key in inflight and inflight[f.key][0] is f]
+            done = [f for f in batch if f.status == "finished"]
+            try:
+                results = client.gather(done) if done else []
+            except CancelledError:  # lost between the status check and the gather
+                results = None
+            if results is None:
+                done, results = [], []
+                for f in batch:
+                    if f.status == "finished":
+                        try:
+                            results.append(f.result())
+                            done.append(f)
+                        except CancelledError:
+                            pass
+            for fut, res in sorted(zip(done, results), key=lambda fr: inflight[fr[0].key][1]):
+                _, i, _, k, _ = inflight.pop(fut.key)
                 deliver(i, k, res)
                 fut.release()
-            del batch, results
+            del results
+            for fut in sorted((f for f in batch if f.key in inflight), key=lambda f: inflight[f.key][1]):
+                if fut.status == "error":
+                    fut.result()  # raises the task's exception (dask's retries are exhausted)
+                lost(fut)
             fill()
     finally:
         if inflight:
             with contextlib.suppress(Exception):
-                client.cancel([f for f, _, _ in inflight.values()])
-        for f in scattered.values():
+                client.cancel([e[0] for e in inflight.values()])
+        for f in shared.values():
             with contextlib.suppress(Exception):
                 f.release()
 

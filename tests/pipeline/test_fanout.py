@@ -1,6 +1,7 @@
 """pipeline.fanout (and pipeline.progress): bounded map_reduce over sync/threads/processes/cluster."""
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -35,6 +36,19 @@ def dask_tmp(tmp_path, monkeypatch):
     d.mkdir()
     monkeypatch.setenv("DASK_TEMPORARY_DIRECTORY", str(d))
     return d
+
+
+@pytest.fixture(scope="module")
+def proc_ex(tmp_path_factory):
+    """One 2-worker processes cluster shared by the tests that do not need a fresh one."""
+    d = tmp_path_factory.mktemp("dask-shared")
+    with Executor(ExecutorConfig(kind="processes", workers=2, temp_dir=str(d))) as ex:
+        yield ex
+    assert not list(d.iterdir())  # closed and cleaned
+
+
+def executor_for(kind, proc_ex, **kw):
+    return proc_ex if kind == "processes" else ExecutorConfig(kind=kind, **kw)
 
 
 def _env():
@@ -135,18 +149,18 @@ def test_top_k_reducer_is_order_independent():
 
 # ---------------------------------------------------------------------------------------- determinism
 
-def test_identical_across_executors_and_windows(tmp_path):
+def test_identical_across_executors_and_windows(proc_ex):
     want = [(s, i) for s, i, _ in expected_topk(6)]
     seen = {}
     for kind in ("sync", "threads", "processes"):
-        with Executor(ExecutorConfig(kind=kind, workers=2, temp_dir=str(tmp_path / "dask"))) as ex:
+        with contextlib.ExitStack() as stack:
+            ex = proc_ex if kind == "processes" else stack.enter_context(Executor({"kind": kind}))
             for window in (1, 2, 8):
                 acc = map_reduce(score_task, range(N_ITEMS), top_k_reducer(6, lambda r: r["score"]), [],
                                  executor=ex, window=window, label=f"det-{kind}-{window}")
                 seen[(kind, window)] = [(s, i, r["item"]) for s, i, r in acc]
     assert all(v == seen[("sync", 1)] for v in seen.values()), seen
     assert [(s, i) for s, i, _ in seen[("sync", 1)]] == want
-    assert not list((tmp_path / "dask").iterdir())  # the cluster's temp dir was removed
 
 
 def test_generator_items_and_collect():
@@ -155,13 +169,12 @@ def test_generator_items_and_collect():
     assert out == {i: i + 1 for i in range(25)}
 
 
-def test_scatter_threads_and_processes(tmp_path):
+def test_scatter_threads_and_processes(proc_ex):
     table = np.arange(1000, dtype=np.float64)
     want = sum(float(table[i % 1000]) + 0.5 for i in range(30))
     for kind in ("threads", "processes"):
         got = map_reduce(with_shared, range(30), lambda acc, i, r: acc + r, 0.0,
-                         executor=ExecutorConfig(kind=kind, temp_dir=str(tmp_path / "dask")),
-                         scatter={"table": table, "bias": 0.5})
+                         executor=executor_for(kind, proc_ex), scatter={"table": table, "bias": 0.5})
         assert got == want
 
 
@@ -175,16 +188,13 @@ def test_retries_in_process(tmp_path, kind):
 
 
 @pytest.mark.parametrize("kind", ["sync", "threads", "processes"])
-def test_errors_propagate_after_retries(kind, tmp_path):
+def test_errors_propagate_after_retries(kind, proc_ex):
     with pytest.raises(ValueError, match="bad item"):
-        map_reduce(always_fails, range(4), collect_by_index, None,
-                   executor={"kind": kind, "retries": 1, "temp_dir": str(tmp_path / "dask")})
-    if kind == "processes":
-        assert not list((tmp_path / "dask").iterdir())  # cluster shut down and cleaned on error
+        map_reduce(always_fails, range(4), collect_by_index, None, executor=executor_for(kind, proc_ex, retries=1))
 
 
 @pytest.mark.parametrize("kind", ["sync", "threads", "processes"])
-def test_window_bounds_items_in_flight(kind, tmp_path):
+def test_window_bounds_items_in_flight(kind, proc_ex):
     """Items are pulled lazily: never more than `window` taken but not yet reduced."""
     taken = [0]
     worst = [0]
@@ -202,18 +212,36 @@ def test_window_bounds_items_in_flight(kind, tmp_path):
         return acc + r["score"]
 
     total = map_reduce(score_task, items(), red, 0, window=3, progress=False,
-                       executor={"kind": kind, "workers": 2, "temp_dir": str(tmp_path / "dask")})
+                       executor=executor_for(kind, proc_ex))
     assert total == sum((i * 37) % 7 for i in range(30))
     assert len(acc_seen) == 30 and 1 <= worst[0] <= 3
 
 
 def test_worker_death_is_retried_processes(tmp_path):
+    # a fresh cluster from an ExecutorConfig: also checks start-up and clean shutdown
     cfg = ExecutorConfig.from_dict({"kind": "processes", "workers": 2, "temp_dir": str(tmp_path / "dask")})
     out = map_reduce(dies_once, range(8), collect_by_index, None, executor=cfg,
                      scatter={"marker_dir": str(tmp_path)}, label="dies")
     assert (tmp_path / "died").exists()  # the worker really died once
     assert out == {i: i * i for i in range(8)}
     assert not list((tmp_path / "dask").iterdir())
+
+
+def test_lost_futures_and_scattered_inputs_are_recovered(proc_ex):
+    """All workers restart mid-run (all in-flight tasks and the scattered table are lost)."""
+    table = np.arange(100, dtype=np.float64)
+    restarted = []
+
+    def red(acc, i, r):
+        if not restarted:
+            restarted.append(1)
+            proc_ex.client.restart(timeout=60)
+        acc[i] = r
+        return acc
+
+    out = map_reduce(with_shared, range(12), red, {}, executor=proc_ex, window=4,
+                     scatter={"table": table, "bias": 1.0})
+    assert restarted and out == {i: float(i) + 1.0 for i in range(12)}
 
 
 # ---------------------------------------------------------------------------------------- store / resume

@@ -34,6 +34,39 @@ def batches(g: np.ndarray, bytes_each: int):
     return [g[i:i + per] for i in range(0, len(g), per)]
 
 
+# Widening by table lookup: numpy's f16 -> f32 slows ~3x on subnormal inputs and
+# ml_dtypes' fp8 cast is slower still; a lookup is value-independent, and the
+# tables are built with the library casts, so results are bit-identical.
+_WIDEN = {"f16": np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view("<f2").astype(np.float32),
+          "fp8": np.arange(256, dtype=np.uint8).view(NP_DTYPES["fp8"]).astype(np.float32)}
+
+
+def widen(raw: np.ndarray, dtype: str) -> np.ndarray:
+    """Operand bytes (uint8[..., nbytes]) of `dtype` -> float32[..., nelem]."""
+    if dtype == "f16":
+        return _WIDEN["f16"][raw.view("<u2")]
+    if dtype == "fp8":
+        return _WIDEN["fp8"][raw]
+    return raw.view("<f4").copy()
+
+
+def to_f16(x: np.ndarray) -> np.ndarray:
+    """float32 -> float16, round-to-nearest-even, bit-identical to astype.
+
+    numpy's conversion takes a ~20x slower software path for results below the
+    f16 normal range, which deep programs reach as activations shrink. Those
+    results are multiples of 2**-24: rint(|x| * 2**24) (exact scaling, one
+    half-even rounding) *is* the f16 bit pattern (1024 -> the smallest normal)."""
+    small = np.abs(x) < np.float32(2.0 ** -14)
+    if not small.any():
+        return x.astype("<f2")
+    out = np.where(small, np.float32(0), x).astype("<f2")
+    xs = x[small]
+    bits = np.rint(np.abs(xs) * np.float32(2.0 ** 24)).astype(np.uint16)
+    out.view(np.uint16)[small] = bits | (np.signbit(xs).astype(np.uint16) << 15)
+    return out
+
+
 def groups(keys: np.ndarray):
     """Index arrays of the rows of keys[n, k] that are equal (each in tile order)."""
     if len(keys) == 0:
@@ -107,19 +140,18 @@ class Kernels:
         for grp in groups(np.stack([dt, M, K, N], 1)):
             d = isa.DTYPE_NAMES[int(dt[grp[0]])]
             mm, kk, nn = int(M[grp[0]]), int(K[grp[0]]), int(N[grp[0]])
-            npd = NP_DTYPES[d]
             cycles[grp] = self.t.matmul_cycles(mm, kk, nn, d)
             for g in batches(grp, 4 * (mm * kk + kk * nn + mm * nn)):
-                self._matmul(tiles[g], a[g], b[g], out[g], scale[g], mm, kk, nn, npd)
+                self._matmul(tiles[g], a[g], b[g], out[g], scale[g], mm, kk, nn, d)
         return cycles
 
-    def _matmul(self, tg, a, b, out, scale, mm, kk, nn, npd):
-        m = self.m
-        A = gather(m.flat, m.pos(tg, a), mm * kk * npd.itemsize).view(npd)
-        B = gather(m.flat, m.pos(tg, b), kk * nn * npd.itemsize).view(npd)
-        C = np.matmul(A.reshape(-1, mm, kk).astype(np.float32), B.reshape(-1, kk, nn).astype(np.float32))
+    def _matmul(self, tg, a, b, out, scale, mm, kk, nn, d):
+        m, es = self.m, NP_DTYPES[d].itemsize
+        A = widen(gather(m.flat, m.pos(tg, a), mm * kk * es), d)
+        B = widen(gather(m.flat, m.pos(tg, b), kk * nn * es), d)
+        C = np.matmul(A.reshape(-1, mm, kk), B.reshape(-1, kk, nn))
         C *= scale[:, None, None]
-        scatter(m.flat, m.pos(tg, out), C.astype("<f2").reshape(len(tg), -1))
+        scatter(m.flat, m.pos(tg, out), to_f16(C).reshape(len(tg), -1))
 
     # ---- ADD ----------------------------------------------------------------
     def add(self, step, tiles, pcs, dt, w):
@@ -145,10 +177,10 @@ class Kernels:
             cycles[grp] = self.t.vector_cycles(2 * n * (k + 1) + 2 * n)   # bytes read + written
             for g in batches(grp, 8 * n):
                 tg = tiles[g]
-                acc = gather(m.flat, m.pos(tg, s0[g]), 2 * n).view("<f2").astype(np.float32)
+                acc = widen(gather(m.flat, m.pos(tg, s0[g]), 2 * n), "f16")
                 for i in range(k):   # sequential f32 accumulation: the order the kernel adds in
-                    acc += gather(m.flat, m.pos(tg, s1[g] + i * st[g]), 2 * n).view("<f2")
-                scatter(m.flat, m.pos(tg, out[g]), acc.astype("<f2"))
+                    acc += widen(gather(m.flat, m.pos(tg, s1[g] + i * st[g]), 2 * n), "f16")
+                scatter(m.flat, m.pos(tg, out[g]), to_f16(acc))
         return cycles
 
     # ---- COPY -----------------------------------------------------------------

@@ -136,3 +136,23 @@ def test_overlapping_buffers_give_a_wrong_answer():
         outs[second_out] = get(sim.run(a.build(), s), "o", np.float16, (8, 8))
     assert np.array_equal(outs[R0_DATA2 + 128], _ref_mm(A, B, 1.0))
     assert not np.array_equal(outs[R0_DATA2 + 64], _ref_mm(A, B, 1.0))
+
+
+def test_f16_rounding_matches_numpy_bit_for_bit():
+    from compiler.sim.kernels import to_f16
+    rng = np.random.default_rng(11)
+    x = np.concatenate([rng.standard_normal(200_000) * 10.0 ** rng.integers(-12, 6, 200_000),
+                        np.arange(-3000, 3000) * 2.0 ** -25,          # exact ties between subnormals
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, 2.0 ** -14, -(2.0 ** -14), 65520.0, 1e-45]])
+    with np.errstate(over="ignore"):
+        x = x.astype(np.float32)
+        assert np.array_equal(to_f16(x).view(np.uint16), x.astype(np.float16).view(np.uint16))
+
+
+def test_widening_tables_match_casts():
+    from compiler.sim.kernels import widen
+    h = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    assert np.array_equal(widen(h.view(np.uint8), "f16").view(np.uint32),
+                          h.view(np.float16).astype(np.float32).view(np.uint32))
+    b = np.arange(256, dtype=np.uint8)
+    assert np.array_equal(widen(b, "fp8").view(np.uint32), b.view(FP8).astype(np.float32).view(np.uint32))

@@ -22,22 +22,53 @@ ENTRY_BYTES = 4 * ENTRY_WORDS
 PROFILE_SAMPLE_BYTES = 4
 
 # opcodes
-END, SYNC, EXCH, MATMUL, ADD, COPY = range(6)
-OP_NAMES = {END: "END", SYNC: "SYNC", EXCH: "EXCH", MATMUL: "MATMUL", ADD: "ADD", COPY: "COPY"}
+END, SYNC, EXCH, MATMUL, ADD, COPY, GELU, LAYERNORM, SOFTMAX, CAST, ONLINE_SOFTMAX, ROWSCALE, REPEAT = range(13)
+OP_NAMES = {END: "END", SYNC: "SYNC", EXCH: "EXCH", MATMUL: "MATMUL", ADD: "ADD", COPY: "COPY",
+            GELU: "GELU", LAYERNORM: "LAYERNORM", SOFTMAX: "SOFTMAX", CAST: "CAST",
+            ONLINE_SOFTMAX: "ONLINE_SOFTMAX", ROWSCALE: "ROWSCALE", REPEAT: "REPEAT"}
 
 # dtype codes (word 0, bits 8..15)
 DTYPES = {"f16": 1, "fp8": 2, "f32": 3}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 
+# Word 0 = op (bits 0..7) | dtype << 8 | dtype2 << 16 | flags << 24. dtype2 = 0 means
+# "same as dtype". MATMUL: dtype is b's, dtype2 a's; CAST: dtype is the destination,
+# dtype2 the source. Other kernels take f16 (dtype 0 or f16) unless stated.
+#
 # Instruction arguments (words 1..7):
 #   SYNC   -                                      end of this superstep
 #   EXCH   table_addr, nsend, nrecv                take part in this superstep's exchange
 #   MATMUL a, b, out, m, k, n, scale(f32 bits)     out[m,n] f16 = (a[m,k] @ b[k,n]) * scale,
-#                                                  a,b of the dtype, row-major, FP16 partials
+#                                                  row-major; a of dtype2, b of dtype (f16 | fp8);
+#                                                  products summed in f32, rounded once to f16.
+#                                                  flags F_TRANSPOSE_B: b is [n, k], out = a @ b.T
 #   ADD    out, src0, src1, nsrc1, nelem, stride   out = src0 + sum_{i<nsrc1} (nelem f16 at
 #                                                  src1 + i*stride), accumulated in f32;
 #                                                  stride in BYTES
 #   COPY   dst, src, row_bytes, rows, dst_stride, src_stride   local strided copy
+#   GELU   out, src, nelem                         f16; flags bit 0: erf form (else tanh form)
+#   LAYERNORM out, src, gamma, beta, rows, cols, eps(f32 bits)
+#                                                  per row of src[rows, cols] f16: (x-mean)/sqrt(var+eps)
+#                                                  * gamma + beta; gamma, beta f16[cols]; stats in f32
+#   SOFTMAX out, src, rows, cols, scale(f32 bits)  per row: softmax(src * scale), f16 in/out, f32 inside
+#   CAST   out, src, nelem, scale(f32 bits)        f16 -> fp8: out = e4m3(src / scale);
+#                                                  fp8 -> f16: out = f16(src * scale)
+#   ONLINE_SOFTMAX out, src, state, rows, cols, scale(f32 bits)
+#                                                  one key block of flash attention. state = f32[3, rows]
+#                                                  (running max m, running sum l, correction c).
+#                                                  s = src*scale; m' = max(m, rowmax s); c = exp(m - m');
+#                                                  out = f16(exp(s - m')); l = l*c + rowsum(out as f32);
+#                                                  m = m'. flags bit 0 (first block): m = -inf, l = 0, c = 0.
+#   ROWSCALE out, src0, vec, src1, rows, cols      out[r, c] = src0[r, c] * v[r] (+ src1[r, c]); f16 data,
+#                                                  vec f32[rows]; flags bit 0: v = 1/vec, bit 1: add src1
+#   REPEAT count, body, reloc, nreloc              run the next `body` instructions `count` times, then go on
+#                                                  after them. Must start a superstep; the body ends with
+#                                                  SYNC and every tile runs the same number of SYNCs per
+#                                                  iteration. In iteration i every 32-bit word listed in the
+#                                                  relocation table (nreloc RELOC_WORDS-word entries at
+#                                                  `reloc`: absolute address of a code or exchange-table
+#                                                  word, stride) is read as its stored value + i*stride:
+#                                                  a Repeat sequence member's address. Memory is not changed.
 #
 # Operand rules the machine enforces (kernel name -> operand -> (alignment, region class)).
 # The expander requests allocations with exactly these constraints.
@@ -45,7 +76,19 @@ OPERANDS = {
     MATMUL: {"a": (8, STANDARD), "b": (16, INTERLEAVED), "out": (8, STANDARD)},
     ADD: {"out": (8, STANDARD), "src0": (8, STANDARD), "src1": (8, STANDARD)},
     COPY: {"dst": (4, STANDARD), "src": (4, STANDARD)},
+    GELU: {"out": (8, STANDARD), "src": (8, STANDARD)},
+    LAYERNORM: {"out": (8, STANDARD), "src": (8, STANDARD), "gamma": (8, STANDARD), "beta": (8, STANDARD)},
+    SOFTMAX: {"out": (8, STANDARD), "src": (8, STANDARD)},
+    CAST: {"out": (8, STANDARD), "src": (8, STANDARD)},
+    ONLINE_SOFTMAX: {"out": (8, STANDARD), "src": (8, STANDARD), "state": (8, STANDARD)},
+    ROWSCALE: {"out": (8, STANDARD), "src0": (8, STANDARD), "vec": (8, STANDARD), "src1": (8, STANDARD)},
 }
+RELOC_WORDS = 2         # relocation entry: word address, stride (bytes per iteration)
+RELOC_BYTES = 4 * RELOC_WORDS
+F_ERF = 1               # GELU flags
+F_FIRST = 1             # ONLINE_SOFTMAX flags
+F_RECIP, F_ADD = 1, 2   # ROWSCALE flags
+F_TRANSPOSE_B = 1       # MATMUL flags: b stored [n, k] row-major, out = a @ b.T
 # Operand pairs read in the same cycle: they must sit in distinct memory elements.
 BANK_SEPARATED = {MATMUL: [("a", "b")]}
 COPY_WORD = 4  # a local copy moves whole aligned 32-bit words (else: unencodable)
@@ -57,9 +100,10 @@ COPY_WORD = 4  # a local copy moves whole aligned 32-bit words (else: unencodabl
 # each matched pair must carry the same number of bytes (row shapes may differ).
 
 
-def instr(op: int, *args: int, dtype: str | None = None) -> np.ndarray:
+def instr(op: int, *args: int, dtype: str | None = None, dtype2: str | None = None,
+          flags: int = 0) -> np.ndarray:
     w = np.zeros(INSTR_WORDS, np.uint32)
-    w[0] = op | (DTYPES[dtype] << 8 if dtype else 0)
+    w[0] = op | (DTYPES[dtype] << 8 if dtype else 0) | (DTYPES[dtype2] << 16 if dtype2 else 0) | flags << 24
     w[1:1 + len(args)] = np.asarray(args, dtype=np.int64).astype(np.uint32)
     return w
 

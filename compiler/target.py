@@ -44,6 +44,7 @@ class Target:
     exchange_phase_cycles: int
     sync_cycles: int
     host_bytes_per_cycle: int
+    transcendental_elems_per_cycle: int
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "target") -> "Target":
@@ -99,8 +100,37 @@ class Target:
         return u1 * in_r1 + u0 * (1 - in_r1)
 
     # ---- costs --------------------------------------------------------------
-    def matmul_cycles(self, m: int, k: int, n: int, dtype: str) -> int:
-        return self.kernel_overhead_cycles + math.ceil(m * k * n / self.amp_macs_per_cycle[dtype])
+    def matmul_cycles(self, m, k, n, dtype: str, dtype_a: str | None = None):
+        """AMP rate of the slower operand type (FP8 speed needs both operands FP8)."""
+        rate = min(self.amp_macs_per_cycle[dtype], self.amp_macs_per_cycle[dtype_a or dtype])
+        return self.kernel_overhead_cycles + -(-(m * k * n) // rate)
+
+    # Kernel costs below accept numpy arrays (the simulator applies them to whole batches).
+    def _vec(self, nbytes):
+        return -(-nbytes // self.vector_bytes_per_cycle)
+
+    def _tr(self, nelem):
+        return -(-nelem // self.transcendental_elems_per_cycle)
+
+    def gelu_cycles(self, nelem):
+        return self.kernel_overhead_cycles + self._vec(4 * nelem) + self._tr(nelem)
+
+    def softmax_cycles(self, rows, cols):
+        """Row max, exp, row sum, scale: two passes over f16 data plus one exp per element."""
+        return self.kernel_overhead_cycles + self._vec(6 * rows * cols) + self._tr(rows * cols)
+
+    def online_softmax_cycles(self, rows, cols):
+        return self.softmax_cycles(rows, cols) + self._tr(rows) + self._vec(12 * rows)
+
+    def layernorm_cycles(self, rows, cols):
+        """Mean and variance pass, normalise-scale-shift pass; one rsqrt per row."""
+        return self.kernel_overhead_cycles + self._vec(10 * rows * cols) + self._tr(rows)
+
+    def cast_cycles(self, nelem, src_bytes, dst_bytes):
+        return self.kernel_overhead_cycles + self._vec(nelem * (src_bytes + dst_bytes))
+
+    def rowscale_cycles(self, rows, cols, add):
+        return self.kernel_overhead_cycles + self._vec(rows * cols * (6 if add else 4) + 4 * rows)
 
     def vector_cycles(self, nbytes: int) -> int:
         return self.kernel_overhead_cycles + math.ceil(nbytes / self.vector_bytes_per_cycle)

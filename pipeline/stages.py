@@ -26,7 +26,9 @@ from .store import Store, StoreError, digest, task_key
 
 ART = REPO / "artifacts"
 METRICS = REPO / "metrics"
+PLOTS = METRICS / "plots"       # dvc plots data written by the report stage (git-tracked, small)
 RESULT = "result.pkl"
+UNITS = {"expand": "candidates", "place": "tile problems"}   # what the progress line counts
 CODE = sorted(str(p) for p in Path(compiler.__file__).parent.rglob("*.py"))  # the compiler's code version
 
 
@@ -77,39 +79,66 @@ def make_mapper(executor: Executor, store: Store):
         base = digest(shared)
         key = lambda item: task_key(task, CODE, [base, digest(item)], {})
         return map_reduce(fn, items, reduce, init, executor=executor, store=store, key=key,
-                          label=task, scatter=shared)
+                          label=task, scatter=shared, unit=UNITS.get(task, "items"))
     return mapper
 
 
 def host_figures() -> dict:
+    """host.<phase>.{elapsed_s,peak_rss_mib} of the stages before the report, from their
+    metrics files (git-tracked, so present in a queued experiment's workspace too)."""
     out = {}
     for phase in PHASES:
-        p = ART / phase / "host-time.json"
-        if p.exists():
-            out[phase] = json.loads(p.read_text())
+        try:
+            h = json.loads((METRICS / f"{phase}.json").read_text()).get("host", {}).get(phase)
+        except (FileNotFoundError, ValueError):
+            h = None
+        if h:
+            out[phase] = h
     return out
+
+
+def outputs_of(phase: str) -> list[Path]:
+    """Every file the stage writes (removed again if the stage fails)."""
+    out = ART / phase
+    files = [out / "host-memory.jsonl", out / "host-time.json"]
+    if phase == "report":
+        return files + [out / "profile.html", METRICS / "trial.json", PLOTS / "supersteps.csv",
+                        PLOTS / "tiles.csv"]
+    return files + [out / RESULT, METRICS / f"{phase}.json"]
 
 
 def run_stage(phase: str, params: str | Path | None = None) -> object:
     if phase not in PHASES:
         raise ConfigError(f"unknown phase {phase!r} (one of {', '.join(PHASES)})")
+    # everything that can be checked is checked before anything is written
     cfg = load_params(params) if params else load_params()
+    store = Store(cfg.get("store") or REPO / ".tessera-store")
     ups, _ = PHASES[phase]
     inputs = {u: load_result(u) for u in ups}
     out = ART / phase
-    out.mkdir(parents=True, exist_ok=True)
-    store = Store(cfg.get("store") or REPO / ".tessera-store")
-    with HostMonitor(out), Executor(ExecutorConfig.from_dict(cfg["executor"])) as ex:
-        if phase == "report":   # the report also shows host time and RSS of the stages before it
-            res = report(*(inputs[u] for u in ups), compiler.phases.target_of(cfg), host=host_figures())
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StageError(f"cannot create {out.relative_to(REPO)}: {e.strerror or e}") from None
+    try:
+        with HostMonitor(out) as mon, Executor(ExecutorConfig.from_dict(cfg["executor"])) as ex:
+            if phase == "report":   # the report also shows host time and RSS of the stages before it
+                res = report(*(inputs[u] for u in ups), compiler.phases.target_of(cfg), host=host_figures())
+            else:
+                res = run_phase(phase, inputs, cfg, make_mapper(ex, store))
+        host = {phase: {"elapsed_s": round(mon.elapsed_s, 3), "peak_rss_mib": round(mon.peak_rss_mib, 2)}}
+        if phase == "report":
+            write_atomic(out / "profile.html", res.html.encode())
+            for name, text in res.plots.items():
+                write_atomic(PLOTS / name, text.encode())
+            write_json(METRICS / "trial.json", {**res.summary, "host": host})
         else:
-            res = run_phase(phase, inputs, cfg, make_mapper(ex, store))
-    if phase == "report":
-        write_atomic(out / "profile.html", res.html.encode())
-        write_json(METRICS / "trial.json", res.summary)
-    else:
-        write_atomic(out / RESULT, pickle.dumps(res, protocol=4))
-        write_json(METRICS / f"{phase}.json", {phase: res.metrics()})
+            write_atomic(out / RESULT, pickle.dumps(res, protocol=4))
+            write_json(METRICS / f"{phase}.json", {phase: res.metrics(), "host": host})
+    except BaseException:
+        for f in outputs_of(phase):   # no partial outputs: a failed stage leaves none of its files
+            f.unlink(missing_ok=True)
+        raise
     rej = getattr(res, "rejection", None)
     if rej and rej.phase == phase:
         print(f"{phase}: rejected ({rej.reason}): {rej.message}", file=sys.stderr)
@@ -124,5 +153,9 @@ def main(argv: list[str]) -> int:
         run_stage(argv[0])
     except (ConfigError, StageError, StoreError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:   # e.g. an unwritable artifacts/ or metrics/ directory
+        where = f" {e.filename}" if getattr(e, "filename", None) else ""
+        print(f"error: cannot write{where}: {e.strerror or e}", file=sys.stderr)
         return 2
     return 0

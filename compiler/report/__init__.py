@@ -1,8 +1,10 @@
-"""report: the trial summary (status, rejection, headline metrics) and a
-self-contained profile.html (DESIGN §3.8)."""
+"""report: the trial summary (status, rejection, headline metrics), the plot data
+that `dvc plots` reads, and a self-contained profile.html (DESIGN §3.8)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from ..target import Target
 from .profile import profile_html
@@ -12,6 +14,7 @@ from .profile import profile_html
 class ReportResult:
     summary: dict
     html: str
+    plots: dict = field(default_factory=dict)   # file name -> CSV text (dvc plots data)
 
     def metrics(self) -> dict:
         return self.summary
@@ -24,6 +27,28 @@ def first_rejection(*results):
     return None
 
 
+def _csv(header: list[str], rows) -> str:
+    return ",".join(header) + "\n" + "".join(",".join(str(v) for v in r) + "\n" for r in rows)
+
+
+def plot_data(place_res, run_res) -> dict:
+    """Cycles per superstep and per-tile cycles/memory as CSV (empty tables for a
+    rejected trial, so `dvc plots diff` still has a file to read)."""
+    steps, tiles = [], []
+    ok_run = run_res is not None and not run_res.rejection
+    if ok_run:
+        steps = [(i + 1, k, int(c)) for i, (k, c) in enumerate(zip(run_res.step_kind, run_res.cycles_per_step))]
+    fp = None
+    if place_res is not None and getattr(place_res, "placement", None) is not None:
+        fp = np.asarray(place_res.tilegraph.analysis["footprint_bytes"])
+    tc = np.asarray(run_res.tile_cycles).sum(0) if ok_run and run_res.tile_cycles is not None else None
+    n = len(fp) if fp is not None else (len(tc) if tc is not None else 0)
+    for t in range(n):
+        tiles.append((t, int(tc[t]) if tc is not None else "", int(fp[t]) if fp is not None else ""))
+    return {"supersteps.csv": _csv(["superstep", "kind", "cycles"], steps),
+            "tiles.csv": _csv(["tile", "cycles", "peak_bytes"], tiles)}
+
+
 def report(model, plan_res, expand_res, place_res, sched, run_res, t: Target, host: dict | None = None):
     rej = first_rejection(model, plan_res, expand_res, place_res, sched, run_res)
     if rej:
@@ -33,4 +58,4 @@ def report(model, plan_res, expand_res, place_res, sched, run_res, t: Target, ho
     if host:
         summary["host"] = host
     html = profile_html(model, place_res, sched, run_res, t, summary, host or {})
-    return ReportResult(summary, html)
+    return ReportResult(summary, html, plot_data(place_res, run_res))

@@ -34,6 +34,9 @@ class Op:
     outputs: tuple[str, ...]
     attrs: tuple = ()               # sorted (key, value) pairs: hashable and deterministic
 
+    def attr(self, name: str, default=None):
+        return dict(self.attrs).get(name, default)
+
 
 @dataclass
 class Graph:
@@ -56,6 +59,9 @@ class Graph:
         o = Op(kind, tuple(inputs), tuple(outputs), tuple(sorted(attrs.items())))
         self.ops.append(o)
         return o
+
+    def consumers(self, name: str) -> list[int]:
+        return [i for i, o in enumerate(self.ops) if name in o.inputs]
 
     def of_kind(self, kind: str) -> list[Tensor]:
         return [t for t in self.tensors.values() if t.kind == kind]

@@ -132,11 +132,11 @@ class Target:
     def rowscale_cycles(self, rows, cols, add):
         return self.kernel_overhead_cycles + self._vec(rows * cols * (6 if add else 4) + 4 * rows)
 
-    def vector_cycles(self, nbytes: int) -> int:
-        return self.kernel_overhead_cycles + math.ceil(nbytes / self.vector_bytes_per_cycle)
+    def vector_cycles(self, nbytes):
+        return self.kernel_overhead_cycles + -(-nbytes // self.vector_bytes_per_cycle)
 
-    def copy_cycles(self, nbytes: int) -> int:
-        return self.kernel_overhead_cycles + math.ceil(nbytes / self.copy_bytes_per_cycle)
+    def copy_cycles(self, nbytes):
+        return self.kernel_overhead_cycles + -(-nbytes // self.copy_bytes_per_cycle)
 
     def exchange_cycles(self, send_bytes, recv_bytes) -> int:
         """One exchange phase from per-tile byte counts (numpy arrays, length tiles).

@@ -35,7 +35,7 @@ def test_overlapping_live_buffers_fail_validation(trial):
     assert trial["run"].validated
     tg = trial["place"].tilegraph
     addr = trial["place"].placement.addr.copy()
-    (p,), (recv,) = _rows(tg, "P", 0), _rows(tg, "P.recv", 0)
+    (p,), (recv,) = _rows(tg, "C.p", 0), _rows(tg, "C.recv", 0)
     assert tg.req["start"][recv] < tg.req["end"][p]          # both live in superstep 3
     addr[recv] = addr[p]                                      # the allocator "bug"
     pl, lo = _relower(trial, addr)
@@ -55,7 +55,7 @@ def test_machine_refuses_over_cap_table(trial):
 def test_machine_refuses_misaligned_operand(trial):
     tg = trial["place"].tilegraph
     addr = trial["place"].placement.addr.copy()
-    (b,) = _rows(tg, "B.blk", 0)
+    (b,) = _rows(tg, "C.b", 0)
     addr[b] += 4                                              # MATMUL b needs 16-byte alignment
     _, lo = _relower(trial, addr)
     with pytest.raises(MachineFault, match="align"):

@@ -10,7 +10,7 @@ from ..policy import Policy
 from ..result import Rejection
 from ..target import Target
 from .analysis import analyse
-from .gemm import expand_gemm
+from .graph import expand_graph
 from .tilegraph import TileGraph
 
 
@@ -25,7 +25,7 @@ class Expanded:
 
 
 def expand_one(cand, graph, target: Target, policy: Policy) -> Expanded:
-    tg = expand_gemm(graph, cand, target, policy.home_rotation)
+    tg = expand_graph(graph, cand.grids, target, policy.home_rotation, cand.label)
     a = analyse(tg, target)
     w = a["worst_tile"]
     tbl = int(a["table_bytes"].max())

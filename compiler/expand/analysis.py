@@ -19,16 +19,24 @@ def _per_tile(tiles: int, idx, w=None) -> np.ndarray:
 
 
 def kernel_cycles(tg: TileGraph, t: Target) -> np.ndarray:
+    """Cycles of every kernel run, from target.py (the simulator applies the same)."""
     k = tg.kern
     cyc = np.zeros(len(k["tile"]), np.int64)
+    dt, dt2 = k["dtype"] & 0xFF, (k["dtype"] >> 8) & 0xFF
     for code, name in isa.DTYPE_NAMES.items():
-        mm = (k["op"] == isa.MATMUL) & (k["dtype"] == code)
-        if mm.any():
-            macs = k["i0"][mm] * k["i1"][mm] * k["i2"][mm]
-            cyc[mm] = t.kernel_overhead_cycles + -(-macs // t.amp_macs_per_cycle[name])
-    add = k["op"] == isa.ADD
-    nbytes = (k["i0"][add] + 2) * k["i1"][add] * 2          # read src0 + nsrc1 sources, write out
-    cyc[add] = t.kernel_overhead_cycles + -(-nbytes // t.vector_bytes_per_cycle)
+        for code2, name2 in [(0, name)] + list(isa.DTYPE_NAMES.items()):
+            mm = (k["op"] == isa.MATMUL) & (dt == code) & (dt2 == code2)
+            if mm.any():
+                cyc[mm] = t.matmul_cycles(k["i0"][mm], k["i1"][mm], k["i2"][mm], name, name2)
+    on = lambda op: k["op"] == op
+    add = on(isa.ADD)
+    cyc[add] = t.vector_cycles((k["i0"][add] + 2) * k["i1"][add] * 2)   # read src0 + nsrc1, write out
+    g = on(isa.GELU)
+    cyc[g] = t.gelu_cycles(k["i0"][g])
+    for op, fn in ((isa.LAYERNORM, t.layernorm_cycles), (isa.SOFTMAX, t.softmax_cycles),
+                   (isa.ONLINE_SOFTMAX, t.online_softmax_cycles)):
+        sel = on(op)
+        cyc[sel] = fn(k["i0"][sel], k["i1"][sel])
     return cyc
 
 

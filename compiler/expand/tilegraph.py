@@ -6,8 +6,9 @@ superstep s; event S+1 the host reading outputs. Lifetimes are [start, end) in e
   req   allocation requests: tile, size, align, region, start, end, count, stride, name
         (name indexes TileGraph.names: the logical buffer, e.g. "B.home")
   bank  request-row pairs that must sit in distinct memory elements
-  kern  kernel runs: step, tile, op, dtype, operands (request row + byte offset) r0,o0,
-        r1,o1, r2,o2, immediates i0..i3, scale
+  kern  kernel runs: step, tile, op, dtype (word-0 bits above the opcode: dtype | dtype2 << 8
+        | flags << 16), operands (request row + byte offset) r0,o0 .. r3,o3, immediates
+        i0..i3, scale (see lower.WORDS for how they become instruction words)
   xfer  exchange transfers: step, src/dst tile, src/dst request + offset, and each side's
         row shape (row_bytes, rows, stride): the two shapes carry the same bytes
   hin/hout host stream rows: stream, host_off, req, off, row_bytes, rows, host_stride, tile_stride
@@ -21,9 +22,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 REQ = ("tile", "size", "align", "region", "start", "end", "count", "stride", "name")
-KERN = ("step", "tile", "op", "dtype", "r0", "o0", "r1", "o1", "r2", "o2", "i0", "i1", "i2", "i3")
+KERN = ("step", "tile", "op", "dtype", "r0", "o0", "r1", "o1", "r2", "o2", "r3", "o3", "i0", "i1", "i2", "i3")
 XFER = ("step", "src", "dst", "sreq", "soff", "dreq", "doff",
         "s_row_bytes", "s_rows", "s_stride", "d_row_bytes", "d_rows", "d_stride")
+END = -1   # request end placeholder: live to the end of the program
 HOST = ("stream", "host_off", "req", "off", "row_bytes", "rows", "host_stride", "tile_stride")
 
 
@@ -77,33 +79,52 @@ class Builder:
         self.xfer: list[dict] = []
         self.hin: list[dict] = []
         self.hout: list[dict] = []
+        self.uses: list[tuple[np.ndarray, int]] = []
 
-    def alloc(self, name: str, tiles, size, align, region, start, end) -> np.ndarray:
-        """One request per tile in `tiles`; returns a map tile -> request row (-1: none)."""
-        tiles = np.asarray(tiles, np.int64)
+    def alloc_rows(self, name: str, tiles, size, align, region, start, end=END) -> np.ndarray:
+        """One request per entry of `tiles`; returns their request rows. `end` may be END
+        (live to the end of the program); reads() extends ends to the last use."""
+        tiles = np.asarray(tiles, np.int64).ravel()
         n = len(tiles)
         full = lambda v: np.broadcast_to(np.asarray(v, np.int64), (n,))
-        self.names.append(name)
+        if name not in self.names:
+            self.names.append(name)
         self.req.append(dict(tile=tiles, size=full(size), align=full(align), region=full(region),
                              start=full(start), end=full(end), count=full(1), stride=full(0),
-                             name=full(len(self.names) - 1)))
-        rows = np.full(self.tiles, -1, np.int64)
-        rows[tiles] = self.nreq + np.arange(n)
+                             name=full(self.names.index(name))))
+        rows = self.nreq + np.arange(n)
         self.nreq += n
         return rows
+
+    def alloc(self, name: str, tiles, size, align, region, start, end=END) -> np.ndarray:
+        """Like alloc_rows for distinct tiles; returns a map tile -> request row (-1: none)."""
+        tiles = np.asarray(tiles, np.int64)
+        rows = np.full(self.tiles, -1, np.int64)
+        rows[tiles] = self.alloc_rows(name, tiles, size, align, region, start, end)
+        return rows
+
+    def reads(self, layout_or_rows, step: int) -> None:
+        """Requests read at `step` stay live through it."""
+        rows = getattr(layout_or_rows, "req", layout_or_rows)
+        self.uses.append((np.asarray(rows, np.int64).ravel(), step))
 
     def add(self, table: str, **cols):
         n = max(np.size(v) for v in cols.values())
         fields = {"kern": KERN, "xfer": XFER, "hin": HOST, "hout": HOST}[table]
-        row = {f: np.broadcast_to(np.asarray(cols.get(f, 0), np.int64), (n,)) for f in fields}
+        default = lambda f: -1 if f in ("r0", "r1", "r2", "r3") else 0
+        row = {f: np.broadcast_to(np.asarray(cols.get(f, default(f)), np.int64), (n,)) for f in fields}
         getattr(self, table).append(row)
         if table == "kern":
             self.scale.append(np.broadcast_to(np.asarray(cols.get("scale", 1.0), np.float64), (n,)))
 
     def build(self, steps, in_streams, out_streams, label) -> TileGraph:
         cat = lambda parts, f: concat(parts) if parts else soa(f)
+        req = cat(self.req, REQ)
+        req["end"] = np.where(req["end"] == END, len(steps) + 2, req["end"])
+        for rows, step in self.uses:
+            np.maximum.at(req["end"], rows, step + 1)
         return TileGraph(
-            tiles=self.tiles, steps=list(steps), names=self.names, req=cat(self.req, REQ),
+            tiles=self.tiles, steps=list(steps), names=self.names, req=req,
             bank=np.concatenate(self.bank).reshape(-1, 2) if self.bank else np.zeros((0, 2), np.int64),
             kern=cat(self.kern, KERN),
             scale=np.concatenate(self.scale) if self.scale else np.zeros(0),

@@ -59,14 +59,39 @@ def encode_tables(tg, addr: np.ndarray, table_addr: np.ndarray):
     return blob, off, dict(tile=seg_tile, step=step[first], addr=seg_addr, nsend=nsend, nrecv=cnt - nsend)
 
 
+# Instruction words 1..7 of each kernel, from the tile graph's kernel columns:
+# "aN" = address of operand N (request rN placed + oN), "iN" = immediate, "scale" = f32 bits.
+WORDS = {
+    isa.MATMUL: ("a0", "a1", "a2", "i0", "i1", "i2", "scale"),
+    isa.ADD: ("a0", "a1", "a2", "i0", "i1", "i2"),
+    isa.COPY: ("a0", "a1", "i0", "i1", "i2", "i3"),
+    isa.GELU: ("a0", "a1", "i0"),
+    isa.LAYERNORM: ("a0", "a1", "a2", "a3", "i0", "i1", "i2"),
+    isa.SOFTMAX: ("a0", "a1", "i0", "i1", "i2"),
+    isa.CAST: ("a0", "a1", "i0", "scale"),
+    isa.ONLINE_SOFTMAX: ("a0", "a1", "a2", "i0", "i1", "i2"),
+    isa.ROWSCALE: ("a0", "a1", "a2", "a3", "i0", "i1"),
+}
+
+
+def kernel_words(k: dict, scale: np.ndarray, addr: np.ndarray) -> np.ndarray:
+    n = len(k["tile"])
+    w = np.zeros((n, isa.INSTR_WORDS), np.int64)
+    w[:, 0] = k["op"] | (k["dtype"] << 8)
+    src = {f"a{x}": np.where(k[f"r{x}"] >= 0, addr[np.maximum(k[f"r{x}"], 0)] + k[f"o{x}"], 0) for x in range(4)}
+    src |= {f"i{x}": k[f"i{x}"] for x in range(4)}
+    src["scale"] = np.float32(scale).view(np.uint32).astype(np.int64) if n else np.zeros(0, np.int64)
+    for op, words in WORDS.items():
+        sel = k["op"] == op
+        for col, name in enumerate(words, start=1):
+            w[sel, col] = src[name][sel]
+    return w
+
+
 def encode_code(tg, addr: np.ndarray, seg: dict) -> tuple[np.ndarray, np.ndarray]:
     k = tg.kern
     nk = len(k["tile"])
-    is_mm = k["op"] == isa.MATMUL
-    scale_bits = np.float32(tg.scale).view(np.uint32).astype(np.int64) if nk else np.zeros(0, np.int64)
-    a = lambda r, o: np.where(r >= 0, addr[r] + o, 0)
-    kw = np.stack([k["op"] | (k["dtype"] << 8), a(k["r0"], k["o0"]), a(k["r1"], k["o1"]), a(k["r2"], k["o2"]),
-                   k["i0"], k["i1"], k["i2"], np.where(is_mm, scale_bits, k["i3"])], 1)
+    kw = kernel_words(k, tg.scale, addr)
     S, T = len(tg.steps), tg.tiles
     ns = len(seg["tile"])
     ew = np.zeros((ns, isa.INSTR_WORDS), np.int64)

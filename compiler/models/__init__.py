@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from ..target import ConfigError
-from . import gemm
+from . import attention, gemm, mlp
 
-MODELS = {"gemm": gemm.build}
+MODELS = {"gemm": gemm.build, "mlp": mlp.build, "attention": attention.build}
 
 
 def build(cfg: dict):

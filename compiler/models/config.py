@@ -13,5 +13,17 @@ def model_config(cls, cfg: dict):
         raise ConfigError(f"unknown config key model.{unknown[0]} (model {cfg.get('name')!r} "
                           f"takes {', '.join(sorted(names))})")
     c = cls(**cfg)
-    c.check()
+    try:
+        c.check()
+    except ConfigError:
+        raise
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     return c
+
+
+def check_positive(c, *names):
+    for d in names:
+        v = getattr(c, d)
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+            raise ConfigError(f"model.{d}={v!r}: must be a positive integer")

@@ -63,5 +63,5 @@ def build(cfg: dict):
     g.add(Tensor("A", (c.m, c.k), c.dtype, "input", sa))
     g.add(Tensor("B", (c.k, c.n), c.dtype, "param", sb))
     g.add(Tensor("C", (c.m, c.n), "f16", "output"))
-    g.op("matmul", ["A", "B"], ["C"])
+    g.op("matmul", ["A", "B"], ["C"], m=c.m, k=c.k, n=c.n)
     return g, {"A": a, "B": b}

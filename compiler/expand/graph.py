@@ -1,0 +1,287 @@
+"""Graph -> tile graph: walk the ops in order, keeping each tensor's layout.
+
+Each op first gathers what it needs (one exchange superstep for all its gathers),
+then runs its kernels (a compute superstep, shared with the previous op's when no
+exchange came between). Inputs and parameters start in their homes: whole rows
+spread over all tiles, parameters rotated away from inputs (policy.home_rotation).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import isa
+from ..plan.matmul import OUT_BYTES, Grid, reduce_rows
+from ..target import DTYPE_BYTES, STANDARD, Target
+from .layout import Layout, allocate, convert, gather, starts
+from .tilegraph import END, Builder, TileGraph
+
+F16 = isa.DTYPES["f16"]
+
+
+def pad(x, a: int):
+    return -(-np.asarray(x) // a) * a
+
+
+class Ctx:
+    def __init__(self, graph, target: Target, home_rotation: bool):
+        self.g, self.t = graph, target
+        self.bld = Builder(target.tiles)
+        self.kinds: list[str] = []
+        self.lay: dict[str, Layout] = {}
+        self.home_rotation = home_rotation
+
+    # supersteps ---------------------------------------------------------------
+    def exchange_step(self) -> int:
+        self.kinds.append("exchange")
+        return len(self.kinds)
+
+    def compute_step(self) -> int:
+        if not self.kinds or self.kinds[-1] != "compute":
+            self.kinds.append("compute")
+        return len(self.kinds)
+
+    def kernel(self, **cols):
+        self.bld.add("kern", **cols)
+
+    # homes --------------------------------------------------------------------
+    def home(self, name: str, stream: int, rot: int):
+        t = self.g.tensors[name]
+        rows, cols = t.shape
+        e = DTYPE_BYTES[t.dtype]
+        rs = starts(rows, self.t.tiles)
+        tiles = (np.arange(len(rs)) + rot) % self.t.tiles
+        end = END if t.kind == "param" else 1
+        lay = allocate(self.bld, f"{name}.home", rows, cols, rs, [0], tiles, e, 16, STANDARD, 0, end)
+        self.bld.add("hin", stream=stream, host_off=rs * cols * e, req=lay.req[:, 0], off=0,
+                     row_bytes=lay.rlen * cols * e, rows=1)
+        self.lay[name] = lay
+
+
+def expand_matmul(c: Ctx, op, grid: Grid, scale: float):
+    g, t, bld = c.g, c.t, c.bld
+    A, B = (g.tensors[x] for x in op.inputs)
+    C = g.tensors[op.outputs[0]]
+    M, K, N = op.attr("m"), op.attr("k"), op.attr("n")
+    groups = np.asarray(op.attr("groups", ((0, 0, 0, 0, 0, 0),)), np.int64)
+    tb = bool(op.attr("transpose_b", False))
+    ea, eb = DTYPE_BYTES[A.dtype], DTYPE_BYTES[B.dtype]
+    G = len(groups)
+    gs, ms, ks, ns = (np.arange(0, d, b) for d, b in ((G, grid.gb), (M, grid.mb), (K, grid.kb), (N, grid.nb)))
+    gg, gm, gk, gn = len(gs), len(ms), len(ks), len(ns)
+    glen, mlen = np.diff(np.append(gs, G)), np.diff(np.append(ms, M))
+    klen, nlen = np.diff(np.append(ks, K)), np.diff(np.append(ns, N))
+    q, i, j, l = (x.ravel() for x in np.meshgrid(*map(np.arange, (gg, gm, gn, gk)), indexing="ij"))
+    tile = ((q * gm + i) * gn + j) * gk + l
+    ng, mi, kl, nj = glen[q], mlen[i], klen[l], nlen[j]
+    # per-group strides inside each tile's buffers, padded to the kernel alignment
+    sa, sb, sp = pad(mi * kl * ea, 8), pad(kl * nj * eb, 16), pad(mi * nj * OUT_BYTES, 8)
+    spec = isa.OPERANDS[isa.MATMUL]
+    x = c.exchange_step()
+    a_blk = bld.alloc(f"{op.outputs[0]}.a", tile, ng * sa, *spec["a"], x, END)
+    b_blk = bld.alloc(f"{op.outputs[0]}.b", tile, ng * sb, *spec["b"], x, END)
+    bld.bank.append(np.stack([a_blk[tile], b_blk[tile]], 1))
+    for gl in range(int(glen.max())):                       # group gl of every tile's chunk
+        has = gl < ng
+        gi = gs[q[has]] + gl
+        ar, ac, br, bc = (groups[gi, k] for k in range(4))
+        tt = tile[has]
+        gather(bld, c.lay[A.name], x, ar + ms[i[has]], ar + ms[i[has]] + mi[has], ac + ks[l[has]],
+               ac + ks[l[has]] + kl[has], tt, a_blk[tt], gl * sa[has], kl[has] * ea)
+        if tb:   # B_g is [N, K]: the block is nj rows of kl, exactly the transposed-b operand
+            gather(bld, c.lay[B.name], x, br + ns[j[has]], br + ns[j[has]] + nj[has], bc + ks[l[has]],
+                   bc + ks[l[has]] + kl[has], tt, b_blk[tt], gl * sb[has], kl[has] * eb)
+        else:
+            gather(bld, c.lay[B.name], x, br + ks[l[has]], br + ks[l[has]] + kl[has], bc + ns[j[has]],
+                   bc + ns[j[has]] + nj[has], tt, b_blk[tt], gl * sb[has], nj[has] * eb)
+    s = c.compute_step()
+    p_blk = bld.alloc(f"{op.outputs[0]}.p" if gk > 1 else op.outputs[0], tile, ng * sp, *spec["out"], s, END)
+    bld.reads(a_blk[tile], s)
+    bld.reads(b_blk[tile], s)
+    cells = []
+    for gl in range(int(glen.max())):
+        has = gl < ng
+        tt = tile[has]
+        dt2 = 0 if A.dtype == B.dtype else isa.DTYPES[A.dtype]      # 0: same as b's
+        c.kernel(step=s, tile=tt, op=isa.MATMUL, dtype=isa.DTYPES[B.dtype] | dt2 << 8
+                 | (isa.F_TRANSPOSE_B << 16 if tb else 0),
+                 r0=a_blk[tt], o0=gl * sa[has], r1=b_blk[tt], o1=gl * sb[has], r2=p_blk[tt], o2=gl * sp[has],
+                 i0=mi[has], i1=kl[has], i2=nj[has], scale=scale * A.scale * B.scale)
+        if gk == 1:
+            gi = gs[q[has]] + gl
+            cells.append((groups[gi, 4] + ms[i[has]], groups[gi, 5] + ns[j[has]], tt, p_blk[tt], gl * sp[has]))
+    if gk > 1:
+        cells = _reduce(c, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_blk, groups, glen)
+    c.lay[C.name] = _layout_of_cells(C, cells)
+
+
+def _reduce(c: Ctx, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_blk, groups, glen):
+    """k-split: tile l of each block sums rows [l·rr, (l+1)·rr) of the gk partials."""
+    bld, gk, gn = c.bld, grid.gk, len(ns)
+    gm = len(ms)
+    rr = reduce_rows(grid.mb, gk)
+    r0 = l * rr
+    rows = np.clip(mi - r0, 0, rr)
+    red = rows > 0
+    nbytes = rows * nj * OUT_BYTES
+    slot = pad(nbytes, 8)                                    # received slices start 8-byte aligned
+    sc = pad(nbytes, 8)
+    x = c.exchange_step()
+    t = tile[red]
+    recv = bld.alloc(f"{op.outputs[0]}.recv", t, (ng * (gk - 1) * slot)[red], 8, STANDARD, x, END)
+    bld.reads(p_blk[tile], x)
+    for gl in range(int(glen.max())):
+        for d in range(1, gk):                               # peer l' = (l + d) mod gk, slot d - 1
+            sel = red & (gl < ng)
+            peer = ((q * gm + i) * gn + j) * gk + (l + d) % gk
+            bld.add("xfer", step=x, src=peer[sel], dst=tile[sel], sreq=p_blk[peer[sel]],
+                    soff=(gl * sp + r0 * nj * OUT_BYTES)[sel], dreq=recv[tile[sel]],
+                    doff=((gl * (gk - 1) + d - 1) * slot)[sel], s_row_bytes=nbytes[sel], s_rows=1, s_stride=0,
+                    d_row_bytes=nbytes[sel], d_rows=1, d_stride=0)
+    s = c.compute_step()
+    out = bld.alloc(op.outputs[0], t, (ng * sc)[red], 8, STANDARD, s, END)
+    bld.reads(recv[t], s)
+    bld.reads(p_blk[t], s)
+    cells = []
+    for gl in range(int(glen.max())):
+        sel = red & (gl < ng)
+        tt = tile[sel]
+        c.kernel(step=s, tile=tt, op=isa.ADD, dtype=F16, r0=out[tt], o0=(gl * sc)[sel], r1=p_blk[tt],
+                 o1=(gl * sp + r0 * nj * OUT_BYTES)[sel], r2=recv[tt], o2=(gl * (gk - 1) * slot)[sel],
+                 i0=gk - 1, i1=(rows * nj)[sel], i2=slot[sel])
+        gi = gs[q[sel]] + gl
+        cells.append((groups[gi, 4] + ms[i[sel]] + r0[sel], groups[gi, 5] + ns[j[sel]], tt, out[tt],
+                      (gl * sc)[sel]))
+    return cells
+
+
+def _layout_of_cells(T, cells) -> Layout:
+    """The output grid from its blocks (row start, col start, tile, request, offset)."""
+    r0, c0, tile, req, off = (np.concatenate([np.asarray(cl[k]) for cl in cells]) for k in range(5))
+    rows, cols = T.shape
+    rs, cs = np.unique(r0), np.unique(c0)
+    a, b = np.searchsorted(rs, r0), np.searchsorted(cs, c0)
+    shape = (len(rs), len(cs))
+    if len(r0) != shape[0] * shape[1] or len(set(zip(a.tolist(), b.tolist()))) != len(r0):
+        raise AssertionError(f"{T.name}: output blocks do not form a grid")
+    lay = Layout(rows, cols, rs, cs, np.zeros(shape, np.int64), np.zeros(shape, np.int64), OUT_BYTES,
+                 np.zeros(shape, np.int64))
+    lay.tile[a, b], lay.req[a, b], lay.off[a, b] = tile, req, off
+    return lay
+
+
+def _blocks(lay: Layout):
+    """Every block of a layout as flat arrays (row block, col block, rows, cols)."""
+    A, B = (x.ravel() for x in np.meshgrid(np.arange(len(lay.rstart)), np.arange(len(lay.cstart)),
+                                          indexing="ij"))
+    return A, B, lay.rlen[A], lay.clen[B]
+
+
+def _like(c: Ctx, name: str, lay: Layout, step: int) -> Layout:
+    """A fresh layout with the same blocks on the same tiles."""
+    return allocate(c.bld, name, lay.rows, lay.cols, lay.rstart, lay.cstart, lay.tile, OUT_BYTES,
+                    8, STANDARD, step, END)
+
+
+def expand_elementwise(c: Ctx, op):
+    """GELU over the producer's blocks, in its layout."""
+    src = c.lay[op.inputs[0]]
+    s = c.compute_step()
+    out = _like(c, op.outputs[0], src, s)
+    A, B, r, k = _blocks(src)
+    flags = isa.F_ERF if op.attr("approx", "tanh") == "erf" else 0
+    c.kernel(step=s, tile=src.tile[A, B], op=isa.GELU, dtype=F16 | flags << 16, r0=out.req[A, B],
+             r1=src.req[A, B], o1=src.off[A, B], i0=r * k)
+    c.bld.reads(src, s)
+    c.lay[op.outputs[0]] = out
+
+
+def _same_grid(a: Layout, b: Layout) -> bool:
+    return (np.array_equal(a.rstart, b.rstart) and np.array_equal(a.cstart, b.cstart)
+            and np.array_equal(a.tile, b.tile))
+
+
+def expand_add(c: Ctx, op):
+    """Residual add; the second operand is converted to the first's layout if needed."""
+    x, y = (c.lay[n] for n in op.inputs)
+    if not _same_grid(x, y):
+        y = convert(c.bld, y, f"{op.inputs[1]}@{op.outputs[0]}", x.rstart, x.cstart, x.tile,
+                    c.exchange_step(), 8, STANDARD, END)
+    s = c.compute_step()
+    out = _like(c, op.outputs[0], x, s)
+    A, B, r, k = _blocks(x)
+    c.kernel(step=s, tile=x.tile[A, B], op=isa.ADD, dtype=F16, r0=out.req[A, B], r1=x.req[A, B],
+             o1=x.off[A, B], r2=y.req[A, B], o2=y.off[A, B], i0=1, i1=r * k, i2=0)
+    c.bld.reads(x, s)
+    c.bld.reads(y, s)
+    c.lay[op.outputs[0]] = out
+
+
+def _rows_layout(c: Ctx, name: str, x: Layout, step_of):
+    """x with whole rows per block (converted over all tiles when split by columns)."""
+    if x.full_rows:
+        return x
+    rs = starts(x.rows, c.t.tiles)
+    return convert(c.bld, x, f"{name}.rows", rs, [0], np.arange(len(rs)), step_of(), 8, STANDARD, END)
+
+
+def expand_rowwise(c: Ctx, op):
+    """LayerNorm and softmax: whole rows per tile; LayerNorm's gamma and beta gathered
+    next to every block in the same exchange."""
+    x = c.lay[op.inputs[0]]
+    xs = {}
+    step_of = lambda: xs.setdefault("x", c.exchange_step())
+    x = _rows_layout(c, op.outputs[0], x, step_of)
+    A, B, r, k = _blocks(x)
+    tiles = x.tile[A, B]
+    if op.kind == "layernorm":
+        C = x.cols
+        gb = c.bld.alloc_rows(f"{op.outputs[0]}.gamma_beta", tiles, 2 * pad(C * 2, 8), 8, STANDARD, step_of(), END)
+        for n, (pname) in enumerate(op.inputs[1:3]):
+            gather(c.bld, c.lay[pname], step_of(), 0, 1, 0, C, tiles, gb, n * pad(C * 2, 8), C * 2)
+    s = c.compute_step()
+    out = _like(c, op.outputs[0], x, s)
+    if op.kind == "layernorm":
+        c.kernel(step=s, tile=tiles, op=isa.LAYERNORM, dtype=F16, r0=out.req[A, B], r1=x.req[A, B],
+                 o1=x.off[A, B], r2=gb, o2=0, r3=gb, o3=pad(C * 2, 8), i0=r, i1=k,
+                 i2=isa.f32_bits(op.attr("eps", 1e-6)))
+        c.bld.reads(gb, s)
+    else:
+        c.kernel(step=s, tile=tiles, op=isa.SOFTMAX, dtype=F16, r0=out.req[A, B], r1=x.req[A, B],
+                 o1=x.off[A, B], i0=r, i1=k, i2=isa.f32_bits(op.attr("scale", 1.0)))
+    c.bld.reads(x, s)
+    c.lay[op.outputs[0]] = out
+
+
+def host_out(c: Ctx, name: str, stream: int):
+    lay, T = c.lay[name], c.g.tensors[name]
+    A, B, r, k = _blocks(lay)
+    e = lay.ebytes
+    c.bld.add("hout", stream=stream, host_off=(lay.rstart[A] * lay.cols + lay.cstart[B]) * e,
+              req=lay.req[A, B], off=lay.off[A, B], row_bytes=k * e, rows=r, host_stride=lay.cols * e,
+              tile_stride=k * e)
+    c.bld.reads(lay, len(c.kinds) + 1)
+
+
+def expand_graph(graph, strategy: dict, target: Target, home_rotation: bool, label: str = "") -> TileGraph:
+    c = Ctx(graph, target, home_rotation)
+    ins = [t.name for t in graph.tensors.values() if t.kind in ("input", "param")]
+    params = [n for n in ins if graph.tensors[n].kind == "param"]
+    for k, name in enumerate(ins):
+        rot = (target.tiles // 2 + target.tiles * params.index(name) // max(1, 2 * len(params))) \
+            % target.tiles if name in params and home_rotation else 0
+        c.home(name, k, rot)
+    for n, op in enumerate(graph.ops):
+        if op.kind == "matmul":
+            expand_matmul(c, op, strategy[n], op.attr("scale", 1.0))
+        elif op.kind == "gelu":
+            expand_elementwise(c, op)
+        elif op.kind == "add":
+            expand_add(c, op)
+        elif op.kind in ("layernorm", "softmax"):
+            expand_rowwise(c, op)
+        else:
+            raise NotImplementedError(f"expand: op {op.kind!r}")
+    outs = [t.name for t in graph.of_kind("output")]
+    for k, name in enumerate(outs):
+        host_out(c, name, k)
+    return c.bld.build(c.kinds, ins, {n: graph.tensors[n].nbytes for n in outs}, label)

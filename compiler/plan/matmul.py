@@ -1,0 +1,116 @@
+"""Matmul strategies: tile grids over (groups, m, n, k), costed in cycles and screened
+for per-tile memory, all grids of an op at once with numpy.
+
+A matmul op computes G independent products (attention heads are groups; a plain
+GEMM has G = 1): C_g[M, N] = A_g[M, K] · B_g[K, N] (B_g stored [N, K] when transposed).
+Grid (gg, gm, gn, gk): tile (q, i, j, l) computes the partials of the groups of chunk
+q for output block (i, j) over the k slice l. With gk > 1 the partials are reduced:
+tile l of a block sums rows [l·rr, (l+1)·rr) of the gk partials (rr = reduce_rows).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..target import DTYPE_BYTES, Target
+
+OUT_BYTES = 2  # f16 partials and outputs
+
+
+@dataclass(frozen=True)
+class Grid:
+    gg: int
+    gm: int
+    gn: int
+    gk: int
+    gb: int          # groups per chunk
+    mb: int
+    kb: int
+    nb: int
+    cycles: int      # estimate; expand computes the exact figure
+    mem_bytes: int   # screened bytes on the fullest tile
+
+    @property
+    def tiles(self) -> int:
+        return self.gg * self.gm * self.gn * self.gk
+
+    @property
+    def label(self) -> str:
+        g = f"{self.gg}x" if self.gg > 1 else ""
+        return f"{g}{self.gm}x{self.gn}x{self.gk}"
+
+
+def reduce_rows(mb, gk):
+    """Rows each of the gk reducers of a block sums: even, so that every reducer's
+    slice of an f16 partial (rows × an even number of columns × 2 B) starts 8-byte
+    aligned, as ADD requires."""
+    return 2 * -(-mb // (2 * gk))
+
+
+def block_options(d: int, q: int, limit: int) -> np.ndarray:
+    """Distinct block sizes along a dimension of d: multiples of q (or all of d)."""
+    units = -(-d // q)
+    g = np.arange(1, min(units, limit) + 1)
+    return np.unique(np.minimum(-(-units // g) * q, d))
+
+
+def word_elems(dtype: str) -> int:
+    """Elements per 32-bit word: rows moved by exchange are whole words."""
+    return max(1, 4 // DTYPE_BYTES[dtype])
+
+
+def enumerate_grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose_b: bool,
+                    t: Target, home_bytes: int = 0):
+    """Every grid with estimated cycles, peak memory and rejection reason."""
+    qk = max(word_elems(a_dtype), word_elems(b_dtype) if transpose_b else 1)
+    qn = max(2, 1 if transpose_b else word_elems(b_dtype))
+    opts = [block_options(G, 1, t.tiles), block_options(M, 1, t.tiles),
+            block_options(K, qk, t.tiles), block_options(N, qn, t.tiles)]
+    gb, mb, kb, nb = (x.ravel() for x in np.meshgrid(*opts, indexing="ij"))
+    gg, gm, gk, gn = -(-G // gb), -(-M // mb), -(-K // kb), -(-N // nb)
+    fits = gg * gm * gn * gk <= t.tiles
+    gb, mb, kb, nb, gg, gm, gk, gn = (x[fits] for x in (gb, mb, kb, nb, gg, gm, gk, gn))
+    ea, eb = DTYPE_BYTES[a_dtype], DTYPE_BYTES[b_dtype]
+    T, bw = t.tiles, t.exchange_bytes_per_cycle
+    a_blk, b_blk, p_blk = gb * mb * kb * ea, gb * kb * nb * eb, gb * mb * nb * OUT_BYTES
+    recv_in = a_blk + b_blk
+    send_in = -(-(gg * gm * gn * gk * recv_in) // T)
+    ex_in = t.exchange_phase_cycles + -(-np.maximum(recv_in, send_in) // bw)
+    rate = min(t.amp_macs_per_cycle[a_dtype], t.amp_macs_per_cycle[b_dtype])
+    mm = gb * (t.kernel_overhead_cycles + -(-(mb * kb * nb) // rate))
+    rr = reduce_rows(mb, gk)
+    red = gb * (gk - 1) * rr * nb * OUT_BYTES
+    reducing = gk > 1
+    ex_red = reducing * (t.exchange_phase_cycles + -(-red // bw))
+    add = reducing * gb * (t.kernel_overhead_cycles
+                           + -(-((gk + 1) * rr * nb * OUT_BYTES) // t.vector_bytes_per_cycle))
+    steps = np.where(reducing, 4, 2)
+    cycles = ex_in + mm + ex_red + add + steps * t.sync_cycles
+    c_blk = gb * rr * nb * OUT_BYTES
+    peak = np.maximum(a_blk + b_blk + p_blk, p_blk + red + c_blk * reducing)
+    mem = home_bytes + peak + 1024 + 16 * gb * 5           # support + per-group alignment slack
+    reason = np.full(len(mb), "", dtype=object)
+    reason[mem > t.tile_bytes] = "memory"
+    region1 = t.memory_end - t.region0_end
+    reason[(b_blk > region1) | (np.maximum(a_blk, p_blk) > t.max_alloc_bytes)] = "max_alloc"
+    return dict(gg=gg, gm=gm, gn=gn, gk=gk, gb=gb, mb=mb, kb=kb, nb=nb, cycles=cycles, mem=mem,
+                reason=reason, rejected_grid=int((~fits).sum()))
+
+
+def best_grids(G, M, K, N, a_dtype, b_dtype, transpose_b, t: Target, keep: int, home_bytes=0,
+               forced: tuple = ()):
+    """The `keep` cheapest feasible grids, rejection counts, and the leanest memory seen."""
+    g = enumerate_grids(G, M, K, N, a_dtype, b_dtype, transpose_b, t, home_bytes)
+    ok = g["reason"] == ""
+    if forced:   # a forced grid (gm, gn, gk): every other grid is set aside (not counted as rejected)
+        ok &= (g["gm"] == forced[0]) & (g["gn"] == forced[1]) & (g["gk"] == forced[2])
+    rejected = {"tiles": g["rejected_grid"]}
+    for r in ("memory", "max_alloc"):
+        rejected[r] = int((g["reason"] == r).sum())
+    order = np.lexsort((g["gk"], g["gn"], g["gm"], g["gg"], g["mem"], g["cycles"]))  # deterministic
+    order = order[ok[order]][:keep]
+    fields = ("gg", "gm", "gn", "gk", "gb", "mb", "kb", "nb", "cycles", "mem")
+    grids = [Grid(*(int(g[f][i]) for f in fields)) for i in order]
+    lean = int(g["mem"].min()) if len(g["mem"]) else 0
+    return grids, rejected, len(g["mb"]) + g["rejected_grid"], lean

@@ -44,9 +44,10 @@ def _ordinal(key: np.ndarray) -> np.ndarray:
     return out
 
 
-def exchange(m: Memory, step: int, tile, pc, taddr, nsend, nrecv) -> ExchangeResult:
+def exchange(m: Memory, step: int, tile, pc, taddr, nsend, nrecv, fix=None) -> ExchangeResult:
     """tile, pc, taddr, nsend, nrecv: one row per EXCH executed in this step, in
-    the order each tile executed them."""
+    the order each tile executed them. fix(pos[n, ENTRY_WORDS], words) relocates
+    table words read inside a REPEAT (repeat.Loop.fix_table)."""
     T = m.tiles
     o = np.argsort(tile, kind="stable")     # a tile's entries in its program order
     tile, pc, taddr, nsend, nrecv = (np.asarray(x, I64)[o] for x in (tile, pc, taddr, nsend, nrecv))
@@ -63,6 +64,9 @@ def exchange(m: Memory, step: int, tile, pc, taddr, nsend, nrecv) -> ExchangeRes
     inst = np.repeat(np.arange(len(tile)), nent)
     j = np.arange(len(inst)) - np.repeat(np.cumsum(nent) - nent, nent)
     words = m.read_words(tile[inst], taddr[inst] + j * isa.ENTRY_BYTES, isa.ENTRY_WORDS)
+    if fix is not None:
+        pos = m.pos(tile[inst], taddr[inst] + j * isa.ENTRY_BYTES)[:, None] + 4 * np.arange(isa.ENTRY_WORDS)
+        words = fix(pos, words)
     is_send = j < nsend[inst]
     own, own_pc = tile[inst], pc[inst]
     peer, addr, rb, rows, stride = (words[:, c] for c in range(5))

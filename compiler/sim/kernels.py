@@ -1,4 +1,6 @@
-"""The compute kernels (MATMUL, ADD, COPY), executed batched across tiles.
+"""The compute kernels, executed batched across tiles: MATMUL (f16/fp8/f32,
+mixed f16/fp8, transposed b), ADD, COPY, and the vector kernels GELU, LAYERNORM,
+SOFTMAX, CAST, ONLINE_SOFTMAX, ROWSCALE (f32 arithmetic in fmath.py).
 
 One call executes one instruction on each of a set of tiles (the same round of
 a superstep: no tile appears twice, so tiles are independent). Instances with
@@ -13,6 +15,7 @@ import numpy as np
 
 from .. import isa
 from ..target import CODE, DTYPE_BYTES, INTERLEAVED
+from . import decode, fmath
 from .fault import first_fault
 from .memory import I64, Memory, extent, gather, move, plan_chunks, scatter
 
@@ -126,38 +129,43 @@ class Kernels:
                         lambda i: f"{name} {nm} = {v[i]} is not a valid size", tiles, step, pcs)
 
     # ---- MATMUL ---------------------------------------------------------------
-    def matmul(self, step, tiles, pcs, dt, w):
-        m = self.m
-        first_fault(~np.isin(dt, [isa.DTYPES[d] for d in NP_DTYPES]),
-                    lambda i: f"MATMUL has invalid dtype code {dt[i]}", tiles, step, pcs)
+    def matmul(self, step, tiles, pcs, w):
+        _, dt, dt2, fl = decode.fields(w[:, 0])
+        dta = np.where(dt2 == 0, dt, dt2)                   # a's dtype (0: same as b's)
+        f32c = isa.DTYPES["f32"]
+        first_fault((dt == f32c) != (dta == f32c),
+                    lambda i: f"MATMUL mixes f32 with {decode.dtype_name(dt[i] if dt[i] != f32c else dta[i])} "
+                              f"(f32 only with f32)", tiles, step, pcs)
         a, b, out, M, K, N = (w[:, j] for j in range(1, 7))
         self._dims(isa.MATMUL, step, tiles, pcs, {"m": M, "k": K, "n": N})
-        es = np.choose(dt - 1, [DTYPE_BYTES[isa.DTYPE_NAMES[c]] for c in (1, 2, 3)])
+        sizes = np.array([0] + [DTYPE_BYTES[isa.DTYPE_NAMES[c]] for c in (1, 2, 3)], I64)
         self.check_operands(isa.MATMUL, step, tiles, pcs,
-                            {"a": (a, M * K * es, None), "b": (b, K * N * es, None), "out": (out, M * N * 2, None)})
+                            {"a": (a, M * K * sizes[dta], None), "b": (b, K * N * sizes[dt], None),
+                             "out": (out, M * N * 2, None)})
         scale = w[:, 7].astype(np.uint32).view(np.float32)
+        tr = (fl & isa.F_TRANSPOSE_B) != 0
         cycles = np.zeros(len(tiles), I64)
-        for grp in groups(np.stack([dt, M, K, N], 1)):
-            d = isa.DTYPE_NAMES[int(dt[grp[0]])]
-            mm, kk, nn = int(M[grp[0]]), int(K[grp[0]]), int(N[grp[0]])
-            cycles[grp] = self.t.matmul_cycles(mm, kk, nn, d)
+        for grp in groups(np.stack([dt, dta, tr, M, K, N], 1)):
+            g0 = grp[0]
+            db, da = isa.DTYPE_NAMES[int(dt[g0])], isa.DTYPE_NAMES[int(dta[g0])]
+            mm, kk, nn = int(M[g0]), int(K[g0]), int(N[g0])
+            cycles[grp] = self.t.matmul_cycles(mm, kk, nn, db, da)
             for g in batches(grp, 4 * (mm * kk + kk * nn + mm * nn)):
-                self._matmul(tiles[g], a[g], b[g], out[g], scale[g], mm, kk, nn, d)
+                self._matmul(tiles[g], a[g], b[g], out[g], scale[g], mm, kk, nn, da, db, bool(tr[g0]))
         return cycles
 
-    def _matmul(self, tg, a, b, out, scale, mm, kk, nn, d):
-        m, es = self.m, NP_DTYPES[d].itemsize
-        A = widen(gather(m.flat, m.pos(tg, a), mm * kk * es), d)
-        B = widen(gather(m.flat, m.pos(tg, b), kk * nn * es), d)
-        C = np.matmul(A.reshape(-1, mm, kk), B.reshape(-1, kk, nn))
+    def _matmul(self, tg, a, b, out, scale, mm, kk, nn, da, db, transpose_b):
+        m = self.m
+        A = widen(gather(m.flat, m.pos(tg, a), mm * kk * NP_DTYPES[da].itemsize), da)
+        B = widen(gather(m.flat, m.pos(tg, b), kk * nn * NP_DTYPES[db].itemsize), db)
+        B = B.reshape(-1, nn, kk).transpose(0, 2, 1) if transpose_b else B.reshape(-1, kk, nn)
+        C = np.matmul(A.reshape(-1, mm, kk), B)
         C *= scale[:, None, None]
         scatter(m.flat, m.pos(tg, out), to_f16(C).reshape(len(tg), -1))
 
     # ---- ADD ----------------------------------------------------------------
-    def add(self, step, tiles, pcs, dt, w):
+    def add(self, step, tiles, pcs, w):
         m = self.m
-        first_fault(~np.isin(dt, [0, isa.DTYPES["f16"]]),
-                    lambda i: f"ADD has invalid dtype code {dt[i]} (f16 only)", tiles, step, pcs)
         out, s0, s1, ns, ne, st = (w[:, j] for j in range(1, 7))
         self._dims(isa.ADD, step, tiles, pcs, {"nelem": ne})
         first_fault((ns < 0) | (ns > m.tile_bytes) | (st > m.tile_bytes),
@@ -184,9 +192,8 @@ class Kernels:
         return cycles
 
     # ---- COPY -----------------------------------------------------------------
-    def copy(self, step, tiles, pcs, dt, w):
+    def copy(self, step, tiles, pcs, w):
         m = self.m
-        first_fault(dt != 0, lambda i: f"COPY has invalid dtype code {dt[i]}", tiles, step, pcs)
         dst, src, rb, rows, dst_st, src_st = (w[:, j] for j in range(1, 7))
         first_fault((rb > m.tile_bytes) | (rows > m.tile_bytes) | (dst_st > m.tile_bytes) | (src_st > m.tile_bytes),
                     lambda i: f"COPY of {rows[i]} rows of {rb[i]} B (strides {dst_st[i]}, {src_st[i]}) "
@@ -208,6 +215,141 @@ class Kernels:
             cycles[g] = self.t.copy_cycles(int(nbytes[g[0]]))
         return cycles
 
-    def run(self, op, step, tiles, pcs, dt, w):
-        fn = {isa.MATMUL: self.matmul, isa.ADD: self.add, isa.COPY: self.copy}[op]
-        return fn(step, tiles, pcs, dt, w)
+    # ---- vector kernels (f16 data, f32 arithmetic: fmath) ----------------------------
+    def _load(self, tg, addr, nbytes, dtype="f16"):
+        return widen(gather(self.m.flat, self.m.pos(tg, addr), nbytes), dtype)
+
+    def _store(self, tg, addr, x):
+        scatter(self.m.flat, self.m.pos(tg, addr), x.reshape(len(tg), -1))
+
+    def gelu(self, step, tiles, pcs, w):
+        _, _, _, fl = decode.fields(w[:, 0])
+        out, src, ne = w[:, 1], w[:, 2], w[:, 3]
+        self._dims(isa.GELU, step, tiles, pcs, {"nelem": ne})
+        self.check_operands(isa.GELU, step, tiles, pcs, {"out": (out, 2 * ne, None), "src": (src, 2 * ne, None)})
+        erf_form = (fl & isa.F_ERF) != 0
+        for grp in groups(np.stack([erf_form, ne], 1)):
+            n = int(ne[grp[0]])
+            for g in batches(grp, 16 * n):
+                tg = tiles[g]
+                self._store(tg, out[g], to_f16(fmath.gelu(self._load(tg, src[g], 2 * n), bool(erf_form[grp[0]]))))
+        return self.t.gelu_cycles(ne)
+
+    def layernorm(self, step, tiles, pcs, w):
+        out, src, gamma, beta, R, C = (w[:, j] for j in range(1, 7))
+        eps = w[:, 7].astype(np.uint32).view(np.float32)
+        self._dims(isa.LAYERNORM, step, tiles, pcs, {"rows": R, "cols": C})
+        nb = 2 * R * C
+        self.check_operands(isa.LAYERNORM, step, tiles, pcs,
+                            {"out": (out, nb, None), "src": (src, nb, None),
+                             "gamma": (gamma, 2 * C, None), "beta": (beta, 2 * C, None)})
+        for grp in groups(np.stack([R, C], 1)):
+            r, c = int(R[grp[0]]), int(C[grp[0]])
+            for g in batches(grp, 16 * r * c):
+                tg = tiles[g]
+                x = self._load(tg, src[g], 2 * r * c).reshape(-1, r, c)
+                gm = self._load(tg, gamma[g], 2 * c).reshape(-1, 1, c)
+                bt = self._load(tg, beta[g], 2 * c).reshape(-1, 1, c)
+                self._store(tg, out[g], to_f16(fmath.layernorm(x, gm, bt, eps[g][:, None, None])))
+        return self.t.layernorm_cycles(R, C)
+
+    def softmax(self, step, tiles, pcs, w):
+        out, src, R, C = (w[:, j] for j in range(1, 5))
+        scale = w[:, 5].astype(np.uint32).view(np.float32)
+        self._dims(isa.SOFTMAX, step, tiles, pcs, {"rows": R, "cols": C})
+        nb = 2 * R * C
+        self.check_operands(isa.SOFTMAX, step, tiles, pcs, {"out": (out, nb, None), "src": (src, nb, None)})
+        for grp in groups(np.stack([R, C], 1)):
+            r, c = int(R[grp[0]]), int(C[grp[0]])
+            for g in batches(grp, 16 * r * c):
+                tg = tiles[g]
+                x = self._load(tg, src[g], 2 * r * c).reshape(-1, r, c)
+                self._store(tg, out[g], to_f16(fmath.softmax(x, scale[g][:, None, None])))
+        return self.t.softmax_cycles(R, C)
+
+    def cast(self, step, tiles, pcs, w):
+        _, dt, dt2, _ = decode.fields(w[:, 0])
+        first_fault(dt == dt2, lambda i: f"CAST from {decode.dtype_name(dt2[i])} to itself "
+                                         f"(f16 -> fp8 or fp8 -> f16 only)", tiles, step, pcs)
+        out, src, ne = w[:, 1], w[:, 2], w[:, 3]
+        scale = w[:, 4].astype(np.uint32).view(np.float32)
+        self._dims(isa.CAST, step, tiles, pcs, {"nelem": ne})
+        to8 = dt == isa.DTYPES["fp8"]                     # f16 -> fp8 (else fp8 -> f16)
+        sb, db = np.where(to8, 2, 1), np.where(to8, 1, 2)
+        self.check_operands(isa.CAST, step, tiles, pcs, {"out": (out, ne * db, None), "src": (src, ne * sb, None)})
+        for grp in groups(np.stack([to8, ne], 1)):
+            n, down = int(ne[grp[0]]), bool(to8[grp[0]])
+            for g in batches(grp, 12 * n):
+                tg, sc = tiles[g], scale[g][:, None]
+                if down:
+                    y = fmath.to_fp8(self._load(tg, src[g], 2 * n) / sc)
+                else:
+                    y = to_f16(self._load(tg, src[g], n, "fp8") * sc)
+                self._store(tg, out[g], y.view(np.uint8))
+        return self.t.cast_cycles(ne, sb, db)
+
+    def online_softmax(self, step, tiles, pcs, w):
+        _, _, _, fl = decode.fields(w[:, 0])
+        out, src, state, R, C = (w[:, j] for j in range(1, 6))
+        scale = w[:, 6].astype(np.uint32).view(np.float32)
+        self._dims(isa.ONLINE_SOFTMAX, step, tiles, pcs, {"rows": R, "cols": C})
+        nb = 2 * R * C
+        self.check_operands(isa.ONLINE_SOFTMAX, step, tiles, pcs,
+                            {"out": (out, nb, None), "src": (src, nb, None), "state": (state, 12 * R, None)})
+        first = (fl & isa.F_FIRST) != 0
+        f32 = np.float32
+        for grp in groups(np.stack([first, R, C], 1)):
+            r, c = int(R[grp[0]]), int(C[grp[0]])
+            for g in batches(grp, 16 * r * c + 24 * r):
+                tg = tiles[g]
+                s = self._load(tg, src[g], 2 * r * c).reshape(-1, r, c) * scale[g][:, None, None]
+                if first[grp[0]]:
+                    m = np.full((len(g), r), -np.inf, f32)
+                    l = np.zeros((len(g), r), f32)
+                else:
+                    st = gather(self.m.flat, self.m.pos(tg, state[g]), 12 * r).view("<f4").reshape(-1, 3, r)
+                    m, l = st[:, 0], st[:, 1]
+                m2 = np.maximum(m, s.max(-1))
+                ms = fmath.safe_max(m2)
+                c_ = np.zeros_like(m2) if first[grp[0]] else np.exp(m - ms)
+                p = to_f16(np.exp(s - ms[:, :, None]))
+                l2 = l * c_ + widen(p.view(np.uint8), "f16").reshape(-1, r, c).sum(-1)
+                self._store(tg, out[g], p)
+                self._store(tg, state[g], np.stack([m2, l2, c_], 1).astype("<f4"))
+        return self.t.online_softmax_cycles(R, C)
+
+    def rowscale(self, step, tiles, pcs, w):
+        _, _, _, fl = decode.fields(w[:, 0])
+        out, s0, vec, s1, R, C = (w[:, j] for j in range(1, 7))
+        self._dims(isa.ROWSCALE, step, tiles, pcs, {"rows": R, "cols": C})
+        add, recip = (fl & isa.F_ADD) != 0, (fl & isa.F_RECIP) != 0
+        nb = 2 * R * C
+        self.check_operands(isa.ROWSCALE, step, tiles, pcs,
+                            {"out": (out, nb, None), "src0": (s0, nb, None), "vec": (vec, 4 * R, None),
+                             "src1": (s1, nb, add)})
+        cycles = np.zeros(len(tiles), I64)
+        for grp in groups(np.stack([fl, R, C], 1)):
+            r, c = int(R[grp[0]]), int(C[grp[0]])
+            cycles[grp] = self.t.rowscale_cycles(r, c, bool(add[grp[0]]))
+            for g in batches(grp, 16 * r * c + 8 * r):
+                tg = tiles[g]
+                v = self._load(tg, vec[g], 4 * r, "f32").reshape(-1, r, 1)
+                if recip[grp[0]]:
+                    v = np.float32(1) / v
+                y = self._load(tg, s0[g], 2 * r * c).reshape(-1, r, c) * v
+                if add[grp[0]]:
+                    y += self._load(tg, s1[g], 2 * r * c).reshape(-1, r, c)
+                self._store(tg, out[g], to_f16(y))
+        return cycles
+
+    def run(self, op, step, tiles, pcs, w):
+        """Execute kernel `op` on `tiles` (words w[n, INSTR_WORDS], word 0 already
+        validated by decode.check); returns int64 cycles per tile."""
+        fn = {isa.MATMUL: self.matmul, isa.ADD: self.add, isa.COPY: self.copy, isa.GELU: self.gelu,
+              isa.LAYERNORM: self.layernorm, isa.SOFTMAX: self.softmax, isa.CAST: self.cast,
+              isa.ONLINE_SOFTMAX: self.online_softmax, isa.ROWSCALE: self.rowscale}[op]
+        return np.asarray(fn(step, tiles, pcs, w), I64)
+
+
+KERNELS = (isa.MATMUL, isa.ADD, isa.COPY, isa.GELU, isa.LAYERNORM, isa.SOFTMAX, isa.CAST,
+           isa.ONLINE_SOFTMAX, isa.ROWSCALE)

@@ -17,13 +17,12 @@ import numpy as np
 from .. import isa
 from ..lower.program import Program
 from ..target import Target
+from . import decode, repeat
 from .exchange import exchange
 from .fault import MachineFault, first_fault
-from .kernels import Kernels
+from .kernels import KERNELS, Kernels
 from .load import host_cycles, host_in, host_out, load
 from .memory import I64, Memory, gather, scatter
-
-KERNELS = (isa.MATMUL, isa.ADD, isa.COPY)
 
 
 @dataclass
@@ -57,7 +56,11 @@ class Machine:
         self.code_addr = np.asarray(program.code_addr, I64)
         self.profile_addr = np.asarray(program.profile_addr, I64)
         self.profile_cap = int(program.profile_bytes) // isa.PROFILE_SAMPLE_BYTES
+        self.code_len = np.diff(np.asarray(program.code_off, I64))
+        self.table_addr = np.asarray(program.table_addr, I64)
+        self.table_len = np.diff(np.asarray(program.table_off, I64))
         self.instructions = 0
+        self.loop: repeat.Loop | None = None     # the REPEAT being executed
 
     # ---- one superstep ---------------------------------------------------------
     def fetch(self, step, tiles, pc):
@@ -67,12 +70,10 @@ class Machine:
                     lambda i: f"instruction fetch at {_hex(addr[i])} is outside region 0 "
                               f"[{_hex(m.base)}, {_hex(m.r0)})", tiles, step, pc)
         w = m.read_words(tiles, addr, isa.INSTR_WORDS)
-        op, dt = w[:, 0] & 0xFF, (w[:, 0] >> 8) & 0xFF
-        first_fault((w[:, 0] >> 16 != 0) | (op > max(isa.OP_NAMES)),
-                    lambda i: f"invalid instruction word 0 = {_hex(w[i, 0])} (opcode {op[i]})", tiles, step, pc)
-        first_fault(~np.isin(op, KERNELS) & (dt != 0),
-                    lambda i: f"{isa.OP_NAMES[int(op[i])]} with dtype code {dt[i]} (must be 0)", tiles, step, pc)
-        return op, dt, w
+        if self.loop is not None:
+            w = self.loop.fix_fetch(tiles, pc, w)
+        op = decode.check(w[:, 0], tiles, step, pc)[0]
+        return op, w
 
     def superstep(self, step, pc, running):
         """Run every running tile to its next SYNC or END. Returns (ended mask,
@@ -84,25 +85,82 @@ class Machine:
         did_kernel = np.zeros(T, bool)
         exch = []          # (tile, pc, table_addr, nsend, nrecv) arrays per round
         anything = False
+        first_round = True
         while active.any():
             tiles = np.flatnonzero(active)
             tpc = pc[tiles]
-            op, dt, w = self.fetch(step, tiles, tpc)
+            op, w = self.fetch(step, tiles, tpc)
             self.instructions += len(tiles)
+            rep = op == isa.REPEAT
+            if rep.any():
+                self.begin_repeat(step, first_round, tiles, tpc, op, w)
+                pc[tiles] += 1       # every tile is at REPEAT: go on with the body, same superstep
+                anything = True
+                first_round = False
+                continue
+            first_round = False
             end = op == isa.END
+            if self.loop is not None:
+                first_fault(end, lambda i: "END inside a REPEAT body", tiles, step, tpc)
             at_end[tiles[end]] = True
             active[tiles[end | (op == isa.SYNC)]] = False
             anything |= bool((~end).any())
             pc[tiles[~end]] += 1          # END leaves pc on END: the tile stays finished
+            if self.loop is not None:
+                first_fault((pc[tiles] == self.loop.end[tiles]) & (op != isa.SYNC),
+                            lambda i: "REPEAT body does not end with SYNC", tiles, step, tpc)
             e = op == isa.EXCH
             if e.any():
                 exch.append((tiles[e], tpc[e], w[e, 1], w[e, 2], w[e, 3]))
             for kop in KERNELS:
                 k = op == kop
                 if k.any():
-                    cycles[tiles[k]] += self.k.run(kop, step, tiles[k], tpc[k], dt[k], w[k])
+                    cycles[tiles[k]] += self.k.run(kop, step, tiles[k], tpc[k], w[k])
                     did_kernel[tiles[k]] = True
         return at_end, anything, cycles, exch, did_kernel
+
+    # ---- REPEAT ---------------------------------------------------------------------
+    def begin_repeat(self, step, first_round, tiles, pc, op, w):
+        """Some tile fetched REPEAT: every running tile must have, as the first
+        instruction of this superstep, with equal counts (repeat.start checks the rest)."""
+        rep = op == isa.REPEAT
+        if self.loop is not None:
+            first_fault(rep, lambda i: "nested REPEAT (not supported)", tiles, step, pc)
+        first_fault(rep & (not first_round), lambda i: "REPEAT must be the first instruction of a superstep",
+                    tiles, step, pc)
+        alive = np.flatnonzero(~self.ended)
+        if len(alive) != len(tiles):
+            e = int(np.flatnonzero(self.ended)[0])
+            raise MachineFault(f"REPEAT mismatch across tiles (deadlock): tile {e} has ended while tile "
+                               f"{tiles[np.flatnonzero(rep)[0]]} issues REPEAT", tile=e, step=step)
+        major = rep.sum() * 2 >= len(rep)
+        name = lambda i: isa.OP_NAMES.get(int(op[i]), str(op[i]))
+        repeat.mismatch(rep != major, tiles, step, pc,
+                        lambda i: f"tile {tiles[i]} issues {name(i)} where "
+                                  f"{'the other tiles issue REPEAT' if major else 'another tile issues REPEAT'}")
+        self.loop = repeat.start(self, step, tiles, pc, w)
+
+    def end_of_step(self, step, pc):
+        """After a superstep inside a REPEAT: either every tile finished the
+        iteration (stopped at the body's final SYNC) or none did."""
+        lp = self.loop
+        done = pc == lp.end
+        if not done.any():
+            return
+        if not done.all():
+            major = done.sum() * 2 >= len(done)
+            odd = np.flatnonzero(done != major)
+            i = int(odd[0])
+            raise MachineFault(
+                f"REPEAT mismatch across tiles (deadlock): tile {i} "
+                f"{'ended' if done[i] else 'did not end'} iteration {lp.i} at this SYNC while tile "
+                f"{int(np.flatnonzero(done == major)[0])} {'ended' if major else 'did not'} "
+                f"(different SYNC counts per iteration)", tile=i, step=step, pc=pc[i] - 1)
+        lp.i += 1
+        if lp.i < lp.count:
+            pc[:] = lp.start
+        else:
+            self.loop = None
 
     # ---- the program -------------------------------------------------------------
     def run(self, streams: dict) -> SimResult:
@@ -111,6 +169,7 @@ class Machine:
         nin = host_in(self.m, p, streams)
         pc = np.zeros(T, I64)
         running = np.ones(T, bool)
+        self.ended = ~running
         kinds, step_cyc, tile_cyc, xbytes = [], [], [], []
         step = 0
         while True:
@@ -130,7 +189,8 @@ class Machine:
                 both = did_kernel[xt]
                 first_fault(both, lambda i: "superstep mixes EXCH and compute kernels on one tile",
                             xt, step, xpc)
-                res = exchange(self.m, step, xt, xpc, xa, xs, xr)
+                res = exchange(self.m, step, xt, xpc, xa, xs, xr,
+                               fix=None if self.loop is None else self.loop.fix_table)
                 phase = t.exchange_cycles(res.send_bytes, res.recv_bytes)
                 cycles[np.unique(xt)] = phase
                 kind, xb = "exchange", res.total
@@ -143,6 +203,9 @@ class Machine:
             xbytes.append(xb)
             step += 1
             running &= ~at_end
+            self.ended = ~running
+            if self.loop is not None:
+                self.end_of_step(step - 1, pc)
             if not running.any():
                 break
         outputs, nout = host_out(self.m, p)

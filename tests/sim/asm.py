@@ -49,10 +49,28 @@ class Asm:
     def _tiles(self, tiles):
         return range(self.T) if tiles is None else ([tiles] if np.isscalar(tiles) else tiles)
 
-    def on(self, tiles, op, *args, dtype=None):
+    def on(self, tiles, op, *args, dtype=None, dtype2=None, flags=0):
         for t in self._tiles(tiles):
-            self.code[t].append(isa.instr(op, *args, dtype=dtype))
+            self.code[t].append(isa.instr(op, *args, dtype=dtype, dtype2=dtype2, flags=flags))
         return self
+
+    def pc(self, tile) -> int:
+        """The pc the next instruction appended to `tile` will have."""
+        return len(self.code[tile])
+
+    def code_word(self, tile, pc, word) -> int:
+        """Absolute address of word `word` of instruction `pc` on `tile`."""
+        return int(self.code_addr[tile]) + pc * isa.INSTR_BYTES + 4 * word
+
+    def table_words(self, tile, words) -> int:
+        """Append raw uint32 words to the tile's table blob; returns their address."""
+        addr = int(self.table_addr[tile]) + 4 * len(self.tables[tile])
+        self.tables[tile] += [int(x) & 0xFFFFFFFF for x in words]
+        return addr
+
+    def reloc_table(self, tile, entries) -> int:
+        """A REPEAT relocation table ((word address, stride) pairs) in the table blob."""
+        return self.table_words(tile, [x for e in entries for x in e])
 
     def raw(self, tile, words):
         self.code[tile].append(np.asarray(words, np.uint32))
@@ -61,14 +79,15 @@ class Asm:
     def sync(self):
         return self.on(None, isa.SYNC)
 
-    def matmul(self, tiles, a, b, out, m, k, n, scale=1.0, dtype="f16"):
-        return self.on(tiles, isa.MATMUL, a, b, out, m, k, n, isa.f32_bits(scale), dtype=dtype)
+    def matmul(self, tiles, a, b, out, m, k, n, scale=1.0, dtype="f16", dtype2=None, flags=0):
+        return self.on(tiles, isa.MATMUL, a, b, out, m, k, n, isa.f32_bits(scale), dtype=dtype,
+                       dtype2=dtype2, flags=flags)
 
     def exch(self, tile, sends=(), recvs=()):
         """Append one EXCH on `tile` whose entries (5-tuples, isa order) go at the end
-        of the tile's table."""
-        addr = self.table_addr[tile] + isa.ENTRY_BYTES * len(self.tables[tile])
-        self.tables[tile] += [tuple(e) for e in sends] + [tuple(e) for e in recvs]
+        of the tile's table. Returns self; self.last_table is the entries' address."""
+        words = [x for e in list(sends) + list(recvs) for x in e]
+        self.last_table = addr = self.table_words(tile, words)
         return self.on(tile, isa.EXCH, addr, len(sends), len(recvs))
 
     def stream_in(self, name, rows):

@@ -1,0 +1,79 @@
+"""The machine's f32 arithmetic for the vector kernels: pure numpy functions on
+float32 arrays of shape [batch, rows, cols] (or [batch, nelem]). Every step is
+an f32 numpy operation (no float64 anywhere), so a kernel's bytes depend only on
+its inputs, never on how many tiles were batched together: reductions run over
+the last (contiguous) axis, one row at a time.
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+f32 = np.float32
+FP8 = np.dtype(ml_dtypes.float8_e4m3fn)
+FP8_MAX = f32(448.0)
+
+# erfc(z) for z >= 0 = t * exp(-z*z + P(t)), t = 1 / (1 + z/2): the Chebyshev fit
+# of Numerical Recipes (erfcc), fractional error < 1.2e-7 for every z >= 0 -- a
+# *relative* bound, so the far negative tail of the erf-form GELU stays accurate
+# (Abramowitz-Stegun 7.1.26 bounds only the absolute error of erf).
+_ERFC = [f32(c) for c in (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
+                          0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277)]
+
+
+def erfc_pos(z: np.ndarray) -> np.ndarray:
+    """erfc(z) for z >= 0 (float32)."""
+    t = f32(1) / (f32(1) + f32(0.5) * z)
+    p = _ERFC[-1]
+    for c in reversed(_ERFC[:-1]):
+        p = c + t * p
+    return t * np.exp(p - z * z)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """erf in f32 from erfc_pos (odd extension)."""
+    x = np.asarray(x, f32)
+    return np.copysign(f32(1) - erfc_pos(np.abs(x)), x)
+
+
+def gelu(x: np.ndarray, erf_form: bool) -> np.ndarray:
+    if erf_form:
+        # 0.5 x (1 + erf(x / sqrt2)) = 0.5 x erfc(-x / sqrt2)
+        z = x * f32(-0.7071067811865476)
+        r = erfc_pos(np.abs(z))
+        return f32(0.5) * x * np.where(z >= 0, r, f32(2) - r)
+    # 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)): the same function without the
+    # cancellation of 1 + tanh(u) for u << 0 (the negative tail keeps f16 accuracy)
+    u2 = f32(-1.5957691216057308) * (x + f32(0.044715) * (x * x * x))
+    with np.errstate(over="ignore"):
+        return x / (f32(1) + np.exp(u2))
+
+
+def layernorm(x, gamma, beta, eps):
+    """x [B, rows, cols]; gamma, beta [B, 1, cols]; eps [B, 1, 1]. Two-pass
+    statistics in f32, biased (population) variance, one rsqrt per row."""
+    n = f32(x.shape[-1])
+    mean = x.sum(-1, keepdims=True) / n
+    d = x - mean
+    var = (d * d).sum(-1, keepdims=True) / n
+    rstd = f32(1) / np.sqrt(var + eps)
+    return d * rstd * gamma + beta
+
+
+def softmax(x, scale):
+    """x [B, rows, cols], scale [B, 1, 1]: exp(s - rowmax s) / rowsum, s = x * scale."""
+    s = x * scale
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def safe_max(m):
+    """A running max of -inf (no finite score yet) enters exponents as 0, so
+    exp(-inf - m') is 0 rather than NaN."""
+    return np.where(m == -np.inf, f32(0), m)
+
+
+def to_fp8(x: np.ndarray) -> np.ndarray:
+    """float32 -> e4m3fn, round to nearest even, saturating: |x| > 448 becomes
+    +-448 (inf included); NaN stays NaN."""
+    return np.clip(x, -FP8_MAX, FP8_MAX).astype(FP8)

@@ -161,3 +161,92 @@ def test_exchange_table_and_entries_checked():
     a = Asm()
     a.on(1, isa.EXCH, TABLE + 2, 0, 1).sync()
     _fault(a.build(), match="not 4-byte aligned")
+
+
+# ---- the newer kernels ---------------------------------------------------------------------
+NEW_KERNELS = {   # op -> (args with every operand aligned, {operand: argument index})
+    isa.GELU: ((R1, R0_DATA, 64), {"out": 0, "src": 1}),
+    isa.LAYERNORM: ((R1, R0_DATA, R0_DATA2, R0_DATA2 + 256, 4, 16, isa.f32_bits(1e-5)),
+                    {"out": 0, "src": 1, "gamma": 2, "beta": 3}),
+    isa.SOFTMAX: ((R1, R0_DATA, 4, 16, isa.f32_bits(1.0)), {"out": 0, "src": 1}),
+    isa.CAST: ((R1, R0_DATA, 64, isa.f32_bits(1.0)), {"out": 0, "src": 1}),
+    isa.ONLINE_SOFTMAX: ((R1, R0_DATA, R0_DATA2, 4, 16, isa.f32_bits(1.0)), {"out": 0, "src": 1, "state": 2}),
+    isa.ROWSCALE: ((R1, R0_DATA, R0_DATA2, R1_B, 4, 16), {"out": 0, "src0": 1, "vec": 2, "src1": 3}),
+}
+NEW_DT = {isa.CAST: dict(dtype="fp8", dtype2="f16"), isa.ROWSCALE: dict(flags=isa.F_ADD)}
+
+
+@pytest.mark.parametrize("op", sorted(NEW_KERNELS), ids=lambda o: isa.OP_NAMES[o])
+def test_new_kernels_misaligned_operands(op):
+    args, where = NEW_KERNELS[op]
+    a = Asm()
+    a.on(6, op, *args, **NEW_DT.get(op, {})).sync()
+    sim.run(a.build(), {})                                    # aligned: runs
+    for nm, j in where.items():
+        bad = list(args)
+        bad[j] += 4
+        a = Asm()
+        a.on(6, op, *bad, **NEW_DT.get(op, {})).sync()
+        f = _fault(a.build(), match=f"{isa.OP_NAMES[op]} operand {nm} at .* is not 8-byte aligned")
+        assert (f.tile, f.pc) == (6, 0)
+
+
+def test_new_kernels_sizes_and_ranges():
+    a = Asm()
+    a.on(2, isa.GELU, R1, R0_DATA, 0).sync()
+    _fault(a.build(), match="GELU nelem = 0 is not a valid size")
+    a = Asm()
+    a.on(2, isa.SOFTMAX, R1, a.t.memory_end - 64, 4, 16, isa.f32_bits(1.0)).sync()
+    _fault(a.build(), match="SOFTMAX operand src .* out of range")
+    a = Asm()                 # the state is f32[3, rows]: 12 * rows bytes
+    a.on(2, isa.ONLINE_SOFTMAX, R1, R0_DATA, a.t.memory_end - 11 * 4, 4, 16, isa.f32_bits(1.0)).sync()
+    _fault(a.build(), match="operand state .* out of range")
+
+
+@pytest.mark.parametrize("op,kw,match", [
+    (isa.GELU, dict(flags=2), "GELU has unknown flag bits 0x2"),
+    (isa.GELU, dict(dtype2="f16"), "GELU has invalid dtype2"),
+    (isa.GELU, dict(dtype="fp8"), "GELU has invalid dtype code 2"),
+    (isa.SOFTMAX, dict(flags=1), "SOFTMAX has unknown flag bits"),
+    (isa.ONLINE_SOFTMAX, dict(flags=isa.F_FIRST | 4), "unknown flag bits 0x4"),
+    (isa.ROWSCALE, dict(flags=8), "unknown flag bits 0x8"),
+    (isa.CAST, dict(dtype="f16", dtype2="f16"), "CAST from f16 to itself"),
+    (isa.CAST, dict(dtype="f32", dtype2="f16"), "CAST has invalid dtype code 3"),
+    (isa.CAST, dict(dtype="fp8"), "CAST has invalid dtype2 code 0"),
+])
+def test_unknown_flags_and_dtypes(op, kw, match):
+    args, _ = NEW_KERNELS[op]
+    a = Asm()
+    a.on(4, op, *args, **kw).sync()
+    f = _fault(a.build(), match=match)
+    assert f.tile == 4
+
+
+def test_word0_flags_on_old_opcodes():
+    for op, args, kw in [(isa.SYNC, (), dict(flags=1)), (isa.ADD, (R1, R1, R1, 0, 8, 0), dict(flags=1)),
+                         (isa.COPY, (R1, R0_DATA, 4, 1, 4, 4), dict(dtype2="f16")),
+                         (isa.EXCH, (TABLE, 0, 0), dict(flags=128))]:
+        a = Asm()
+        a.on(3, op, *args, **kw).sync()
+        _fault(a.build(), match="invalid instruction word 0")
+    _fault(_mm_f32_mixed(), match="mixes f32 with f16")
+    a = Asm()
+    a.matmul(5, R0_DATA, R1, R0_DATA2, M, K, N, flags=2).sync()
+    _fault(a.build(), match="MATMUL has unknown flag bits 0x2")
+
+
+def _mm_f32_mixed():
+    a = Asm()
+    a.matmul(5, R0_DATA, R1, R0_DATA2, M, K, N, dtype="f32", dtype2="f16").sync()
+    return a.build()
+
+
+def test_mixed_matmul_operand_sizes():
+    """a of dtype2, b of dtype: an fp8 b of k*n bytes fits where an f16 one would not."""
+    a = Asm()
+    end = a.t.memory_end
+    a.matmul(5, R0_DATA, end - K * N, R0_DATA2, M, K, N, dtype="fp8", dtype2="f16").sync()
+    sim.run(a.build(), {})
+    a = Asm()
+    a.matmul(5, R0_DATA, end - K * N, R0_DATA2, M, K, N, dtype="f16", dtype2="fp8").sync()
+    _fault(a.build(), match="MATMUL operand b .* out of range")

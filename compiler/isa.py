@@ -50,7 +50,10 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 #   LAYERNORM out, src, gamma, beta, rows, cols, eps(f32 bits)
 #                                                  per row of src[rows, cols] f16: (x-mean)/sqrt(var+eps)
 #                                                  * gamma + beta; gamma, beta f16[cols]; stats in f32
-#   SOFTMAX out, src, rows, cols, scale(f32 bits)  per row: softmax(src * scale), f16 in/out, f32 inside
+#   SOFTMAX out, src, rows, cols, scale(f32 bits), valid
+#                                                  per row: softmax(src * scale) over the first `valid`
+#                                                  columns (0 = all), the other columns written 0 (masked
+#                                                  padding keys); f16 in/out, f32 inside
 #   CAST   out, src, nelem, scale(f32 bits)        f16 -> fp8: out = e4m3(src / scale);
 #                                                  fp8 -> f16: out = f16(src * scale)
 #   ONLINE_SOFTMAX out, src, state, rows, cols, scale(f32 bits)

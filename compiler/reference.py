@@ -46,10 +46,14 @@ def layernorm(x, gamma, beta, eps):
     return (x - mu) / np.sqrt(var + eps) * gamma + beta
 
 
-def softmax(x, scale):
-    s = x * scale
+def softmax(x, scale, valid=0):
+    """Row softmax over the first `valid` columns (0 = all); masked columns are 0."""
+    v = valid or x.shape[1]
+    s = x[:, :v] * scale
     e = np.exp(s - s.max(1, keepdims=True))
-    return e / e.sum(1, keepdims=True)
+    out = np.zeros_like(x)
+    out[:, :v] = e / e.sum(1, keepdims=True)
+    return out
 
 
 def evaluate(g: Graph, data: dict, round_f16: bool = True) -> dict[str, np.ndarray]:
@@ -65,7 +69,7 @@ def evaluate(g: Graph, data: dict, round_f16: bool = True) -> dict[str, np.ndarr
         elif op.kind == "layernorm":
             y = layernorm(x[0], x[1], x[2], op.attr("eps", 1e-6))
         elif op.kind == "softmax":
-            y = softmax(x[0], op.attr("scale", 1.0))
+            y = softmax(x[0], op.attr("scale", 1.0), op.attr("valid", 0))
         else:
             raise NotImplementedError(f"reference: op {op.kind!r}")
         env[op.outputs[0]] = y.astype(np.float16).astype(np.float64) if round_f16 else y

@@ -228,8 +228,13 @@ def expand_rowwise(c: Ctx, op):
     """LayerNorm and softmax: whole rows per tile; LayerNorm's gamma and beta gathered
     next to every block in the same exchange."""
     x = c.lay[op.inputs[0]]
-    xs = {}
-    step_of = lambda: xs.setdefault("x", c.exchange_step())
+    xs = []
+
+    def step_of():   # one exchange superstep for the conversion and the parameters, made on demand
+        if not xs:
+            xs.append(c.exchange_step())
+        return xs[0]
+
     x = _rows_layout(c, op.outputs[0], x, step_of)
     A, B, r, k = _blocks(x)
     tiles = x.tile[A, B]
@@ -247,7 +252,7 @@ def expand_rowwise(c: Ctx, op):
         c.bld.reads(gb, s)
     else:
         c.kernel(step=s, tile=tiles, op=isa.SOFTMAX, dtype=F16, r0=out.req[A, B], r1=x.req[A, B],
-                 o1=x.off[A, B], i0=r, i1=k, i2=isa.f32_bits(op.attr("scale", 1.0)))
+                 o1=x.off[A, B], i0=r, i1=k, i2=isa.f32_bits(op.attr("scale", 1.0)), i3=op.attr("valid", 0))
     c.bld.reads(x, s)
     c.lay[op.outputs[0]] = out
 

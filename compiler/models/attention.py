@@ -1,6 +1,10 @@
 """Materialized attention, B1: O = softmax(Q·Kᵀ/√d)·V per head, heads as column
 windows of Q, K, V, O [tokens, heads·head_dim] (So400m: 16 heads × 72, 729 tokens).
-S = Q·Kᵀ is stored as [heads·tokens, tokens] (head h's rows at h·tokens)."""
+S = Q·Kᵀ is stored as [heads·tokens, tokens] (head h's rows at h·tokens).
+
+Rows move as whole 32-bit words, so an odd token count is padded by one zero token
+(`padded`): the padding key is masked out of every softmax (SOFTMAX `valid`), the
+padding query's row is computed and ignored, so real tokens see exact attention."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,26 +29,35 @@ class AttentionConfig:
             raise ValueError(f"model.head_dim={self.head_dim}: must be even (rows move as 32-bit words)")
 
 
-def attention_ops(g: Graph, q: str, k: str, v: str, out: str, T: int, H: int, d: int, prefix: str = ""):
+def padded(tokens: int) -> int:
+    return tokens + tokens % 2
+
+
+def attention_ops(g: Graph, q: str, k: str, v: str, out: str, T: int, H: int, d: int, prefix: str = "",
+                  valid: int = 0, cols: tuple = (0, 0, 0)):
+    """Ops of attention over column windows: head h of q/k/v at cols[i] + h·d."""
     s, p = f"{prefix}scores", f"{prefix}probs"
     g.add(Tensor(s, (H * T, T), "f16", "act"))
     g.add(Tensor(p, (H * T, T), "f16", "act"))
+    cq, ck, cv = cols
     g.op("matmul", [q, k], [s], m=T, k=d, n=T, transpose_b=True, scale=1 / np.sqrt(d),
-         groups=tuple((0, h * d, 0, h * d, h * T, 0) for h in range(H)))
-    g.op("softmax", [s], [p])
+         groups=tuple((0, cq + h * d, 0, ck + h * d, h * T, 0) for h in range(H)))
+    g.op("softmax", [s], [p], valid=valid if valid != T else 0)
     g.op("matmul", [p, v], [out], m=T, k=T, n=d,
-         groups=tuple((h * T, 0, 0, h * d, 0, h * d) for h in range(H)))
+         groups=tuple((h * T, 0, 0, cv + h * d, 0, h * d) for h in range(H)))
 
 
 def build(cfg: dict):
     c = model_config(AttentionConfig, cfg)
     rng = np.random.default_rng(c.seed)
-    T, H, d = c.tokens, c.heads, c.head_dim
-    g = Graph(f"attention_{T}x{H}x{d}")
+    H, d = c.heads, c.head_dim
+    T = padded(c.tokens)
+    g = Graph(f"attention_{c.tokens}x{H}x{d}")
     data = {}
     for n in ("Q", "K", "V"):
         g.add(Tensor(n, (T, H * d), "f16", "input"))
-        data[n] = rng.standard_normal((T, H * d)).astype(np.float16)
+        data[n] = np.zeros((T, H * d), np.float16)
+        data[n][:c.tokens] = rng.standard_normal((c.tokens, H * d))
     g.add(Tensor("O", (T, H * d), "f16", "output"))
-    attention_ops(g, "Q", "K", "V", "O", T, H, d)
+    attention_ops(g, "Q", "K", "V", "O", T, H, d, valid=c.tokens)
     return g, data

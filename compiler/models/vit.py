@@ -1,0 +1,157 @@
+"""ViT encoder: `layers` pre-norm blocks (LayerNorm, QKV, attention, projection,
+residual, LayerNorm, fc1, GELU, fc2, residual). Presets: so400m (1152 wide, 27 deep,
+MLP 4304, 16 heads, 729 tokens), b16 (768/12/3072/12, 197 tokens). Weights FP8 e4m3
+with per-tensor scales (or f16), activations and partials FP16.
+
+Weights are seeded, or imported from an .npz / .safetensors file with timm's names
+(blocks.{i}.attn.qkv.weight, ...; Linear weights stored out×in, transposed here).
+Linear biases are not modelled yet: an imported file's biases are ignored.
+An odd token count is padded by one masked token (see attention.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..ir import Graph, Tensor
+from ..target import ConfigError
+from .attention import attention_ops, padded
+from .config import check_positive, model_config
+from .gemm import quantize
+
+PRESETS = {"so400m": dict(width=1152, layers=27, hidden=4304, heads=16, tokens=729),
+           "b16": dict(width=768, layers=12, hidden=3072, heads=12, tokens=197)}
+
+
+@dataclass(frozen=True)
+class VitConfig:
+    name: str = "vit"
+    preset: str = "so400m"        # so400m | b16 | custom (then width..tokens below are used)
+    layers: int = 4
+    width: int = 0                # 0: from the preset
+    hidden: int = 0
+    heads: int = 0
+    tokens: int = 0
+    weight_dtype: str = "fp8"
+    gelu: str = "tanh"
+    eps: float = 1e-6
+    weights: str = ""             # .npz or .safetensors with timm names; "" = seeded
+    seed: int = 0
+
+    def dims(self) -> dict:
+        d = dict(PRESETS.get(self.preset, {}))
+        d.pop("layers", None)
+        for k in ("width", "hidden", "heads", "tokens"):
+            if getattr(self, k):
+                d[k] = getattr(self, k)
+        return d
+
+    def check(self):
+        if self.preset not in (*PRESETS, "custom"):
+            raise ValueError(f"model.preset={self.preset!r}: not one of {', '.join(PRESETS)}, custom")
+        check_positive(self, "layers")
+        d = self.dims()
+        for k in ("width", "hidden", "heads", "tokens"):
+            if not isinstance(d.get(k), int) or d[k] <= 0:
+                raise ValueError(f"model.{k}={d.get(k)!r}: must be a positive integer (preset custom)")
+        if d["width"] % d["heads"] or (d["width"] // d["heads"]) % 2:
+            raise ValueError(f"model.width={d['width']} must split into model.heads={d['heads']} "
+                             f"heads of an even size")
+        for k in ("width", "hidden"):
+            if d[k] % 4:
+                raise ValueError(f"model.{k}={d[k]}: must be a multiple of 4 (FP8 rows move as words)")
+        if self.weight_dtype not in ("f16", "fp8") or self.gelu not in ("tanh", "erf"):
+            raise ValueError(f"model.weight_dtype={self.weight_dtype!r} / model.gelu={self.gelu!r}: "
+                             f"expected f16|fp8 and tanh|erf")
+
+
+def timm_shapes(i: int, D: int, F: int) -> dict:
+    """timm names and shapes (Linear weights out×in) of block i."""
+    b = f"blocks.{i}."
+    return {b + "norm1.weight": (D,), b + "norm1.bias": (D,), b + "attn.qkv.weight": (3 * D, D),
+            b + "attn.proj.weight": (D, D), b + "norm2.weight": (D,), b + "norm2.bias": (D,),
+            b + "mlp.fc1.weight": (F, D), b + "mlp.fc2.weight": (D, F)}
+
+
+def load_weights(path: str, layers: int, D: int, F: int) -> dict:
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"model.weights={path}: no such file")
+    if p.suffix == ".safetensors":
+        from safetensors.numpy import load_file
+        raw = load_file(str(p))
+    elif p.suffix == ".npz":
+        raw = dict(np.load(p))
+    else:
+        raise ConfigError(f"model.weights={path}: expected a .npz or .safetensors file")
+    out = {}
+    for i in range(layers):
+        for name, shape in timm_shapes(i, D, F).items():
+            if name not in raw:
+                raise ConfigError(f"{path}: missing tensor {name} (shape {shape})")
+            if tuple(raw[name].shape) != shape:
+                raise ConfigError(f"{path}: tensor {name} has shape {tuple(raw[name].shape)}, expected {shape}")
+            out[name] = np.asarray(raw[name], np.float64)
+    return out
+
+
+def seeded_weights(rng, layers: int, D: int, F: int) -> dict:
+    w = {}
+    for i in range(layers):
+        for name, shape in timm_shapes(i, D, F).items():
+            if name.endswith("norm1.weight") or name.endswith("norm2.weight"):
+                w[name] = 1 + 0.1 * rng.standard_normal(shape)
+            elif "norm" in name:
+                w[name] = 0.1 * rng.standard_normal(shape)
+            else:
+                w[name] = rng.standard_normal(shape) / np.sqrt(shape[1])
+    return w
+
+
+def build(cfg: dict):
+    c = model_config(VitConfig, cfg)
+    d = c.dims()
+    D, F, H, T0 = d["width"], d["hidden"], d["heads"], d["tokens"]
+    T, hd = padded(T0), D // H
+    rng = np.random.default_rng(c.seed)
+    w = load_weights(c.weights, c.layers, D, F) if c.weights else seeded_weights(rng, c.layers, D, F)
+    g = Graph(f"vit_{c.preset}_L{c.layers}_{c.weight_dtype}")
+    data = {"x": np.zeros((T, D), np.float16)}
+    data["x"][:T0] = rng.standard_normal((T0, D))
+    x = g.add(Tensor("x", (T, D), "f16", "input")).name
+
+    def param(name, arr, dtype):
+        stored, scale = quantize(arr, dtype)
+        g.add(Tensor(name, arr.shape, dtype, "param", scale))
+        data[name] = stored
+        return name
+
+    def act(name, cols):
+        return g.add(Tensor(name, (T, cols), "f16", "act")).name
+
+    def linear(xin, wname, y, k, n):
+        g.op("matmul", [xin, param(wname, w[wname].T.copy(), c.weight_dtype)], [act(y, n)], m=T, k=k, n=n)
+        return y
+
+    def norm(xin, i, which, y):
+        b = f"blocks.{i}.{which}."
+        g.op("layernorm", [xin, param(b + "weight", w[b + "weight"].reshape(1, D), "f16"),
+                           param(b + "bias", w[b + "bias"].reshape(1, D), "f16")], [act(y, D)], eps=c.eps)
+        return y
+
+    for i in range(c.layers):
+        p = f"l{i}."
+        h = norm(x, i, "norm1", p + "ln1")
+        qkv = linear(h, f"blocks.{i}.attn.qkv.weight", p + "qkv", D, 3 * D)
+        attention_ops(g, qkv, qkv, qkv, act(p + "attn", D), T, H, hd, prefix=p, valid=T0, cols=(0, D, 2 * D))
+        proj = linear(p + "attn", f"blocks.{i}.attn.proj.weight", p + "proj", D, D)
+        g.op("add", [x, proj], [act(p + "res1", D)])
+        h2 = norm(p + "res1", i, "norm2", p + "ln2")
+        f1 = linear(h2, f"blocks.{i}.mlp.fc1.weight", p + "fc1", D, F)
+        g.op("gelu", [f1], [act(p + "gelu", F)], approx=c.gelu)
+        f2 = linear(p + "gelu", f"blocks.{i}.mlp.fc2.weight", p + "fc2", F, D)
+        g.op("add", [p + "res1", f2], [act(p + "res2", D)])
+        x = p + "res2"
+    g.tensors[x] = Tensor(x, (T, D), "f16", "output")
+    return g, data

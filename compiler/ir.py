@@ -38,11 +38,23 @@ class Op:
         return dict(self.attrs).get(name, default)
 
 
+@dataclass(frozen=True)
+class Repeat:
+    """The whole op list is a loop body run `count` times. `carried` pairs each body
+    output with the body input it feeds in the next iteration (after the last, the
+    output is the graph's). A sequence is a parameter with one member per iteration:
+    its tensor shape is a member's, its data is stacked [count, *shape]."""
+    count: int
+    carried: tuple[tuple[str, str], ...]
+    sequences: tuple[str, ...]
+
+
 @dataclass
 class Graph:
     name: str
     tensors: dict[str, Tensor] = field(default_factory=dict)
     ops: list[Op] = field(default_factory=list)
+    repeat: Repeat | None = None
 
     def add(self, t: Tensor) -> Tensor:
         if t.name in self.tensors:

@@ -56,23 +56,35 @@ def softmax(x, scale, valid=0):
     return out
 
 
+def _op(op, x):
+    if op.kind == "matmul":
+        return matmul(op, *x)
+    if op.kind == "gelu":
+        return gelu(x[0], op.attr("approx", "tanh"))
+    if op.kind == "add":
+        return x[0] + x[1]
+    if op.kind == "layernorm":
+        return layernorm(x[0], x[1], x[2], op.attr("eps", 1e-6))
+    if op.kind == "softmax":
+        return softmax(x[0], op.attr("scale", 1.0), op.attr("valid", 0))
+    raise NotImplementedError(f"reference: op {op.kind!r}")
+
+
 def evaluate(g: Graph, data: dict, round_f16: bool = True) -> dict[str, np.ndarray]:
-    env = {n: _value(g, data, n) for n in data}
-    for op in g.ops:
-        x = [env[n] for n in op.inputs]
-        if op.kind == "matmul":
-            y = matmul(op, *x)
-        elif op.kind == "gelu":
-            y = gelu(x[0], op.attr("approx", "tanh"))
-        elif op.kind == "add":
-            y = x[0] + x[1]
-        elif op.kind == "layernorm":
-            y = layernorm(x[0], x[1], x[2], op.attr("eps", 1e-6))
-        elif op.kind == "softmax":
-            y = softmax(x[0], op.attr("scale", 1.0), op.attr("valid", 0))
-        else:
-            raise NotImplementedError(f"reference: op {op.kind!r}")
-        env[op.outputs[0]] = y.astype(np.float16).astype(np.float64) if round_f16 else y
+    """Every tensor's value; with a Repeat, the body runs once per member of its
+    sequences and carried outputs feed the next iteration's inputs."""
+    rep = g.repeat
+    seq = set(rep.sequences) if rep else set()
+    env = {n: _value(g, data, n) for n in data if n not in seq}
+    for i in range(rep.count if rep else 1):
+        for n in seq:
+            env[n] = data[n][i].astype(np.float64) * g.tensors[n].scale
+        for op in g.ops:
+            y = _op(op, [env[n] for n in op.inputs])
+            env[op.outputs[0]] = y.astype(np.float16).astype(np.float64) if round_f16 else y
+        if rep and i + 1 < rep.count:
+            for out, inp in rep.carried:
+                env[inp] = env[out]
     return env
 
 
@@ -96,7 +108,7 @@ def tolerance(g: Graph, data: dict) -> float:
         env = evaluate(g, data)
         a, b = (np.abs(env[n]) for n in last.inputs)
         worst = 3 * F16_UNIT * float(matmul(last, a, b).max())
-    if len(g.ops) == 1:
+    if len(g.ops) == 1 and not g.repeat:
         return worst
     rounded, exact = evaluate(g, data), evaluate(g, data, round_f16=False)
     drift = max(float(np.abs(rounded[t.name] - exact[t.name]).max()) for t in g.of_kind("output"))

@@ -10,7 +10,8 @@ from helpers import target_cfg
 MODELS = {
     "mlp-tanh": dict(name="mlp", tokens=24, width=32, hidden=64),
     "mlp-erf-f16": dict(name="mlp", tokens=10, width=16, hidden=48, gelu="erf", weight_dtype="f16"),
-    "mlp-chain3": dict(name="mlp", tokens=8, width=16, hidden=32, repeat=3),
+    "mlp-repeat3": dict(name="mlp", tokens=8, width=16, hidden=32, repeat=3),
+    "mlp-b2-repeat3": dict(name="mlp", tokens=12, batch=2, width=16, hidden=32, repeat=3, weight_dtype="f16"),
     "attention": dict(name="attention", tokens=16, heads=2, head_dim=16),
     "attention-odd-tokens": dict(name="attention", tokens=15, heads=2, head_dim=16),
     "vit-2-layers": dict(name="vit", preset="custom", width=32, hidden=64, heads=2, tokens=16, layers=2),
@@ -26,8 +27,9 @@ def trial(model, policy=None):
 def test_model_validates(name):
     r = trial(MODELS[name])
     assert r["report"].summary["status"] == "ok", (r["report"].summary, r["run"].metrics())
-    a = r["place"].tilegraph.analysis
-    assert r["run"].cycles_per_step == [int(c) for c in a["step_cycles"]]
+    tg = r["place"].tilegraph
+    assert r["run"].cycles_per_step == [int(c) for c in tg.analysis["step_cycles"]] * tg.count
+    assert r["run"].cycles == tg.analysis["cycles"]
 
 
 def _timm_file(tmp_path, drop=None, bad=None):

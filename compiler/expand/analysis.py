@@ -63,9 +63,10 @@ def step_cycles(tg: TileGraph, t: Target) -> tuple[np.ndarray, np.ndarray]:
 
 def code_instructions(tg: TileGraph) -> np.ndarray:
     """Instructions per tile: kernels, one EXCH per exchange step it takes part in,
-    one SYNC per superstep, END. `lower` emits exactly these (and checks it)."""
+    one SYNC per superstep, END, and REPEAT before a Repeat body. `lower` emits
+    exactly these (and checks it)."""
     T, x = tg.tiles, tg.xfer
-    n = _per_tile(T, tg.kern["tile"]) + len(tg.steps) + 1
+    n = _per_tile(T, tg.kern["tile"]) + len(tg.steps) + 1 + (tg.count > 1)
     for s in np.unique(x["step"]):
         sel = x["step"] == s
         n += np.isin(np.arange(T), np.concatenate([x["src"][sel], x["dst"][sel]]))
@@ -76,11 +77,22 @@ def table_entries(tg: TileGraph) -> np.ndarray:
     return _per_tile(tg.tiles, tg.xfer["src"]) + _per_tile(tg.tiles, tg.xfer["dst"])
 
 
+def reloc_entries(tg: TileGraph) -> np.ndarray:
+    """Relocated words per tile: the source address of every send from a sequence."""
+    x = tg.xfer
+    return _per_tile(tg.tiles, x["src"][x["reloc"] != 0])
+
+
+def table_blob_bytes(tg: TileGraph) -> np.ndarray:
+    """The tile's table blob: exchange entries, then its Repeat relocation entries."""
+    return isa.table_bytes(table_entries(tg)) + reloc_entries(tg) * isa.RELOC_BYTES
+
+
 def live_peak(tg: TileGraph) -> tuple[np.ndarray, np.ndarray]:
     """Peak live request bytes per tile (sizes padded to alignment) and its event."""
     r = tg.req
     live = np.zeros((tg.tiles, tg.end_event + 1), np.int64)
-    sz = r["size"] + r["align"] - 1
+    sz = r["stride"] * (r["count"] - 1) + r["size"] + r["align"] - 1
     np.add.at(live, (r["tile"], r["start"]), sz)
     np.add.at(live, (r["tile"], r["end"]), -sz)
     live = np.cumsum(live, axis=1)
@@ -100,18 +112,20 @@ def unencodable(tg: TileGraph) -> str | None:
 
 
 def profile_bytes(tg: TileGraph) -> int:
-    return isa.PROFILE_SAMPLE_BYTES * len(tg.steps)
+    """One sample per superstep executed (a Repeat body's once per iteration)."""
+    return isa.PROFILE_SAMPLE_BYTES * len(tg.steps) * tg.count
 
 
 def analyse(tg: TileGraph, t: Target) -> dict:
     cyc, per_tile = step_cycles(tg, t)
     peak, event = live_peak(tg)
     code = isa.code_bytes(code_instructions(tg))
-    table = isa.table_bytes(table_entries(tg))
+    table = table_blob_bytes(tg)
     support = code + table + profile_bytes(tg) + 3 * 16
     worst = int(np.argmax(peak + support))
     nbytes = tg.xfer["s_row_bytes"] * tg.xfer["s_rows"]
-    return dict(cycles=int(cyc.sum()), step_cycles=cyc, tile_cycles=per_tile,
+    return dict(cycles=int(cyc.sum()) * tg.count, body_cycles=int(cyc.sum()), step_cycles=cyc,
+                tile_cycles=per_tile,
                 code_bytes=code, table_bytes=table, peak_bytes=peak, peak_event=event,
                 footprint_bytes=peak + support, worst_tile=worst,
                 exchange_bytes=int(nbytes.sum()), unencodable=unencodable(tg))

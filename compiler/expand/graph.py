@@ -12,7 +12,7 @@ import numpy as np
 from .. import isa
 from ..plan.matmul import OUT_BYTES, Grid, reduce_rows
 from ..target import DTYPE_BYTES, STANDARD, Target
-from .layout import Layout, allocate, convert, gather, starts
+from .layout import Layout, allocate, convert, fill, gather, starts
 from .tilegraph import END, Builder, TileGraph
 
 F16 = isa.DTYPES["f16"]
@@ -44,16 +44,20 @@ class Ctx:
         self.bld.add("kern", **cols)
 
     # homes --------------------------------------------------------------------
-    def home(self, name: str, stream: int, rot: int):
+    def home(self, name: str, stream: int, rot: int, count: int = 1, resident: bool = False):
+        """Whole rows over all tiles from tile `rot`; a sequence keeps its `count`
+        members together in each home block, `istride` apart."""
         t = self.g.tensors[name]
         rows, cols = t.shape
         e = DTYPE_BYTES[t.dtype]
         rs = starts(rows, self.t.tiles)
         tiles = (np.arange(len(rs)) + rot) % self.t.tiles
-        end = END if t.kind == "param" else 1
-        lay = allocate(self.bld, f"{name}.home", rows, cols, rs, [0], tiles, e, 16, STANDARD, 0, end)
-        self.bld.add("hin", stream=stream, host_off=rs * cols * e, req=lay.req[:, 0], off=0,
-                     row_bytes=lay.rlen * cols * e, rows=1)
+        end = END if resident else 1
+        lay = allocate(self.bld, f"{name}.home", rows, cols, rs, [0], tiles, e, 16, STANDARD, 0, end, count)
+        member = rows * cols * e
+        for i in range(count):
+            self.bld.add("hin", stream=stream, host_off=i * member + rs * cols * e, req=lay.req[:, 0],
+                         off=i * lay.istride[:, 0], row_bytes=lay.rlen * cols * e, rows=1)
         self.lay[name] = lay
 
 
@@ -268,13 +272,21 @@ def host_out(c: Ctx, name: str, stream: int):
 
 
 def expand_graph(graph, strategy: dict, target: Target, home_rotation: bool, label: str = "") -> TileGraph:
+    """With a Repeat, the supersteps emitted here are its body, run `count` times:
+    carried outputs are exchanged back into their inputs' homes at the end of each
+    iteration, and the graph's output is read from there after the last."""
     c = Ctx(graph, target, home_rotation)
+    rep = graph.repeat
+    count = rep.count if rep else 1
+    seq = set(rep.sequences) if rep else set()
+    carried = dict(rep.carried) if rep else {}
     ins = [t.name for t in graph.tensors.values() if t.kind in ("input", "param")]
     params = [n for n in ins if graph.tensors[n].kind == "param"]
     for k, name in enumerate(ins):
         rot = (target.tiles // 2 + target.tiles * params.index(name) // max(1, 2 * len(params))) \
             % target.tiles if name in params and home_rotation else 0
-        c.home(name, k, rot)
+        c.home(name, k, rot, count if name in seq else 1,
+               resident=name in params or name in carried.values())
     for n, op in enumerate(graph.ops):
         if op.kind == "matmul":
             expand_matmul(c, op, strategy[n], op.attr("scale", 1.0))
@@ -286,7 +298,12 @@ def expand_graph(graph, strategy: dict, target: Target, home_rotation: bool, lab
             expand_rowwise(c, op)
         else:
             raise NotImplementedError(f"expand: op {op.kind!r}")
+    if carried:
+        x = c.exchange_step()
+        for out, inp in carried.items():
+            fill(c.bld, c.lay[out], c.lay[inp], x)
+            c.lay[out] = c.lay[inp]
     outs = [t.name for t in graph.of_kind("output")]
     for k, name in enumerate(outs):
         host_out(c, name, k)
-    return c.bld.build(c.kinds, ins, {n: graph.tensors[n].nbytes for n in outs}, label)
+    return c.bld.build(c.kinds, ins, {n: graph.tensors[n].nbytes for n in outs}, label, count)

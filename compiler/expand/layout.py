@@ -28,10 +28,13 @@ class Layout:
     req: np.ndarray             # int64[nr, nc] request row of each block
     ebytes: int                 # bytes per element
     off: np.ndarray | None = None   # int64[nr, nc] byte offset of the block in its request
+    istride: np.ndarray | None = None  # int64[nr, nc] bytes between sequence members (0: none)
 
     def __post_init__(self):
         if self.off is None:
             self.off = np.zeros_like(self.tile)
+        if self.istride is None:
+            self.istride = np.zeros_like(self.tile)
 
     @property
     def rlen(self) -> np.ndarray:
@@ -56,14 +59,18 @@ def starts(n: int, parts: int) -> np.ndarray:
 
 
 def allocate(bld: Builder, name: str, rows: int, cols: int, rstart, cstart, tile, ebytes: int,
-             align: int, region: int, start: int, end: int) -> Layout:
-    """A layout with one fresh request per block."""
+             align: int, region: int, start: int, end: int, count: int = 1) -> Layout:
+    """A layout with one fresh request per block (a sequence of `count` members each,
+    members `istride` apart)."""
     rstart, cstart = np.asarray(rstart, np.int64), np.asarray(cstart, np.int64)
     tile = np.asarray(tile, np.int64).reshape(len(rstart), len(cstart))
     lay = Layout(rows, cols, rstart, cstart, tile, np.zeros_like(tile), ebytes)
     size = lay.block_bytes().ravel()
-    rows_of = bld.alloc_rows(name, tile.ravel(), size, align, region, start, end)
+    stride = -(-size // align) * align if count > 1 else 0
+    rows_of = bld.alloc_rows(name, tile.ravel(), size, align, region, start, end, count, stride)
     lay.req = rows_of.reshape(tile.shape)
+    lay.istride = np.asarray(stride, np.int64).reshape(-1) * np.ones(tile.size, np.int64)
+    lay.istride = lay.istride.reshape(tile.shape)
     return lay
 
 
@@ -109,7 +116,7 @@ def gather(bld: Builder, src: Layout, step: int, r0, r1, c0, c1, dst_tile, dst_r
             soff=src.off[a, b] + ((pr0 - bs_r) * bcols + (pc0 - bs_c)) * e, dreq=dst_req[rect],
             doff=dst_off[rect] + (pr0 - r0[rect]) * dst_stride[rect] + (pc0 - c0[rect]) * e,
             s_row_bytes=width, s_rows=nrows, s_stride=bcols * e,
-            d_row_bytes=width, d_rows=nrows, d_stride=dst_stride[rect])
+            d_row_bytes=width, d_rows=nrows, d_stride=dst_stride[rect], reloc=src.istride[a, b])
     bld.reads(src, step)
     return len(rect)
 
@@ -118,9 +125,14 @@ def convert(bld: Builder, src: Layout, name: str, rstart, cstart, tile, step: in
             region: int, end: int) -> Layout:
     """A new layout of the same tensor, filled by one exchange from `src`."""
     dst = allocate(bld, name, src.rows, src.cols, rstart, cstart, tile, src.ebytes, align, region, step, end)
+    fill(bld, src, dst, step)
+    return dst
+
+
+def fill(bld: Builder, src: Layout, dst: Layout, step: int) -> None:
+    """Exchange the tensor from `src` into the existing blocks of `dst`."""
     R, C = np.meshgrid(np.arange(len(dst.rstart)), np.arange(len(dst.cstart)), indexing="ij")
     R, C = R.ravel(), C.ravel()
     rl, cl = dst.rlen[R], dst.clen[C]
     gather(bld, src, step, dst.rstart[R], dst.rstart[R] + rl, dst.cstart[C], dst.cstart[C] + cl,
-           dst.tile[R, C], dst.req[R, C], 0, cl * src.ebytes)
-    return dst
+           dst.tile[R, C], dst.req[R, C], dst.off[R, C], cl * src.ebytes)

@@ -10,7 +10,8 @@ superstep s; event S+1 the host reading outputs. Lifetimes are [start, end) in e
         | flags << 16), operands (request row + byte offset) r0,o0 .. r3,o3, immediates
         i0..i3, scale (see lower.WORDS for how they become instruction words)
   xfer  exchange transfers: step, src/dst tile, src/dst request + offset, and each side's
-        row shape (row_bytes, rows, stride): the two shapes carry the same bytes
+        row shape (row_bytes, rows, stride): the two shapes carry the same bytes; reloc =
+        bytes added to the source address per Repeat iteration (a sequence member)
   hin/hout host stream rows: stream, host_off, req, off, row_bytes, rows, host_stride, tile_stride
 
 Rows are symbolic (a count and a stride), never one row object per tensor row.
@@ -24,7 +25,7 @@ import numpy as np
 REQ = ("tile", "size", "align", "region", "start", "end", "count", "stride", "name")
 KERN = ("step", "tile", "op", "dtype", "r0", "o0", "r1", "o1", "r2", "o2", "r3", "o3", "i0", "i1", "i2", "i3")
 XFER = ("step", "src", "dst", "sreq", "soff", "dreq", "doff",
-        "s_row_bytes", "s_rows", "s_stride", "d_row_bytes", "d_rows", "d_stride")
+        "s_row_bytes", "s_rows", "s_stride", "d_row_bytes", "d_rows", "d_stride", "reloc")
 END = -1   # request end placeholder: live to the end of the program
 HOST = ("stream", "host_off", "req", "off", "row_bytes", "rows", "host_stride", "tile_stride")
 
@@ -58,6 +59,7 @@ class TileGraph:
     in_streams: list[str]
     out_streams: dict[str, int]
     label: str = ""
+    count: int = 1                            # the supersteps are a Repeat body run count times
     analysis: dict = field(default_factory=dict)
 
     @property
@@ -81,7 +83,8 @@ class Builder:
         self.hout: list[dict] = []
         self.uses: list[tuple[np.ndarray, int]] = []
 
-    def alloc_rows(self, name: str, tiles, size, align, region, start, end=END) -> np.ndarray:
+    def alloc_rows(self, name: str, tiles, size, align, region, start, end=END, count=1,
+                   stride=0) -> np.ndarray:
         """One request per entry of `tiles`; returns their request rows. `end` may be END
         (live to the end of the program); reads() extends ends to the last use."""
         tiles = np.asarray(tiles, np.int64).ravel()
@@ -90,7 +93,7 @@ class Builder:
         if name not in self.names:
             self.names.append(name)
         self.req.append(dict(tile=tiles, size=full(size), align=full(align), region=full(region),
-                             start=full(start), end=full(end), count=full(1), stride=full(0),
+                             start=full(start), end=full(end), count=full(count), stride=full(stride),
                              name=full(self.names.index(name))))
         rows = self.nreq + np.arange(n)
         self.nreq += n
@@ -117,7 +120,7 @@ class Builder:
         if table == "kern":
             self.scale.append(np.broadcast_to(np.asarray(cols.get("scale", 1.0), np.float64), (n,)))
 
-    def build(self, steps, in_streams, out_streams, label) -> TileGraph:
+    def build(self, steps, in_streams, out_streams, label, count=1) -> TileGraph:
         cat = lambda parts, f: concat(parts) if parts else soa(f)
         req = cat(self.req, REQ)
         req["end"] = np.where(req["end"] == END, len(steps) + 2, req["end"])
@@ -129,4 +132,4 @@ class Builder:
             kern=cat(self.kern, KERN),
             scale=np.concatenate(self.scale) if self.scale else np.zeros(0),
             xfer=cat(self.xfer, XFER), hin=cat(self.hin, HOST), hout=cat(self.hout, HOST),
-            in_streams=list(in_streams), out_streams=dict(out_streams), label=label)
+            in_streams=list(in_streams), out_streams=dict(out_streams), label=label, count=count)

@@ -34,9 +34,11 @@ def _blob(tile: np.ndarray, words: np.ndarray, tiles: int):
 
 
 def encode_tables(tg, addr: np.ndarray, table_addr: np.ndarray):
-    """Send and receive entries sorted by (tile, step, send-before-receive, peer, transfer):
-    matched pairs appear in the same order on both ends. Returns the blob, offsets and,
-    per (tile, exchange step), the segment address and entry counts for EXCH."""
+    """Per tile: send and receive entries sorted by (step, send-before-receive, peer,
+    transfer), so matched pairs appear in the same order on both ends; then the Repeat
+    relocation entries (the source-address word of every send from a sequence).
+    Returns the blob, offsets, the EXCH segments per (tile, exchange step) and, per
+    tile, the relocation table's address and entry count."""
     x = tg.xfer
     n = len(x["src"])
     idx = np.arange(n)
@@ -44,19 +46,32 @@ def encode_tables(tg, addr: np.ndarray, table_addr: np.ndarray):
     step = np.concatenate([x["step"], x["step"]])
     kind = np.repeat([0, 1], n)
     peer = np.concatenate([x["dst"], x["src"]])
+    reloc = np.concatenate([x["reloc"], np.zeros(n, np.int64)])
     words = np.concatenate([
         np.stack([x["dst"], addr[x["sreq"]] + x["soff"], x["s_row_bytes"], x["s_rows"], x["s_stride"]], 1),
         np.stack([x["src"], addr[x["dreq"]] + x["doff"], x["d_row_bytes"], x["d_rows"], x["d_stride"]], 1)])
     order = np.lexsort((np.concatenate([idx, idx]), peer, kind, step, tile))
-    tile, step, kind, words = tile[order], step[order], kind[order], words[order]
-    blob, off = _blob(tile, words, tg.tiles)
+    tile, step, kind, words, reloc = tile[order], step[order], kind[order], words[order], reloc[order]
+    T = tg.tiles
+    ex_blob, ex_off = _blob(tile, words, T)
+    pos = np.arange(len(tile)) - ex_off[tile] // isa.ENTRY_BYTES          # entry index within its tile
+    # relocation entries: absolute address of word 1 (source address) of relocated sends
+    r = reloc != 0
+    rl_words = np.stack([table_addr[tile[r]] + pos[r] * isa.ENTRY_BYTES + 4, reloc[r]], 1)
+    rl_blob, rl_off = _blob(tile[r], rl_words, T)
+    ex_len, rl_len = np.diff(ex_off), np.diff(rl_off)
+    blob = np.concatenate([part for t in range(T) for part in
+                           (ex_blob[ex_off[t]:ex_off[t + 1]], rl_blob[rl_off[t]:rl_off[t + 1]])]) \
+        if T else np.zeros(0, np.uint8)
+    off = np.concatenate([[0], np.cumsum(ex_len + rl_len)]).astype(np.int64)
+    relocs = dict(addr=table_addr + ex_len, n=rl_len // isa.RELOC_BYTES)
     # EXCH segments: first entry of each (tile, step) and its send/receive counts
     key = tile * (len(tg.steps) + 2) + step
     seg, first, cnt = np.unique(key, return_index=True, return_counts=True)
     nsend = np.add.reduceat(kind == 0, first) if len(first) else np.zeros(0, np.int64)
     seg_tile = tile[first]
-    seg_addr = table_addr[seg_tile] + (first - off[seg_tile] // isa.ENTRY_BYTES) * isa.ENTRY_BYTES
-    return blob, off, dict(tile=seg_tile, step=step[first], addr=seg_addr, nsend=nsend, nrecv=cnt - nsend)
+    seg_addr = table_addr[seg_tile] + pos[first] * isa.ENTRY_BYTES
+    return blob, off, dict(tile=seg_tile, step=step[first], addr=seg_addr, nsend=nsend, nrecv=cnt - nsend), relocs
 
 
 # Instruction words 1..7 of each kernel, from the tile graph's kernel columns:
@@ -88,7 +103,7 @@ def kernel_words(k: dict, scale: np.ndarray, addr: np.ndarray) -> np.ndarray:
     return w
 
 
-def encode_code(tg, addr: np.ndarray, seg: dict) -> tuple[np.ndarray, np.ndarray]:
+def encode_code(tg, addr: np.ndarray, seg: dict, relocs: dict) -> tuple[np.ndarray, np.ndarray]:
     k = tg.kern
     nk = len(k["tile"])
     kw = kernel_words(k, tg.scale, addr)
@@ -101,12 +116,17 @@ def encode_code(tg, addr: np.ndarray, seg: dict) -> tuple[np.ndarray, np.ndarray
     sw[:, 0] = isa.SYNC
     endw = np.zeros((T, isa.INSTR_WORDS), np.int64)
     endw[:, 0] = isa.END
-    tile = np.concatenate([k["tile"], seg["tile"], sync_tile, np.arange(T)])
-    step = np.concatenate([k["step"], seg["step"], sync_step, np.full(T, S + 1)])
-    rank = np.concatenate([np.zeros(nk), np.ones(ns), np.full(T * S, 2), np.full(T, 3)])
+    nbody = np.bincount(np.concatenate([k["tile"], seg["tile"], sync_tile]), minlength=T)
+    rep = T if tg.count > 1 else 0          # REPEAT count, body, reloc, nreloc opens the program
+    rw = np.zeros((rep, isa.INSTR_WORDS), np.int64)
+    if rep:
+        rw[:, 0], rw[:, 1], rw[:, 2], rw[:, 3], rw[:, 4] = isa.REPEAT, tg.count, nbody, relocs["addr"], relocs["n"]
+    tile = np.concatenate([k["tile"], seg["tile"], sync_tile, np.arange(T), np.arange(rep)])
+    step = np.concatenate([k["step"], seg["step"], sync_step, np.full(T, S + 1), np.zeros(rep, np.int64)])
+    rank = np.concatenate([np.zeros(nk), np.ones(ns), np.full(T * S, 2), np.full(T, 3), np.zeros(rep)])
     seq = np.arange(len(tile))
     order = np.lexsort((seq, rank, step, tile))
-    words = np.concatenate([kw, ew, sw, endw])[order]
+    words = np.concatenate([kw, ew, sw, endw, rw])[order]
     return _blob(tile[order], words, T)
 
 
@@ -120,8 +140,8 @@ def lower(place_res, sched, t: Target, exchange_table_cap: int) -> LowerResult:
     if sched.rejection:
         return LowerResult(rejection=sched.rejection)
     tg, pl = place_res.tilegraph, place_res.placement
-    table, table_off, seg = encode_tables(tg, pl.addr, pl.support.table_addr)
-    code, code_off = encode_code(tg, pl.addr, seg)
+    table, table_off, seg, relocs = encode_tables(tg, pl.addr, pl.support.table_addr)
+    code, code_off = encode_code(tg, pl.addr, seg, relocs)
     reserved = tg.analysis["code_bytes"]
     if not np.array_equal(np.diff(code_off), reserved) or \
             not np.array_equal(np.diff(table_off), tg.analysis["table_bytes"]):

@@ -1,14 +1,14 @@
 """MLP block: y = GELU(x·W1)·W2 over `tokens` rows (So400m widths 1152 → 4304 → 1152).
 Weights FP8 e4m3 with per-tensor scales (or f16); activations and partials FP16.
-`repeat` > 1 chains that many MLP blocks (the body a Repeat will run; unrolled until
-the Repeat lowering lands)."""
+`repeat` > 1 runs the block as a Repeat: the body once, its weights as sequences
+with one member per iteration, y carried back into x."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import Graph, Tensor
+from ..ir import Graph, Repeat, Tensor
 from .config import check_positive, model_config
 from .gemm import quantize
 
@@ -33,8 +33,11 @@ class MlpConfig:
             raise ValueError(f"model.gelu={self.gelu!r}: not one of tanh, erf")
 
 
-def linear(g: Graph, data: dict, rng, x: str, name: str, k: int, n: int, rows: int, wdtype: str) -> str:
-    w, s = quantize(rng.standard_normal((k, n)) / np.sqrt(k), wdtype)
+def linear(g: Graph, data: dict, rng, x: str, name: str, k: int, n: int, rows: int, wdtype: str,
+           count: int = 0) -> str:
+    """x·W with W seeded at realistic scale (a sequence of `count` members if count)."""
+    shape = (count, k, n) if count else (k, n)
+    w, s = quantize(rng.standard_normal(shape) / np.sqrt(k), wdtype)
     g.add(Tensor(name, (k, n), wdtype, "param", s))
     data[name] = w
     y = f"{name}.out"
@@ -49,11 +52,13 @@ def build(cfg: dict):
     rows = c.tokens * c.batch
     g = Graph(f"mlp_{rows}x{c.width}x{c.hidden}_r{c.repeat}_{c.weight_dtype}")
     data = {"x": rng.standard_normal((rows, c.width)).astype(np.float16)}
-    x = g.add(Tensor("x", (rows, c.width), "f16", "input")).name
-    for r in range(c.repeat):
-        h = linear(g, data, rng, x, f"fc1.{r}", c.width, c.hidden, rows, c.weight_dtype)
-        a = g.add(Tensor(f"gelu.{r}", (rows, c.hidden), "f16", "act")).name
-        g.op("gelu", [h], [a], approx=c.gelu)
-        x = linear(g, data, rng, a, f"fc2.{r}", c.hidden, c.width, rows, c.weight_dtype)
-    g.tensors[x] = Tensor(x, (rows, c.width), "f16", "output")
+    g.add(Tensor("x", (rows, c.width), "f16", "input"))
+    count = c.repeat if c.repeat > 1 else 0
+    h = linear(g, data, rng, "x", "fc1", c.width, c.hidden, rows, c.weight_dtype, count)
+    g.add(Tensor("gelu", (rows, c.hidden), "f16", "act"))
+    g.op("gelu", [h], ["gelu"], approx=c.gelu)
+    y = linear(g, data, rng, "gelu", "fc2", c.hidden, c.width, rows, c.weight_dtype, count)
+    g.tensors[y] = Tensor(y, (rows, c.width), "f16", "output")
+    if count:
+        g.repeat = Repeat(count, ((y, "x"),), ("fc1", "fc2"))
     return g, data

@@ -1,4 +1,5 @@
-"""ViT encoder: `layers` pre-norm blocks (LayerNorm, QKV, attention, projection,
+"""ViT encoder: `layers` pre-norm blocks, as one Repeat whose per-layer weights are
+sequences (LayerNorm, QKV, attention, projection,
 residual, LayerNorm, fc1, GELU, fc2, residual). Presets: so400m (1152 wide, 27 deep,
 MLP 4304, 16 heads, 729 tokens), b16 (768/12/3072/12, 197 tokens). Weights FP8 e4m3
 with per-tensor scales (or f16), activations and partials FP16.
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ir import Graph, Tensor
+from ..ir import Graph, Repeat, Tensor
 from ..target import ConfigError
 from .attention import attention_ops, padded
 from .config import check_positive, model_config
@@ -119,11 +120,15 @@ def build(cfg: dict):
     g = Graph(f"vit_{c.preset}_L{c.layers}_{c.weight_dtype}")
     data = {"x": np.zeros((T, D), np.float16)}
     data["x"][:T0] = rng.standard_normal((T0, D))
-    x = g.add(Tensor("x", (T, D), "f16", "input")).name
+    g.add(Tensor("x", (T, D), "f16", "input"))
+    L = c.layers
 
-    def param(name, arr, dtype):
+    def param(name, shape, dtype, transpose=False):
+        """A sequence: member i is block i's tensor (Linear weights as in×out)."""
+        arr = np.stack([w[f"blocks.{i}.{name}"].T if transpose else w[f"blocks.{i}.{name}"]
+                        for i in range(L)]).reshape(L, *shape)
         stored, scale = quantize(arr, dtype)
-        g.add(Tensor(name, arr.shape, dtype, "param", scale))
+        g.add(Tensor(name, shape, dtype, "param", scale))
         data[name] = stored
         return name
 
@@ -131,27 +136,26 @@ def build(cfg: dict):
         return g.add(Tensor(name, (T, cols), "f16", "act")).name
 
     def linear(xin, wname, y, k, n):
-        g.op("matmul", [xin, param(wname, w[wname].T.copy(), c.weight_dtype)], [act(y, n)], m=T, k=k, n=n)
+        g.op("matmul", [xin, param(wname, (k, n), c.weight_dtype, True)], [act(y, n)], m=T, k=k, n=n)
         return y
 
-    def norm(xin, i, which, y):
-        b = f"blocks.{i}.{which}."
-        g.op("layernorm", [xin, param(b + "weight", w[b + "weight"].reshape(1, D), "f16"),
-                           param(b + "bias", w[b + "bias"].reshape(1, D), "f16")], [act(y, D)], eps=c.eps)
+    def norm(xin, which, y):
+        g.op("layernorm", [xin, param(f"{which}.weight", (1, D), "f16"), param(f"{which}.bias", (1, D), "f16")],
+             [act(y, D)], eps=c.eps)
         return y
 
-    for i in range(c.layers):
-        p = f"l{i}."
-        h = norm(x, i, "norm1", p + "ln1")
-        qkv = linear(h, f"blocks.{i}.attn.qkv.weight", p + "qkv", D, 3 * D)
-        attention_ops(g, qkv, qkv, qkv, act(p + "attn", D), T, H, hd, prefix=p, valid=T0, cols=(0, D, 2 * D))
-        proj = linear(p + "attn", f"blocks.{i}.attn.proj.weight", p + "proj", D, D)
-        g.op("add", [x, proj], [act(p + "res1", D)])
-        h2 = norm(p + "res1", i, "norm2", p + "ln2")
-        f1 = linear(h2, f"blocks.{i}.mlp.fc1.weight", p + "fc1", D, F)
-        g.op("gelu", [f1], [act(p + "gelu", F)], approx=c.gelu)
-        f2 = linear(p + "gelu", f"blocks.{i}.mlp.fc2.weight", p + "fc2", F, D)
-        g.op("add", [p + "res1", f2], [act(p + "res2", D)])
-        x = p + "res2"
-    g.tensors[x] = Tensor(x, (T, D), "f16", "output")
+    # one encoder block: the Repeat body, every parameter a sequence over the layers
+    h = norm("x", "norm1", "ln1")
+    qkv = linear(h, "attn.qkv.weight", "qkv", D, 3 * D)
+    attention_ops(g, qkv, qkv, qkv, act("attn", D), T, H, hd, valid=T0, cols=(0, D, 2 * D))
+    linear("attn", "attn.proj.weight", "proj", D, D)
+    g.op("add", ["x", "proj"], [act("res1", D)])
+    norm("res1", "norm2", "ln2")
+    linear("ln2", "mlp.fc1.weight", "fc1", D, F)
+    g.op("gelu", ["fc1"], [act("gelu", F)], approx=c.gelu)
+    linear("gelu", "mlp.fc2.weight", "fc2", F, D)
+    g.tensors["y"] = Tensor("y", (T, D), "f16", "output")
+    g.op("add", ["res1", "fc2"], ["y"])
+    seqs = tuple(n for n, t in g.tensors.items() if t.kind == "param")
+    g.repeat = Repeat(L, (("y", "x"),), seqs)
     return g, data

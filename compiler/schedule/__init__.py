@@ -2,7 +2,8 @@
 
 Each superstep is compute or exchange, then a sync. Activities are listed in
 chronological order: a tile's kernels run back to back from the start of their
-superstep; an exchange occupies every tile taking part for the whole phase."""
+superstep; an exchange occupies every tile taking part for the whole phase. A Repeat
+body is scheduled once: its timeline is one iteration's."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,17 +20,18 @@ class Schedule:
     step_cycles: np.ndarray       # int64[steps], sync included
     step_start: np.ndarray        # int64[steps]
     act: dict                     # activities SoA: step, tile, kind(0 kernel / 1 exchange), op, start, end
-    total_cycles: int
+    total_cycles: int              # all iterations of a Repeat body
+    count: int = 1                 # Repeat iterations of the steps listed (1: no Repeat)
     rejection: object = None
 
     def metrics(self) -> dict:
-        return {"supersteps": len(self.kinds), "cycles": self.total_cycles,
+        return {"supersteps": len(self.kinds), "cycles": self.total_cycles, "repeat": self.count,
                 "exchange_steps": self.kinds.count("exchange")}
 
 
 def schedule(place_res, t: Target) -> Schedule:
     if place_res.rejection:
-        return Schedule([], np.zeros(0, np.int64), np.zeros(0, np.int64), {}, 0, place_res.rejection)
+        return Schedule([], np.zeros(0, np.int64), np.zeros(0, np.int64), {}, 0, rejection=place_res.rejection)
     tg = place_res.tilegraph
     a = tg.analysis
     cyc = a["step_cycles"]
@@ -56,4 +58,4 @@ def schedule(place_res, t: Target) -> Schedule:
                                       for s, x in zip(ex, ex_tiles)]))
     chrono = np.lexsort((act["tile"], act["start"]))
     act = {f: v[chrono].astype(np.int64) for f, v in act.items()}
-    return Schedule(list(tg.steps), cyc, start, act, int(cyc.sum()))
+    return Schedule(list(tg.steps), cyc, start, act, a["cycles"], tg.count)

@@ -14,6 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import cloudpickle
+
 import compiler
 from compiler.phases import PHASES, run_phase
 from compiler.report import report
@@ -78,7 +80,13 @@ def make_mapper(executor: Executor, store: Store):
         shared = shared or {}
         base = digest(shared)
         key = lambda item: task_key(task, CODE, [base, digest(item)], {})
-        return map_reduce(fn, items, reduce, init, executor=executor, store=store, key=key,
+
+        def detached(acc, i, result):
+            # A freshly computed result may share objects with the inputs; one read back
+            # from the store does not, and pickle writes the two differently. Reduce a
+            # detached copy either way, so a resumed run writes byte-identical artifacts.
+            return reduce(acc, i, cloudpickle.loads(cloudpickle.dumps(result, protocol=5)))
+        return map_reduce(fn, items, detached, init, executor=executor, store=store, key=key,
                           label=task, scatter=shared, unit=UNITS.get(task, "items"))
     return mapper
 

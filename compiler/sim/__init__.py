@@ -8,15 +8,61 @@ placed addresses; every tile fetches its instructions from its own memory.
 
   memory.py    tile memory, flat positions, chunked gather/scatter movers
   load.py      loading code/tables/profile areas; host in/out streams
-  kernels.py   MATMUL / ADD / COPY, batched across tiles; operand rules
+  decode.py    word 0 (op | dtype << 8 | dtype2 << 16 | flags << 24) rules per opcode
+  kernels.py   MATMUL / ADD / COPY / GELU / LAYERNORM / SOFTMAX / CAST / ONLINE_SOFTMAX /
+               ROWSCALE, batched across tiles; operand rules
+  fmath.py     the f32 arithmetic of the vector kernels (erf, GELU, layernorm, softmax, fp8)
   exchange.py  the exchange phase: table decoding, matching, BSP transfer
+  repeat.py    REPEAT: loop state, relocation of fetched code and exchange-table words
   run.py       fetch/decode, supersteps, sync, cycles, profile samples
-  bench.py     synthetic full-size program: python -m compiler.sim.bench [target] [rounds]
+  bench.py     synthetic full-size programs: python -m compiler.sim.bench [target] [rounds]
+               and python -m compiler.sim.bench [target] repeat [iters]
 
 Decisions the machine takes where isa.py is silent (the lowering must match):
-  * instruction word 0: bits 16..31 must be 0; SYNC/END/EXCH/COPY take dtype 0;
-    ADD takes dtype 0 or f16; MATMUL f16, fp8 (e4m3fn) or f32 (out is always f16,
-    computed in f32, times scale, rounded once).
+  * instruction word 0 is validated per opcode (decode.RULES): any dtype, dtype2
+    or flag bit an opcode does not define is an invalid instruction. SYNC, END,
+    EXCH, COPY, REPEAT: all zero. ADD, LAYERNORM, SOFTMAX: dtype 0 or f16, no
+    flags. GELU (F_ERF), ONLINE_SOFTMAX (F_FIRST), ROWSCALE (F_RECIP | F_ADD):
+    dtype 0 or f16, dtype2 0.
+  * MATMUL: dtype (b) f16, fp8 (e4m3fn) or f32; dtype2 (a) 0 = same, f16, fp8,
+    f32; f16/fp8 mix freely, f32 only with f32. Flag F_TRANSPOSE_B reads b as
+    [n, k]. Out is always f16: products summed in f32, times scale, rounded once.
+    Cost matmul_cycles(m, k, n, dtype_b, dtype_a).
+  * Vector kernels compute in f32 (fmath.py) and round once to f16; sizes
+    (nelem, rows, cols) must be > 0. GELU tanh form is evaluated as
+    x / (1 + exp(-2u)) (= 0.5 x (1 + tanh u), without the cancellation for
+    u << 0); erf form as 0.5 x erfc(-x/sqrt2) with a rational erfc (relative error
+    < 1.2e-7; GELU(-inf) is NaN in both forms). LAYERNORM: two-pass mean and
+    biased variance, rstd = 1/sqrt(var + eps). SOFTMAX: exp(s - rowmax) / rowsum
+    (a row of only -inf gives NaN; NaN/inf inputs propagate).
+  * CAST: (dtype, dtype2) must be (fp8, f16) or (f16, fp8). f16 -> fp8 divides by
+    scale in f32 and rounds to nearest even, saturating: |x| > 448 (inf included)
+    becomes +-448, NaN stays NaN. fp8 -> f16 multiplies in f32, rounds once.
+  * ONLINE_SOFTMAX: state = m at state, l at state + 4*rows, c at state + 8*rows
+    (f32). A running max of -inf (no finite score yet) enters the exponents as 0,
+    so fully masked rows give out 0, c 0 (l stays 0) instead of NaN. With
+    F_FIRST the stored state is not read and c = 0. If out overlaps state, the
+    state is written last.
+  * ROWSCALE: vec is f32[rows]; F_RECIP uses 1/vec (f32 division); without F_ADD
+    src1 is neither read nor checked. out = src0*v + src1, rounded once.
+  * REPEAT: count in [1, 2**31), body >= 1 instructions inside region 0, ending
+    with SYNC, holding no END and no REPEAT (nested loops are refused). Every
+    running tile must fetch REPEAT as the first instruction of the same
+    superstep with the same count and the same number of SYNCs in its body (the
+    stored body is decoded once, at REPEAT; the tiles' agreement is re-checked
+    at every iteration end); a mismatch is a fault naming the tile that differs
+    from the majority ("REPEAT mismatch ... (deadlock)"). REPEAT itself costs 0
+    cycles and counts as one executed instruction; its body starts in the same
+    superstep. The relocation table (nreloc entries, 4-byte aligned, in range)
+    is read once, at REPEAT. An entry's word address must be 4-byte aligned and
+    lie in the tile's loaded exchange table or be an argument word (words 1..7)
+    of an instruction of the body; anything else, or a word listed twice, is
+    refused. Iterations count from 0; a relocated word reads as
+    (stored + i * stride) mod 2**32 (negative strides as two's complement) in
+    instruction fetches and EXCH table reads during the loop only; memory is
+    never changed, and after the loop the stored values are read again. A
+    superstep's exchange uses the relocation of the iteration it belongs to.
+    Supersteps inside the loop are counted (and profiled) dynamically.
   * MATMUL m, k, n and ADD nelem must be > 0; ADD nsrc1 may be 0 (out = src0);
     with nsrc1 > 1 the ADD stride (bytes) must keep every partial 8-byte aligned.
     A COPY of 0 bytes is a no-op (it still costs the kernel overhead).

@@ -57,8 +57,8 @@ def to_f16(x: np.ndarray) -> np.ndarray:
     """float32 -> float16, round-to-nearest-even, bit-identical to astype.
 
     numpy's conversion takes a ~20x slower software path for results below the
-    f16 normal range, which deep programs reach as activations shrink. Those
-    results are multiples of 2**-24: rint(|x| * 2**24) (exact scaling, one
+    f16 normal range, which deep programs reach as activations shrink.
+    Those results are multiples of 2**-24: rint(|x| * 2**24) (exact scaling, one
     half-even rounding) *is* the f16 bit pattern (1024 -> the smallest normal)."""
     small = np.abs(x) < np.float32(2.0 ** -14)
     if not small.any():
@@ -74,6 +74,8 @@ def groups(keys: np.ndarray):
     """Index arrays of the rows of keys[n, k] that are equal (each in tile order)."""
     if len(keys) == 0:
         return []
+    if (keys == keys[0]).all():              # the common case: one shape on every tile
+        return [np.arange(len(keys))]
     _, inv = np.unique(keys, axis=0, return_inverse=True)
     inv = inv.reshape(-1)
     order = np.argsort(inv, kind="stable")

@@ -24,3 +24,17 @@ def test_synthetic_ring_against_numpy():
     assert np.array_equal(got, out)
     assert res.step_kind == ["compute", "exchange", "compute"] * rounds
     assert res.total_cycles == res.step_cycles.sum() and res.exchange_bytes.sum() == rounds * T * m * n * 2
+
+
+def test_repeat_benchmark_program_runs_on_tiny():
+    """The REPEAT benchmark (every new kernel, relocated weights) on the tiny target:
+    finite results, 6 supersteps per iteration, loop-invariant step shapes."""
+    iters = 3
+    p, s = bench.repeat_program(TINY, iters)
+    res = run(p, s)
+    out = res.outputs["out"].view(np.float16)
+    assert np.isfinite(out).all() and out.any()
+    kinds = ["compute", "exchange", "compute", "compute", "compute", "compute"]
+    assert res.step_kind == kinds * iters + ["compute"]
+    c = res.step_cycles[:-1].reshape(iters, 6)
+    assert (c == c[0]).all()

@@ -13,6 +13,7 @@ class Policy:
     plan_candidates: int = 8          # ranked plan candidates handed to expand
     finalists: int = 2                # expanded candidates admitted to placement
     home_rotation: bool = True        # rotate parameter homes away from input homes
+    vector_homes: bool = True         # vectors (LayerNorm γ, β): replicated homes of 256-byte shards
     grid: str = ""                    # force one GEMM grid "GMxGNxGK" (tests, studies); "" = search
     place: dict = field(default_factory=dict)  # compiler.place.PlaceConfig overrides
 

@@ -25,7 +25,7 @@ class Expanded:
 
 
 def expand_one(cand, graph, target: Target, policy: Policy) -> Expanded:
-    tg = expand_graph(graph, cand.grids, target, policy.home_rotation, cand.label)
+    tg = expand_graph(graph, cand.grids, target, policy, cand.label)
     a = analyse(tg, target)
     w = a["worst_tile"]
     tbl = int(a["table_bytes"].max())

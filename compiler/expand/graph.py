@@ -3,7 +3,9 @@
 Each op first gathers what it needs (one exchange superstep for all its gathers),
 then runs its kernels (a compute superstep, shared with the previous op's when no
 exchange came between). Inputs and parameters start in their homes: whole rows
-spread over all tiles, parameters rotated away from inputs (policy.home_rotation).
+spread over all tiles, parameters rotated away from inputs (policy.home_rotation);
+vectors in replicated 256-byte shards (policy.vector_homes) so that broadcasting them
+to every row tile costs no home tile more than a consumer receives.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from .layout import Layout, allocate, convert, fill, gather, starts
 from .tilegraph import END, Builder, TileGraph
 
 F16 = isa.DTYPES["f16"]
+VECTOR_SHARD = 256   # bytes per shard of a vector home
 
 
 def pad(x, a: int):
@@ -23,12 +26,12 @@ def pad(x, a: int):
 
 
 class Ctx:
-    def __init__(self, graph, target: Target, home_rotation: bool):
-        self.g, self.t = graph, target
+    def __init__(self, graph, target: Target, policy):
+        self.g, self.t, self.policy = graph, target, policy
         self.bld = Builder(target.tiles)
         self.kinds: list[str] = []
         self.lay: dict[str, Layout] = {}
-        self.home_rotation = home_rotation
+        self.replicas: dict[str, list[Layout]] = {}   # vector homes: one layout per replica
 
     # supersteps ---------------------------------------------------------------
     def exchange_step(self) -> int:
@@ -49,16 +52,48 @@ class Ctx:
         members together in each home block, `istride` apart."""
         t = self.g.tensors[name]
         rows, cols = t.shape
-        e = DTYPE_BYTES[t.dtype]
+        if rows == 1 and self.policy.vector_homes and t.kind == "param":
+            return self.vector_home(name, stream, rot, count)
         rs = starts(rows, self.t.tiles)
         tiles = (np.arange(len(rs)) + rot) % self.t.tiles
-        end = END if resident else 1
-        lay = allocate(self.bld, f"{name}.home", rows, cols, rs, [0], tiles, e, 16, STANDARD, 0, end, count)
-        member = rows * cols * e
+        self.lay[name] = self._home_layout(name, stream, rs, [0], tiles, count, resident)
+
+    def _home_layout(self, name, stream, rs, cs, tiles, count, resident) -> Layout:
+        t = self.g.tensors[name]
+        rows, cols = t.shape
+        e = DTYPE_BYTES[t.dtype]
+        lay = allocate(self.bld, f"{name}.home", rows, cols, rs, cs, tiles, e, 16, STANDARD, 0,
+                       END if resident else 1, count)
+        A, B, r, k = _blocks(lay)
         for i in range(count):
-            self.bld.add("hin", stream=stream, host_off=i * member + rs * cols * e, req=lay.req[:, 0],
-                         off=i * lay.istride[:, 0], row_bytes=lay.rlen * cols * e, rows=1)
-        self.lay[name] = lay
+            self.bld.add("hin", stream=stream, host_off=i * t.nbytes + (lay.rstart[A] * cols + lay.cstart[B]) * e,
+                         req=lay.req[A, B], off=i * lay.istride[A, B], row_bytes=k * e, rows=r,
+                         host_stride=cols * e, tile_stride=k * e)
+        return lay
+
+    def vector_home(self, name: str, stream: int, rot: int, count: int):
+        """A [1, C] parameter in shards of ~VECTOR_SHARD bytes, replicated so that each
+        shard tile serves about as many bytes as a row tile receives (half the tiles
+        consume it; each needs all S shards: R = ⌈(T/2)·shard / vector⌉ replicas)."""
+        t, T = self.g.tensors[name], self.t.tiles
+        cols, e = t.shape[1], DTYPE_BYTES[t.dtype]
+        cs = np.arange(0, cols, max(2, VECTOR_SHARD // e))
+        S = len(cs)
+        R = int(min(max(1, -(-(T // 2) * VECTOR_SHARD // t.nbytes)), max(1, T // S)))
+        self.replicas[name] = [
+            self._home_layout(name, stream, [0], cs, (rot + (r * S + np.arange(S)) * T // (R * S)) % T, count, True)
+            for r in range(R)]
+        self.lay[name] = self.replicas[name][0]
+
+    def gather_vector(self, name: str, step: int, tiles, req, off):
+        """All of vector `name` into (req, off) on each of `tiles`, from replica tile mod R."""
+        reps = self.replicas.get(name, [self.lay[name]])
+        cols = self.g.tensors[name].shape[1]
+        e = DTYPE_BYTES[self.g.tensors[name].dtype]
+        tiles, req, off = np.broadcast_arrays(np.asarray(tiles), np.asarray(req), np.asarray(off))
+        for r, lay in enumerate(reps):
+            sel = np.arange(len(tiles)) % len(reps) == r
+            gather(self.bld, lay, step, 0, 1, 0, cols, tiles[sel], req[sel], off[sel], cols * e)
 
 
 def expand_matmul(c: Ctx, op, grid: Grid, scale: float):
@@ -245,8 +280,8 @@ def expand_rowwise(c: Ctx, op):
     if op.kind == "layernorm":
         C = x.cols
         gb = c.bld.alloc_rows(f"{op.outputs[0]}.gamma_beta", tiles, 2 * pad(C * 2, 8), 8, STANDARD, step_of(), END)
-        for n, (pname) in enumerate(op.inputs[1:3]):
-            gather(c.bld, c.lay[pname], step_of(), 0, 1, 0, C, tiles, gb, n * pad(C * 2, 8), C * 2)
+        for n, pname in enumerate(op.inputs[1:3]):
+            c.gather_vector(pname, step_of(), tiles, gb, n * pad(C * 2, 8))
     s = c.compute_step()
     out = _like(c, op.outputs[0], x, s)
     if op.kind == "layernorm":
@@ -271,11 +306,11 @@ def host_out(c: Ctx, name: str, stream: int):
     c.bld.reads(lay, len(c.kinds) + 1)
 
 
-def expand_graph(graph, strategy: dict, target: Target, home_rotation: bool, label: str = "") -> TileGraph:
+def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "") -> TileGraph:
     """With a Repeat, the supersteps emitted here are its body, run `count` times:
     carried outputs are exchanged back into their inputs' homes at the end of each
     iteration, and the graph's output is read from there after the last."""
-    c = Ctx(graph, target, home_rotation)
+    c = Ctx(graph, target, policy)
     rep = graph.repeat
     count = rep.count if rep else 1
     seq = set(rep.sequences) if rep else set()
@@ -284,7 +319,7 @@ def expand_graph(graph, strategy: dict, target: Target, home_rotation: bool, lab
     params = [n for n in ins if graph.tensors[n].kind == "param"]
     for k, name in enumerate(ins):
         rot = (target.tiles // 2 + target.tiles * params.index(name) // max(1, 2 * len(params))) \
-            % target.tiles if name in params and home_rotation else 0
+            % target.tiles if name in params and policy.home_rotation else 0
         c.home(name, k, rot, count if name in seq else 1,
                resident=name in params or name in carried.values())
     for n, op in enumerate(graph.ops):

@@ -112,7 +112,10 @@ class Builder:
         self.uses.append((np.asarray(rows, np.int64).ravel(), step))
 
     def add(self, table: str, **cols):
-        n = max(np.size(v) for v in cols.values())
+        sizes = [np.size(v) for v in cols.values() if np.ndim(v) > 0]
+        n = max(sizes) if sizes else 1
+        if n == 0:
+            return
         fields = {"kern": KERN, "xfer": XFER, "hin": HOST, "hout": HOST}[table]
         default = lambda f: -1 if f in ("r0", "r1", "r2", "r3") else 0
         row = {f: np.broadcast_to(np.asarray(cols.get(f, default(f)), np.int64), (n,)) for f in fields}

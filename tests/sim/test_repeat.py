@@ -235,3 +235,18 @@ def test_relocated_code_word_after_the_loop_reads_stored_value():
     res = sim.run(a.build(), {"x": x})
     assert np.array_equal(res.outputs["o"], np.r_[np.tile(x, 3), np.zeros(16, np.uint8)])
     assert res.step_kind == ["compute"] * 4
+
+
+def test_sync_count_diverging_at_run_time_is_caught():
+    """Tile 3 overwrites a body instruction with SYNC during iteration 0 (the stored
+    body passed the static check): its iteration ends one SYNC early -> fault."""
+    a = Asm()
+    for t in range(a.T):
+        a.on(t, isa.REPEAT, 3, 3, 0, 0)
+        a.on(t, isa.COPY, a.code_word(t, 2, 0) if t == 3 else R1 + 64, R0_DATA, 32, 1, 32, 32)
+        a.on(t, isa.COPY, R1 + 128, R1, 16, 1, 16, 16)
+        a.on(t, isa.SYNC)
+    s = {"sync": np.concatenate([isa.instr(isa.SYNC)] * a.T).view(np.uint8)}
+    a.stream_in("sync", [(32 * t, t, R0_DATA, 32, 1, 32, 32) for t in range(a.T)])
+    f = _fault(a, s, match="REPEAT mismatch across tiles \\(deadlock\\): tile 3 did not end iteration 0")
+    assert f.tile == 3 and f.step == 0

@@ -343,3 +343,41 @@ def test_online_softmax_fully_masked_rows_stay_finite():
     assert st[0, 0].tolist() == [-np.inf, -np.inf, 0, 0] and st[0, 1].tolist() == [0, 0, c, c]
     assert st[0, 2].tolist() == [0] * 4                                     # first block: c = 0
     assert st[1, 2].tolist() == [0, 0, 1, 1] and st[1, 1].tolist() == [0, 0, 2 * c, 2 * c]
+
+
+def test_results_do_not_depend_on_batching(monkeypatch):
+    """Every kernel on six tiles at once vs one tile per numpy call (BATCH_BYTES = 1):
+    identical bytes (row reductions never mix tiles)."""
+    from compiler.sim import kernels
+    rng = np.random.default_rng(9)
+    r, c = 8, 64
+    X = [_f16(rng, (r, c), 3.0) for _ in TILES]
+    G = [_f16(rng, c) for _ in TILES]
+    V = [(rng.random(r) + 0.5).astype(np.float32) for _ in TILES]
+    Bm = [_f16(rng, (c, c)) for _ in TILES]
+
+    def build():
+        a = Asm()
+        s = {"x": _load(a, "x", lambda t: R0_DATA, X), "g": _load(a, "g", lambda t: R0_DATA2, G),
+             "v": _load(a, "v", lambda t: R0_DATA2 + 512, V), "b": _load(a, "b", lambda t: R1_B, Bm)}
+        one = isa.f32_bits(1.0)
+        a.on(TILES, isa.LAYERNORM, R1, R0_DATA, R0_DATA2, R0_DATA2, r, c, isa.f32_bits(1e-5))
+        a.on(TILES, isa.GELU, R1 + 1024, R1, r * c, flags=isa.F_ERF)
+        a.on(TILES, isa.GELU, R1 + 2048, R1, r * c)
+        a.on(TILES, isa.SOFTMAX, R1 + 3072, R0_DATA, r, c, isa.f32_bits(0.3))
+        a.on(TILES, isa.ONLINE_SOFTMAX, R1 + 4096, R0_DATA, R0_DATA2 + 1024, r, c, one, flags=isa.F_FIRST)
+        a.on(TILES, isa.ONLINE_SOFTMAX, R1 + 5120, R1, R0_DATA2 + 1024, r, c, one)
+        a.on(TILES, isa.ROWSCALE, R1 + 6144, R1 + 5120, R0_DATA2 + 512, R1, r, c, flags=3)
+        a.on(TILES, isa.CAST, R1 + 7168, R1 + 6144, r * c, isa.f32_bits(0.25), dtype="fp8", dtype2="f16")
+        a.matmul(TILES, R1 + 3072, R1_B, R1 + 8192, r, c, c, dtype="f16", flags=isa.F_TRANSPOSE_B)
+        a.sync()
+        _unload(a, "o", lambda t: R1, 9216)
+        _unload(a, "st", lambda t: R0_DATA2 + 1024, 12 * r)
+        return a.build(), s
+
+    whole = sim.run(*build())
+    monkeypatch.setattr(kernels, "BATCH_BYTES", 1)
+    single = sim.run(*build())
+    for n in ("o", "st"):
+        assert np.array_equal(whole.outputs[n], single.outputs[n]), n
+    assert np.isfinite(whole.outputs["o"][:7168].view(np.float16)).all()

@@ -36,7 +36,7 @@ class ModelResult:
 
 def model_phase(cfg):
     g, data = models.build(cfg["model"])
-    return ModelResult(g, data, reference.run(g, data), reference.tolerance(g, data))
+    return ModelResult(g, data, *reference.reference_and_tolerance(g, data))
 
 
 def target_of(cfg) -> Target:

@@ -19,9 +19,9 @@ from compiler.phases import PHASES, run_phase, target_of
 from compiler.report import report
 from compiler.target import ConfigError
 
-from .config import validate
+from .config import GROUPS, compose, validate
 from .fanout import Executor, ExecutorConfig
-from .stages import StoreError, make_mapper
+from .stages import StoreError, make_mapper, write_atomic
 from .store import Store
 
 
@@ -39,11 +39,41 @@ def trial(cfg: dict, out_dir: Path) -> dict:
             host[name] = {"elapsed_s": round(time.perf_counter() - t0, 3)}
     rep = res["report"]
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "profile.html").write_text(rep.html)
+    write_atomic(out_dir / "profile.html", rep.html.encode())
     summary = {"status": rep.summary["status"], **{p: res[p].metrics() for p in PHASES if p != "report"},
                "rejected": rep.summary.get("rejected"), "host": host}
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    write_atomic(out_dir / "summary.json", json.dumps(summary, indent=2, default=str).encode())
     return summary
+
+
+def check_overrides(args: list[str]) -> None:
+    """Fail fast, in one line, on an override Hydra would reject with a multi-line
+    message: an unknown key, an unknown group option, a malformed override."""
+    ovr = [a for a in args if not a.startswith("-") and "=" in a and not a.startswith("hydra")]
+    bad = [a for a in args if not a.startswith("-") and "=" not in a]
+    if bad:
+        raise ConfigError(f"override {bad[0]!r} is not key=value")
+    groups, keys = {}, []
+    for o in ovr:
+        k, _, v = o.partition("=")
+        if k.lstrip("+~") in GROUPS:
+            groups[k] = v.split(",")           # a --multirun sweep over group options
+        elif not k.startswith(("+", "~")):
+            keys.append(k)
+    choices = [[]]
+    for k, opts in groups.items():
+        choices = [c + [f"{k}={o}"] for c in choices for o in opts]
+    for c in choices:
+        try:
+            cfg = compose(c)
+        except Exception as e:
+            raise ConfigError(f"override {' '.join(c)}: {str(e).splitlines()[0]}") from None
+        for k in keys:
+            node = cfg
+            for part in k.split("."):
+                if not isinstance(node, dict) or part not in node:
+                    raise ConfigError(f"unknown config key {k!r}" + (f" (with {' '.join(c)})" if c else ""))
+                node = node[part]
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base=None)
@@ -53,6 +83,8 @@ def main(cfg: DictConfig) -> None:
     try:
         s = trial(OmegaConf.to_container(cfg, resolve=True), out)
     except (ConfigError, StoreError, ValueError) as e:
+        import shutil
+        shutil.rmtree(out, ignore_errors=True)   # no partial trial directory (Hydra's .hydra/ included)
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     r = s["run"]
@@ -64,4 +96,9 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    try:
+        check_overrides(sys.argv[1:])
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     main()

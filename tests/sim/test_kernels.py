@@ -147,6 +147,9 @@ def test_f16_rounding_matches_numpy_bit_for_bit():
     with np.errstate(over="ignore"):
         x = x.astype(np.float32)
         assert np.array_equal(to_f16(x).view(np.uint16), x.astype(np.float16).view(np.uint16))
+        y = np.where(np.abs(x) < 2.0 ** -14, np.float32(1), x)[:100_000]    # few subnormals: astype path
+        y[::1000] = np.float32(3e-7)
+        assert np.array_equal(to_f16(y).view(np.uint16), y.astype(np.float16).view(np.uint16))
 
 
 def test_widening_tables_match_casts():

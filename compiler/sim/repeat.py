@@ -29,7 +29,7 @@ def _hex(x) -> str:
     return hex(int(x))
 
 
-def _mode(x: np.ndarray):
+def mode(x: np.ndarray):
     v, c = np.unique(x, return_counts=True)
     return v[np.argmax(c)]
 
@@ -84,7 +84,7 @@ def start(mach, step, tiles, pc, w) -> Loop:
     m, t = mach.m, mach.t
     count, body, reloc, nreloc = (w[:, j] for j in range(1, 5))
     ff = lambda bad, msg: first_fault(bad, msg, tiles, step, pc)
-    mc = _mode(count)
+    mc = mode(count)
     mismatch(count != mc, tiles, step, pc,
              lambda i: f"tile {tiles[i]} repeats {count[i]} times, the other tiles {mc} times")
     ff((count < 1) | (count >= 2**31), lambda i: f"REPEAT count {count[i]} is not in [1, 2**31)")
@@ -110,7 +110,7 @@ def start(mach, step, tiles, pc, w) -> Loop:
     last = op[np.cumsum(body) - 1]
     ff(last != isa.SYNC, lambda i: f"REPEAT body [pc {s[i]}, {e[i]}) does not end with SYNC")
     nsync = np.bincount(bt, op == isa.SYNC, len(tiles)).astype(I64)
-    ms = _mode(nsync)
+    ms = mode(nsync)
     mismatch(nsync != ms, tiles, step, pc,
              lambda i: f"tile {tiles[i]}'s REPEAT body has {nsync[i]} SYNCs per iteration, "
                        f"the other tiles' {ms}")

@@ -134,10 +134,10 @@ class Machine:
             raise MachineFault(f"REPEAT mismatch across tiles (deadlock): tile {e} has ended while tile "
                                f"{tiles[np.flatnonzero(rep)[0]]} issues REPEAT", tile=e, step=step)
         major = rep.sum() * 2 >= len(rep)
-        name = lambda i: isa.OP_NAMES.get(int(op[i]), str(op[i]))
+        name = lambda o: isa.OP_NAMES.get(int(o), str(o))
+        other = "REPEAT" if major else name(repeat.mode(op[~rep]))
         repeat.mismatch(rep != major, tiles, step, pc,
-                        lambda i: f"tile {tiles[i]} issues {name(i)} where "
-                                  f"{'the other tiles issue REPEAT' if major else 'another tile issues REPEAT'}")
+                        lambda i: f"tile {tiles[i]} issues {name(op[i])} where the other tiles issue {other}")
         self.loop = repeat.start(self, step, tiles, pc, w)
 
     def end_of_step(self, step, pc):

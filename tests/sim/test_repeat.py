@@ -185,6 +185,9 @@ def test_repeat_must_start_a_superstep():
     _fault(_simple(first=first), match="first instruction of a superstep")
     first = lambda a, t: a.on(t, isa.COPY, R1 + 128, R1, 16, 1, 16, 16) if t == 7 else None
     assert _fault(_simple(first=first), match="REPEAT mismatch").tile == 7
+    first = lambda a, t: a.on(t, isa.COPY, R1 + 128, R1, 16, 1, 16, 16) if t != 7 else None
+    f = _fault(_simple(first=first), match="tile 7 issues REPEAT where the other tiles issue COPY")
+    assert f.tile == 7 and f.step == 0 and f.pc == 0
 
 
 def test_nested_repeat_and_bad_bodies():

@@ -381,3 +381,49 @@ def test_results_do_not_depend_on_batching(monkeypatch):
     for n in ("o", "st"):
         assert np.array_equal(whole.outputs[n], single.outputs[n]), n
     assert np.isfinite(whole.outputs["o"][:7168].view(np.float16)).all()
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_random_shapes_per_tile(seed):
+    """Each tile its own random shape (several shape groups in one round, and
+    tiles sharing a shape batched together), every kernel against numpy."""
+    rng = np.random.default_rng(seed)
+    tiles = list(range(0, 64, 5))
+    shp = {t: (int(rng.integers(1, 4)) * 2, int(rng.integers(1, 5)) * 8) for t in tiles}
+    shp[tiles[1]] = shp[tiles[0]]                        # at least one shared group
+    X = [_f16(rng, shp[t], 3.0) for t in tiles]
+    G = [_f16(rng, shp[t][1]) for t in tiles]
+    Bt = [_f16(rng, (shp[t][1], shp[t][1])) for t in tiles]     # [n, k] with n = k = cols
+    sc = [float(rng.choice([0.125, 0.5, 1.0])) for t in tiles]
+    OUT = {k: R1 + 2048 * i for i, k in enumerate(["ln", "ge", "gt", "sm", "os", "rs", "mm"])}
+    a = Asm()
+    s = {"x": _load(a, "x", lambda t: R0_DATA, X, tiles), "g": _load(a, "g", lambda t: R0_DATA2, G, tiles),
+         "b": _load(a, "b", lambda t: R1_B + 8192, Bt, tiles)}
+    for i, t in enumerate(tiles):
+        r, c = shp[t]
+        a.on(t, isa.LAYERNORM, OUT["ln"], R0_DATA, R0_DATA2, R0_DATA2, r, c, isa.f32_bits(1e-5))
+        a.on(t, isa.GELU, OUT["ge"], R0_DATA, r * c, flags=isa.F_ERF)
+        a.on(t, isa.GELU, OUT["gt"], R0_DATA, r * c)
+        a.on(t, isa.SOFTMAX, OUT["sm"], R0_DATA, r, c, isa.f32_bits(sc[i]))
+        a.on(t, isa.ONLINE_SOFTMAX, OUT["os"], R0_DATA, R0_DATA2 + 512, r, c, isa.f32_bits(sc[i]), flags=isa.F_FIRST)
+        a.on(t, isa.ROWSCALE, OUT["rs"], OUT["os"], R0_DATA2 + 512 + 4 * r, 0, r, c, flags=isa.F_RECIP)
+        a.matmul(t, R0_DATA, R1_B + 8192, OUT["mm"], r, c, c, scale=sc[i], flags=isa.F_TRANSPOSE_B)
+    a.sync()
+    for k, addr in OUT.items():
+        _unload(a, k, lambda t, addr=addr: addr, 2048, tiles)
+    res = sim.run(a.build(), s)
+    for i, t in enumerate(tiles):
+        r, c = shp[t]
+        got = {k: res.outputs[k][i * 2048:][:2 * r * c].view(np.float16).reshape(r, c) for k in OUT}
+        x = X[i]
+        _close(got["ln"], _ln_ref(x, G[i], G[i], 1e-5), rtol=4e-3, atol=4e-3)
+        _close(got["ge"], _gelu_ref(x, True))
+        _close(got["gt"], _gelu_ref(x, False))
+        _close(got["sm"], _softmax_ref(x, sc[i]), rtol=3e-3, atol=2 * F16_TINY)
+        _close(got["rs"], _softmax_ref(x, sc[i]), rtol=3e-3, atol=2 * F16_TINY)   # exp / l = softmax
+        mm = ((x.astype(np.float32) @ Bt[i].astype(np.float32).T) * np.float32(sc[i])).astype(np.float16)
+        assert np.array_equal(got["mm"], mm)
+        t_ = a.t
+        expect = (t_.layernorm_cycles(r, c) + 2 * t_.gelu_cycles(r * c) + t_.softmax_cycles(r, c)
+                  + t_.online_softmax_cycles(r, c) + t_.rowscale_cycles(r, c, False) + t_.matmul_cycles(r, c, c, "f16"))
+        assert res.tile_cycles[0, t] == expect

@@ -1,8 +1,11 @@
 """A tiny test-only assembler: builds Programs by hand for the simulator tests.
 
-Every tile gets the same superstep structure: `on(tiles, ...)` appends an
-instruction to some tiles' current superstep, `sync()` closes the superstep on
-all tiles, `build()` appends END everywhere. Default layout on the tiny target
+Every tile gets the same superstep structure: `on(tiles, op, *args, dtype=,
+dtype2=, flags=)` appends an instruction to some tiles' current superstep,
+`sync()` closes the superstep on all tiles, `build()` appends END everywhere.
+Tables are flat uint32 words per tile: `exch` appends entries (address in
+`last_table`), `reloc_table` a REPEAT relocation table; `pc` / `code_word` give
+instruction and word addresses for relocation entries. Default layout on the tiny target
 (region 0 = elements 0..3, region 1 = element pairs 4..7):
   code     0x4C000 (element 0)        tables  0x50000 (element 1)
   data     0x54000.. (elements 2, 3)   and region 1 0x5C000..0x7C000

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import hydra
@@ -21,6 +20,7 @@ from compiler.target import ConfigError
 
 from .config import GROUPS, compose, validate
 from .fanout import Executor, ExecutorConfig
+from .monitor import HostMonitor
 from .stages import StoreError, make_mapper, write_atomic
 from .store import Store
 
@@ -31,12 +31,13 @@ def trial(cfg: dict, out_dir: Path) -> dict:
     with Executor(ExecutorConfig.from_dict(cfg["executor"])) as ex:
         mapper = make_mapper(ex, Store(cfg.get("store") or ".tessera-store"))
         for name in PHASES:
-            t0 = time.perf_counter()
-            if name == "report":
-                res[name] = report(*(res[u] for u in PHASES[name][0]), target_of(cfg), host=host)
-            else:
-                res[name] = run_phase(name, res, cfg, mapper)
-            host[name] = {"elapsed_s": round(time.perf_counter() - t0, 3)}
+            # the same host monitor as the stages: RSS of the process tree (workers included)
+            with HostMonitor(out_dir / "host" / name, interval=0.2) as mon:
+                if name == "report":
+                    res[name] = report(*(res[u] for u in PHASES[name][0]), target_of(cfg), host=host)
+                else:
+                    res[name] = run_phase(name, res, cfg, mapper)
+            host[name] = {"elapsed_s": round(mon.elapsed_s, 3), "peak_rss_mib": round(mon.peak_rss_mib, 2)}
     rep = res["report"]
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(out_dir / "profile.html", rep.html.encode())

@@ -34,7 +34,9 @@ Decisions the machine takes where isa.py is silent (the lowering must match):
     u << 0); erf form as 0.5 x erfc(-x/sqrt2) with a rational erfc (relative error
     < 1.2e-7; GELU(-inf) is NaN in both forms). LAYERNORM: two-pass mean and
     biased variance, rstd = 1/sqrt(var + eps). SOFTMAX: exp(s - rowmax) / rowsum
-    (a row of only -inf gives NaN; NaN/inf inputs propagate).
+    over the first `valid` columns (word 6; 0 = all, > cols is refused), +0 in
+    the others, which are not read; cost softmax_cycles(rows, cols) whatever
+    `valid` is (a row of only -inf gives NaN; NaN/inf inputs propagate).
   * CAST: (dtype, dtype2) must be (fp8, f16) or (f16, fp8). f16 -> fp8 divides by
     scale in f32 and rounds to nearest even, saturating: |x| > 448 (inf included)
     becomes +-448, NaN stays NaN. fp8 -> f16 multiplies in f32, rounds once.

@@ -265,14 +265,18 @@ class Kernels:
         out, src, R, C = (w[:, j] for j in range(1, 5))
         scale = w[:, 5].astype(np.uint32).view(np.float32)
         self._dims(isa.SOFTMAX, step, tiles, pcs, {"rows": R, "cols": C})
+        valid = np.where(w[:, 6] == 0, C, w[:, 6])          # 0 = every column
+        first_fault(valid > C, lambda i: f"SOFTMAX valid = {w[i, 6]} exceeds cols = {C[i]}", tiles, step, pcs)
         nb = 2 * R * C
         self.check_operands(isa.SOFTMAX, step, tiles, pcs, {"out": (out, nb, None), "src": (src, nb, None)})
-        for grp in groups(np.stack([R, C], 1)):
-            r, c = int(R[grp[0]]), int(C[grp[0]])
+        for grp in groups(np.stack([R, C, valid], 1)):
+            r, c, v = int(R[grp[0]]), int(C[grp[0]]), int(valid[grp[0]])
             for g in batches(grp, 16 * r * c):
                 tg = tiles[g]
                 x = self._load(tg, src[g], 2 * r * c).reshape(-1, r, c)
-                self._store(tg, out[g], to_f16(fmath.softmax(x, scale[g][:, None, None])))
+                y = np.zeros(x.shape, np.float32)
+                y[:, :, :v] = fmath.softmax(np.ascontiguousarray(x[:, :, :v]), scale[g][:, None, None])
+                self._store(tg, out[g], to_f16(y))
         return self.t.softmax_cycles(R, C)
 
     def cast(self, step, tiles, pcs, w):

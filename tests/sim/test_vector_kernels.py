@@ -427,3 +427,36 @@ def test_random_shapes_per_tile(seed):
         expect = (t_.layernorm_cycles(r, c) + 2 * t_.gelu_cycles(r * c) + t_.softmax_cycles(r, c)
                   + t_.online_softmax_cycles(r, c) + t_.rowscale_cycles(r, c, False) + t_.matmul_cycles(r, c, c, "f16"))
         assert res.tile_cycles[0, t] == expect
+
+
+def test_softmax_valid_columns():
+    """SOFTMAX word 6 = valid: softmax over the first `valid` columns (masked padding
+    keys), zeros after them; 0 means every column; more than cols is refused."""
+    rng = np.random.default_rng(13)
+    r, c, scale = 4, 24, 0.5
+    X = [_f16(rng, (r, c), 2.0) for _ in TILES]
+    valid = [0, 24, 1, 17, 17, 5]
+
+    def build(off):
+        a = Asm()
+        s = {"x": _load(a, "x", lambda t: R0_DATA + off(t), X)}
+        for v, t in zip(valid, TILES):
+            a.on(t, isa.SOFTMAX, R1 + off(t), R0_DATA + off(t), r, c, isa.f32_bits(scale), v)
+        a.sync()
+        _unload(a, "y", lambda t: R1 + off(t), 2 * r * c)
+        return a.build(), s
+
+    res = _run_both(build)
+    Y = res.outputs["y"].view(np.float16).reshape(len(TILES), r, c)
+    for i, (v, t) in enumerate(zip(valid, TILES)):
+        v = v or c
+        ref = np.zeros((r, c))
+        ref[:, :v] = _softmax_ref(X[i][:, :v], scale)
+        _close(Y[i], ref, rtol=3e-3, atol=2 * F16_TINY)
+        assert not Y[i][:, v:].view(np.uint16).any()
+        assert res.tile_cycles[0, t] == Asm().t.softmax_cycles(r, c)
+    assert (Y[2][:, 0] == 1).all()
+    a = Asm()
+    a.on(3, isa.SOFTMAX, R1, R0_DATA, r, c, isa.f32_bits(1.0), c + 1).sync()
+    with pytest.raises(sim.MachineFault, match="SOFTMAX valid = 25 exceeds cols = 24"):
+        sim.run(a.build(), {})

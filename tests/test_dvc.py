@@ -16,6 +16,7 @@ import yaml
 
 from conftest import REPO
 
+SMALL = {"model": "gemm", "target": "tiny"}
 COPY = ["compiler", "pipeline", "conf", "dvc.yaml", "params.yaml", "pyproject.toml", ".dvcignore"]
 
 
@@ -35,6 +36,14 @@ def copy_repo(dst: Path) -> Path:
         else:
             shutil.copy(src, dst / name)
     (dst / ".gitignore").write_text("/artifacts/\n/.tessera-store/\n__pycache__/\n")
+    # the suite's trials are small: the copy's default trial is the 32x64x64 GEMM on the tiny target
+    conf = dst / "conf" / "config.yaml"
+    text = conf.read_text()
+    for group, option in SMALL.items():
+        text = re.sub(rf"(\n  - {group}: )\S+", rf"\g<1>{option}", text)
+    conf.write_text(text)
+    from pipeline.config import compose, dump
+    (dst / "params.yaml").write_text(dump(compose([f"{g}={o}" for g, o in SMALL.items()])))
     return dst
 
 

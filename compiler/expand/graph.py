@@ -65,10 +65,11 @@ class Ctx:
         lay = allocate(self.bld, f"{name}.home", rows, cols, rs, cs, tiles, e, 16, STANDARD, 0,
                        END if resident else 1, count)
         A, B, r, k = _blocks(lay)
-        for i in range(count):
-            self.bld.add("hin", stream=stream, host_off=i * t.nbytes + (lay.rstart[A] * cols + lay.cstart[B]) * e,
-                         req=lay.req[A, B], off=i * lay.istride[A, B], row_bytes=k * e, rows=r,
-                         host_stride=cols * e, tile_stride=k * e)
+        i = np.arange(count)[:, None]                  # every member of every block, one call
+        self.bld.add("hin", stream=stream, host_off=(i * t.nbytes + (lay.rstart[A] * cols + lay.cstart[B]) * e).ravel(),
+                     req=np.tile(lay.req[A, B], count), off=(i * lay.istride[A, B]).ravel(),
+                     row_bytes=np.tile(k * e, count), rows=np.tile(r, count), host_stride=cols * e,
+                     tile_stride=np.tile(k * e, count))
         return lay
 
     def vector_home(self, name: str, stream: int, rot: int, count: int):

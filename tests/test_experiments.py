@@ -26,7 +26,7 @@ def repo(tmp_path_factory):
     return d
 
 
-def test_queued_two_point_sweep_and_exp_show(repo):
+def test_queued_two_point_sweep_exp_show_and_diffs(repo):
     q = sh("dvc exp run --queue -S 'policy.exchange_table_cap=65536,2048'", repo)
     assert q.stdout.count("Queued experiment") == 2
     sh("dvc exp run --run-all -j 1", repo)
@@ -39,22 +39,21 @@ def test_queued_two_point_sweep_and_exp_show(repo):
     assert int(ok["expand.exchange_table_max_bytes"]) > 2048
     assert rej["status"] == "rejected" and rej["rejected.reason"] == "exchange_table_cap"
 
-
-def test_metrics_and_params_diff_between_commits_use_stable_names(repo):
-    base = sh("git rev-parse HEAD", repo).stdout.strip()
-    sh("dvc exp run -S model.m=64 && git add -A && git commit -qm 'm=64'", repo)
-    md = json.loads(sh(f"dvc metrics diff {base} HEAD --all --json", repo).stdout)
+    # experiments are commits: diff main against them by DESIGN §6's stable names
+    md = json.loads(sh(f"dvc metrics diff main {ok['Experiment']} --all --json", repo).stdout)
     names = {k for per_file in md.values() for k in per_file}
     for k in ["status", "plan.candidates", "expand.finalists", "expand.exchange_table_max_bytes",
               "expand.code_max_bytes", "place.tiles.greedy", "place.tiles.search", "place.tiles.failed",
               "place.min_free_bytes", "run.cycles", "run.ms", "run.max_abs_error", "run.tolerance",
               "run.validated", "host.expand.elapsed_s", "host.run.peak_rss_mib"]:
         assert k in names, (k, sorted(names))
-    assert md["metrics/trial.json"]["status"]["new"] == "ok"
-    cyc = md["metrics/run.json"]["run.cycles"]
-    assert cyc["new"] != cyc["old"]
-    pd = json.loads(sh(f"dvc params diff {base} HEAD --json", repo).stdout)
-    assert {k: pd["params.yaml"]["model.m"][k] for k in ("old", "new")} == {"old": 32, "new": 64}
+    md = json.loads(sh(f"dvc metrics diff main {rej['Experiment']} --json", repo).stdout)
+    t = md["metrics/trial.json"]
+    assert t["status"]["old"] == "ok" and t["status"]["new"] == "rejected"
+    assert t["rejected.phase"]["new"] == "expand" and t["rejected.deficit_bytes"]["new"] > 0
+    pd = json.loads(sh(f"dvc params diff main {rej['Experiment']} --json", repo).stdout)
+    assert {k: pd["params.yaml"]["policy.exchange_table_cap"][k] for k in ("old", "new")} == \
+        {"old": 81920, "new": 2048}
     plots = sh("dvc plots show --json", repo).stdout
     assert "metrics/plots/supersteps.csv" in plots and "metrics/plots/tiles.csv" in plots
 

@@ -23,6 +23,7 @@ their total extent must fit in the free bytes above it.
 """
 from __future__ import annotations
 
+import random
 import time
 from bisect import bisect_left
 
@@ -41,11 +42,7 @@ class CanonicalSearch:
         self.nodes = 0
         self.budget = cfg.canonical_node_budget
         self.dominance, self.inference = cfg.dominance, cfg.section_inference
-        base = min((w[0] for r in (0, 1) for w in inst.windows[r]), default=0)
-        self.floor = [base] * n
-        self.minoff = [first_at_or_above(inst.dom0[i], base, inst.align[i]) for i in range(n)]
-        self.minoff = [INF if m < 0 else m for m in self.minoff]
-        self.addr = [-1] * n
+        self.base = min((w[0] for r in (0, 1) for w in inst.windows[r]), default=0)
         self.has_bank = [bool(b) for b in inst.bank]
         # preorder: big, long-lived requests first among equal offsets
         order = sorted(range(n), key=lambda i: (-inst.ext[i] * (inst.end[i] - inst.start[i]),
@@ -62,14 +59,157 @@ class CanonicalSearch:
             a, b = self.sec[i]
             tot[a] += inst.ext[i]
             tot[b] -= inst.ext[i]
-        self.total = np.cumsum(tot)[:ns]
-        self.sfloor = np.full(ns, base, np.int64)
+        self.total0 = np.cumsum(tot)[:ns]
+        self._reset()
+        self.cover = np.zeros((ns, n), bool)
+        self.members = [[] for _ in range(ns)]
+        for i in range(n):
+            a, b = self.sec[i]
+            self.cover[a:b, i] = True
+            for t in range(a, b):
+                self.members[t].append(i)
+        self.skyline, self.decompose = cfg.canonical_skyline, cfg.decompose
         wins = sorted(w for r in (0, 1) for w in inst.windows[r])
         self.wl = np.array([w[0] for w in wins], np.int64)
         self.wh = np.array([w[1] for w in wins], np.int64)
 
+    def _reset(self):
+        inst, n, base = self.inst, self.inst.n, self.base
+        self.floor = [base] * n
+        self.minoff = [first_at_or_above(inst.dom0[i], base, inst.align[i]) for i in range(n)]
+        self.minoff = [INF if m < 0 else m for m in self.minoff]
+        self.addr = [-1] * n
+        self.total = self.total0.copy()
+        self.sfloor = np.full(len(self.total0), base, np.int64)
+
     def _free_above(self, x):
         return np.maximum(0, self.wh[None, :] - np.maximum(self.wl[None, :], x[:, None])).sum(1)
+
+    def _infer(self, o):
+        """Section inference: the unplaced requests live in a section all land at
+        or above max(o, its floor, their lowest minoff), pairwise disjoint."""
+        mo = np.array([INF if a >= 0 else m for a, m in zip(self.addr, self.minoff)])
+        low = np.where(self.cover, mo[None, :], INF).min(1)
+        base = np.maximum(np.maximum(self.sfloor, o), np.where(low < INF, low, 0))
+        return bool((self.total <= self._free_above(base)).all())
+
+    def _raise(self, c, f, changes):
+        """Lift request c's floor to f; False if it then has no legal start."""
+        if f <= self.floor[c]:
+            return True
+        changes.append((c, self.floor[c], self.minoff[c]))
+        self.floor[c] = f
+        m = first_at_or_above(self.inst.dom0[c], f, self.inst.align[c])
+        self.minoff[c] = INF if m < 0 else m
+        return m >= 0
+
+    def _infer_run(self, o, lo, hi, unplaced):
+        """Section inference restricted to sections [lo, hi) and the unplaced
+        requests living there (nothing else changes inside a run)."""
+        if not unplaced:
+            return True
+        mo = np.array([self.minoff[c] for c in unplaced], np.int64)
+        low = np.where(self.cover[lo:hi][:, unplaced], mo[None, :], INF).min(1)
+        sf = self.sfloor[lo:hi]
+        base = np.maximum(np.maximum(sf, o), np.where(low < INF, low, 0))
+        return bool((self.total[lo:hi] <= self._free_above(base)).all())
+
+    def _tick(self):
+        self.nodes += 1
+        if self.nodes > self.budget:
+            raise Budget
+        if self.deadline is not None and not self.nodes & 63 and time.perf_counter() > self.deadline:
+            raise Budget
+
+    def dfs_skyline(self, unplaced, lo, hi):
+        """Skyline branching (`canonical_skyline`): at the leftmost section of the
+        lowest floor f, either some request live there starts at f (one branch
+        per candidate, each legal at f), or nothing ever will: the section's
+        floor rises to the lowest start any of its requests could still take.
+        Complete by the invariant "every unplaced request of a solution lies at or
+        above the floor of each of its sections"; under zero slack the second
+        branch dies at once, so the tree is the order of filling the skyline.
+
+        Dynamic decomposition (`decompose`): once placements leave runs of
+        sections separated by sections with nothing left to place, the runs are
+        independent; each is solved on its own and a failure in one never
+        backtracks into another's choices."""
+        if not unplaced:
+            return True
+        tot = self.total[lo:hi] > 0
+        if self.decompose:
+            edges = np.flatnonzero(np.diff(np.concatenate([[0], tot.view(np.int8), [0]])))
+            if len(edges) > 2:
+                return self._split(unplaced, [(lo + int(a), lo + int(b))
+                                              for a, b in zip(edges[::2], edges[1::2])])
+        inst, minoff = self.inst, self.minoff
+        masked = np.where(tot, self.sfloor[lo:hi], INF)
+        ta = lo + int(np.argmin(masked))
+        f = int(self.sfloor[ta])
+        live = [c for c in self.members[ta] if self.addr[c] < 0]
+        cands = [c for c in live if minoff[c] == f]
+        if len(cands) > 1:
+            cands.sort(key=self._fit_key(ta, f, lo, hi))
+        for b in cands:
+            self._tick()
+            changes = []
+            ok = self._place(b, f, changes)
+            s0, s1 = self.sec[b]
+            saved = self.sfloor[s0:s1].copy()
+            self.sfloor[s0:s1] = f + inst.ext[b]
+            self.total[s0:s1] -= inst.ext[b]
+            rest = [c for c in unplaced if c != b]
+            if ok and self.inference:
+                ok = self._infer_run(f, lo, hi, rest)
+            if ok and self.dfs_skyline(rest, lo, hi):
+                return True
+            self.total[s0:s1] += inst.ext[b]
+            self.sfloor[s0:s1] = saved
+            self._undo(b, changes)
+        # waste branch: nothing starts at (ta, f)
+        self._tick()
+        nxt = [first_at_or_above(inst.dom0[c], max(self.floor[c], f + 1), inst.align[c]) for c in live]
+        if not nxt or min(nxt) < 0:
+            return False
+        g = min(nxt)
+        changes = []
+        old = int(self.sfloor[ta])
+        self.sfloor[ta] = g
+        ok = all(self._raise(c, g, changes) for c in live)
+        if ok and self.inference:
+            ok = self._infer_run(f, lo, hi, unplaced)
+        if ok and self.dfs_skyline(unplaced, lo, hi):
+            return True
+        self.sfloor[ta] = old
+        for c, fl, m in reversed(changes):
+            self.floor[c], self.minoff[c] = fl, m
+        return False
+
+    def _fit_key(self, ta, f, lo, hi):
+        """Candidate order at a skyline step [ta, tb) of height f: first those
+        ending exactly at tb (they close the step), then those whose top meets
+        the floor of the step's left or right neighbour (they flatten the
+        skyline), then by preorder (big, long-lived first)."""
+        sf = self.sfloor
+        tb = ta
+        while tb < hi and sf[tb] == f and self.total[tb] > 0:
+            tb += 1
+        left = int(sf[ta - 1]) if ta > lo else -1
+        right = int(sf[tb]) if tb < hi else -1
+        ext, sec, pre = self.inst.ext, self.sec, self.pre
+        return lambda c: (sec[c][1] != tb, f + ext[c] not in (left, right), pre[c])
+
+    def _split(self, unplaced, runs):
+        snap = (list(self.addr), list(self.floor), list(self.minoff),
+                self.sfloor.copy(), self.total.copy())
+        sec = self.sec
+        for a, b in runs:
+            part = [c for c in unplaced if a <= sec[c][0] < b]
+            if not self.dfs_skyline(part, a, b):
+                self.addr, self.floor, self.minoff = snap[0], snap[1], snap[2]
+                self.sfloor[:], self.total[:] = snap[3], snap[4]
+                return False
+        return True
 
     def _height(self, c):
         m = self.minoff[c]
@@ -131,8 +271,7 @@ class CanonicalSearch:
             self.sfloor[s0:s1] = o + inst.ext[b]
             self.total[s0:s1] -= inst.ext[b]
             if ok and self.inference:
-                base = np.maximum(self.sfloor, o)
-                ok = bool((self.total <= self._free_above(base)).all())
+                ok = self._infer(o)
             if ok:
                 rest = [c for c in unplaced if c != b]
                 if self.dfs(rest, o, pre[b]):
@@ -143,12 +282,43 @@ class CanonicalSearch:
         return False
 
     def run(self):
-        """(addr or None, 'placed' | 'exhausted' | 'budget')."""
+        """(addr or None, 'placed' | 'exhausted' | 'budget').
+
+        Restarts (`canonical_restarts`): the search is complete but heavy-tailed
+        (one early wrong choice at the bottom of the skyline is found late), so
+        the budget is spent as attempts with geometrically growing node limits,
+        attempt k > 0 breaking candidate ties in a different deterministic
+        random order. An attempt that ends without hitting its limit has
+        explored everything: that is the proof of infeasibility."""
         if any(m >= INF for m in self.minoff):
             return None, "exhausted"
-        try:
-            if self.dfs(list(range(self.inst.n)), -1, -1):
-                return list(self.addr), "placed"
-            return None, "exhausted"
-        except Budget:
-            return None, "budget"
+        n = self.inst.n
+        restarts = self.cfg.canonical_restarts
+        limit = max(64, 2 * n) if restarts else self.budget
+        pre0 = list(self.pre)
+        attempt = 0
+        total_budget = self.budget
+        while True:
+            self.budget = min(total_budget, self.nodes + limit)
+            try:
+                root = list(range(n))
+                ok = (self.dfs_skyline(root, 0, len(self.total)) if self.skyline
+                      else self.dfs(root, -1, -1))
+                self.budget = total_budget
+                if ok:
+                    return list(self.addr), "placed"
+                return None, "exhausted"
+            except Budget:
+                self.budget = total_budget
+                if not restarts or self.nodes >= total_budget:
+                    return None, "budget"
+                if self.deadline is not None and time.perf_counter() > self.deadline:
+                    return None, "budget"
+            attempt += 1
+            limit = int(limit * 1.5)
+            rng = random.Random(attempt)
+            keys = [rng.random() for _ in range(n)]
+            order = sorted(range(n), key=lambda i: (pre0[i] // max(1, n // 4), keys[i]))
+            for r, i in enumerate(order):
+                self.pre[i] = r
+            self._reset()

@@ -21,6 +21,8 @@ class PlaceConfig:
     must_occupy_propagation: bool = True  # propagate bytes/elements every legal address covers
     search_restarts: bool = True        # spend the node budget as restarts with varied orders
     canonical: bool = True              # MiniMalloc-style canonical (monotone-offset) search
+    canonical_skyline: bool = True      # ...branch on what fills the lowest, leftmost floor
+    canonical_restarts: bool = True     # ...spend its budget as restarts with varied tie-breaks
     dominance: bool = True              # ...skip placements that leave a gap a waiting request fills
     section_inference: bool = True      # ...prune when a time section's remaining bytes cannot fit
     search_node_budget: int = 4096      # per search method and part

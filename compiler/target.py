@@ -130,7 +130,7 @@ class Target:
         return self.kernel_overhead_cycles + self._vec(nelem * (src_bytes + dst_bytes))
 
     def rowscale_cycles(self, rows, cols, add):
-        return self.kernel_overhead_cycles + self._vec(rows * cols * (6 if add else 4) + 4 * rows)
+        return self.kernel_overhead_cycles + self._vec(rows * cols * (4 + 2 * (add != 0)) + 4 * rows)
 
     def vector_cycles(self, nbytes):
         return self.kernel_overhead_cycles + -(-nbytes // self.vector_bytes_per_cycle)

@@ -14,6 +14,7 @@ MODELS = {
     "mlp-b2-repeat3": dict(name="mlp", tokens=12, batch=2, width=16, hidden=32, repeat=3, weight_dtype="f16"),
     "attention": dict(name="attention", tokens=16, heads=2, head_dim=16),
     "attention-odd-tokens": dict(name="attention", tokens=15, heads=2, head_dim=16),
+    "flash-attention": dict(name="flash_attention", tokens=15, heads=2, head_dim=16, block=4),
     "vit-2-layers": dict(name="vit", preset="custom", width=32, hidden=64, heads=2, tokens=16, layers=2),
     "vit-odd-tokens": dict(name="vit", preset="custom", width=32, hidden=64, heads=4, tokens=13, layers=1),
 }

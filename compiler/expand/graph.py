@@ -15,6 +15,7 @@ from .. import isa
 from ..plan.matmul import OUT_BYTES, Grid, reduce_rows
 from ..target import DTYPE_BYTES, STANDARD, Target
 from .layout import Layout, allocate, convert, fill, gather, starts
+from .flash import expand_flash
 from .tilegraph import END, Builder, TileGraph
 
 F16 = isa.DTYPES["f16"]
@@ -332,6 +333,8 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "")
             expand_add(c, op)
         elif op.kind in ("layernorm", "softmax"):
             expand_rowwise(c, op)
+        elif op.kind == "flash_attention":
+            expand_flash(c, op)
         else:
             raise NotImplementedError(f"expand: op {op.kind!r}")
     if carried:

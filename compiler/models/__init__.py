@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..target import ConfigError
 from . import attention, gemm, mlp, vit
 
-MODELS = {"gemm": gemm.build, "mlp": mlp.build, "attention": attention.build, "vit": vit.build}
+MODELS = {"gemm": gemm.build, "mlp": mlp.build, "attention": attention.build, "flash_attention": attention.build, "vit": vit.build}
 
 
 def build(cfg: dict):

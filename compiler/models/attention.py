@@ -1,4 +1,5 @@
-"""Materialized attention, B1: O = softmax(Q·Kᵀ/√d)·V per head, heads as column
+"""Attention, B1, materialized (`attention`) or blocked over keys with a running max
+and sum (`flash_attention`, one op; S is never stored whole). Materialized: O = softmax(Q·Kᵀ/√d)·V per head, heads as column
 windows of Q, K, V, O [tokens, heads·head_dim] (So400m: 16 heads × 72, 729 tokens).
 S = Q·Kᵀ is stored as [heads·tokens, tokens] (head h's rows at h·tokens).
 
@@ -21,10 +22,11 @@ class AttentionConfig:
     tokens: int = 729
     heads: int = 16
     head_dim: int = 72
+    block: int = 128            # flash_attention: keys per block
     seed: int = 0
 
     def check(self):
-        check_positive(self, "tokens", "heads", "head_dim")
+        check_positive(self, "tokens", "heads", "head_dim", "block")
         if self.head_dim % 2:
             raise ValueError(f"model.head_dim={self.head_dim}: must be even (rows move as 32-bit words)")
 
@@ -59,5 +61,9 @@ def build(cfg: dict):
         data[n] = np.zeros((T, H * d), np.float16)
         data[n][:c.tokens] = rng.standard_normal((c.tokens, H * d))
     g.add(Tensor("O", (T, H * d), "f16", "output"))
-    attention_ops(g, "Q", "K", "V", "O", T, H, d, valid=c.tokens)
+    if c.name == "flash_attention":
+        g.op("flash_attention", ["Q", "K", "V"], ["O"], tokens=T, heads=H, head_dim=d, valid=c.tokens,
+             block=c.block, scale=1 / np.sqrt(d))
+    else:
+        attention_ops(g, "Q", "K", "V", "O", T, H, d, valid=c.tokens)
     return g, data

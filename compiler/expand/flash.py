@@ -10,7 +10,6 @@ import numpy as np
 from .. import isa
 from ..target import STANDARD
 from .layout import Layout, gather, starts
-from .tilegraph import END
 
 F16 = isa.DTYPES["f16"]
 
@@ -31,23 +30,23 @@ def expand_flash(c, op):
     pad8 = lambda x: -(-np.asarray(x) // 8) * 8
     pad16 = lambda x: -(-np.asarray(x) // 16) * 16
     x = c.exchange_step()
-    qb = bld.alloc(f"{op.outputs[0]}.q", tile, pad8(rows * d * 2), 8, STANDARD, x, END)
+    qb = bld.alloc(f"{op.outputs[0]}.q", tile, pad8(rows * d * 2), 8, STANDARD, x)
     gather(bld, Q, x, qs[q], qs[q] + rows, h * d, h * d + d, tile, qb[tile], 0, d * 2)
-    o = bld.alloc(op.outputs[0], tile, pad8(rows * d * 2), 8, STANDARD, x, END)
-    state = bld.alloc(f"{op.outputs[0]}.state", tile, 12 * rows, 8, STANDARD, x, END)
+    o = bld.alloc(op.outputs[0], tile, pad8(rows * d * 2), 8, STANDARD, x)
+    state = bld.alloc(f"{op.outputs[0]}.state", tile, 12 * rows, 8, STANDARD, x)
     for b, k0 in enumerate(range(0, valid, kb)):
         kn = min(kb, valid - k0)
         if b:
             x = c.exchange_step()
         # K_b and V_b are MATMUL b operands: interleaved memory, banks apart from the a operands
-        kv = bld.alloc(f"{op.outputs[0]}.kv", tile, 2 * pad16(kn * d * 2), *isa.OPERANDS[isa.MATMUL]["b"], x, END)
+        kv = bld.alloc(f"{op.outputs[0]}.kv", tile, 2 * pad16(kn * d * 2), *isa.OPERANDS[isa.MATMUL]["b"], x)
         for lay, off in ((K, 0), (V, pad16(kn * d * 2))):
             gather(bld, lay, x, k0, k0 + kn, h * d, h * d + d, tile, kv[tile], off, d * 2)
         s = c.compute_step()
-        sb = bld.alloc(f"{op.outputs[0]}.s", tile, 2 * pad8(rows * kn * 2), 8, STANDARD, s, END)
+        sb = bld.alloc(f"{op.outputs[0]}.s", tile, 2 * pad8(rows * kn * 2), 8, STANDARD, s)
         bld.bank.append(np.stack([qb[tile], kv[tile]], 1))
         bld.bank.append(np.stack([sb[tile], kv[tile]], 1))
-        pv = bld.alloc(f"{op.outputs[0]}.pv", tile, pad8(rows * d * 2), 8, STANDARD, s, END)
+        pv = bld.alloc(f"{op.outputs[0]}.pv", tile, pad8(rows * d * 2), 8, STANDARD, s)
         p_off = pad8(rows * kn * 2)
         c.kernel(step=s, tile=tile, op=isa.MATMUL, dtype=F16 | isa.F_TRANSPOSE_B << 16, r0=qb[tile],
                  r1=kv[tile], r2=sb[tile], i0=rows, i1=d, i2=kn, scale=scale)

@@ -118,8 +118,8 @@ def expand_matmul(c: Ctx, op, grid: Grid, scale: float):
     sa, sb, sp = pad(mi * kl * ea, 8), pad(kl * nj * eb, 16), pad(mi * nj * OUT_BYTES, 8)
     spec = isa.OPERANDS[isa.MATMUL]
     x = c.exchange_step()
-    a_blk = bld.alloc(f"{op.outputs[0]}.a", tile, ng * sa, *spec["a"], x, END)
-    b_blk = bld.alloc(f"{op.outputs[0]}.b", tile, ng * sb, *spec["b"], x, END)
+    a_blk = bld.alloc(f"{op.outputs[0]}.a", tile, ng * sa, *spec["a"], x)
+    b_blk = bld.alloc(f"{op.outputs[0]}.b", tile, ng * sb, *spec["b"], x)
     bld.bank.append(np.stack([a_blk[tile], b_blk[tile]], 1))
     for gl in range(int(glen.max())):                       # group gl of every tile's chunk
         has = gl < ng
@@ -135,7 +135,7 @@ def expand_matmul(c: Ctx, op, grid: Grid, scale: float):
             gather(bld, c.lay[B.name], x, br + ks[l[has]], br + ks[l[has]] + kl[has], bc + ns[j[has]],
                    bc + ns[j[has]] + nj[has], tt, b_blk[tt], gl * sb[has], nj[has] * eb)
     s = c.compute_step()
-    p_blk = bld.alloc(f"{op.outputs[0]}.p" if gk > 1 else op.outputs[0], tile, ng * sp, *spec["out"], s, END)
+    p_blk = bld.alloc(f"{op.outputs[0]}.p" if gk > 1 else op.outputs[0], tile, ng * sp, *spec["out"], s)
     bld.reads(a_blk[tile], s)
     bld.reads(b_blk[tile], s)
     cells = []
@@ -168,7 +168,7 @@ def _reduce(c: Ctx, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_bl
     sc = pad(nbytes, 8)
     x = c.exchange_step()
     t = tile[red]
-    recv = bld.alloc(f"{op.outputs[0]}.recv", t, (ng * (gk - 1) * slot)[red], 8, STANDARD, x, END)
+    recv = bld.alloc(f"{op.outputs[0]}.recv", t, (ng * (gk - 1) * slot)[red], 8, STANDARD, x)
     bld.reads(p_blk[tile], x)
     for gl in range(int(glen.max())):
         for d in range(1, gk):                               # peer l' = (l + d) mod gk, slot d - 1
@@ -179,7 +179,7 @@ def _reduce(c: Ctx, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_bl
                     doff=((gl * (gk - 1) + d - 1) * slot)[sel], s_row_bytes=nbytes[sel], s_rows=1, s_stride=0,
                     d_row_bytes=nbytes[sel], d_rows=1, d_stride=0)
     s = c.compute_step()
-    out = bld.alloc(op.outputs[0], t, (ng * sc)[red], 8, STANDARD, s, END)
+    out = bld.alloc(op.outputs[0], t, (ng * sc)[red], 8, STANDARD, s)
     bld.reads(recv[t], s)
     bld.reads(p_blk[t], s)
     cells = []
@@ -220,7 +220,7 @@ def _blocks(lay: Layout):
 def _like(c: Ctx, name: str, lay: Layout, step: int) -> Layout:
     """A fresh layout with the same blocks on the same tiles."""
     return allocate(c.bld, name, lay.rows, lay.cols, lay.rstart, lay.cstart, lay.tile, OUT_BYTES,
-                    8, STANDARD, step, END)
+                    8, STANDARD, step)
 
 
 def expand_elementwise(c: Ctx, op):
@@ -246,7 +246,7 @@ def expand_add(c: Ctx, op):
     x, y = (c.lay[n] for n in op.inputs)
     if not _same_grid(x, y):
         y = convert(c.bld, y, f"{op.inputs[1]}@{op.outputs[0]}", x.rstart, x.cstart, x.tile,
-                    c.exchange_step(), 8, STANDARD, END)
+                    c.exchange_step(), 8, STANDARD)
     s = c.compute_step()
     out = _like(c, op.outputs[0], x, s)
     A, B, r, k = _blocks(x)
@@ -262,7 +262,7 @@ def _rows_layout(c: Ctx, name: str, x: Layout, step_of):
     if x.full_rows:
         return x
     rs = starts(x.rows, c.t.tiles)
-    return convert(c.bld, x, f"{name}.rows", rs, [0], np.arange(len(rs)), step_of(), 8, STANDARD, END)
+    return convert(c.bld, x, f"{name}.rows", rs, [0], np.arange(len(rs)), step_of(), 8, STANDARD)
 
 
 def expand_rowwise(c: Ctx, op):
@@ -281,7 +281,7 @@ def expand_rowwise(c: Ctx, op):
     tiles = x.tile[A, B]
     if op.kind == "layernorm":
         C = x.cols
-        gb = c.bld.alloc_rows(f"{op.outputs[0]}.gamma_beta", tiles, 2 * pad(C * 2, 8), 8, STANDARD, step_of(), END)
+        gb = c.bld.alloc_rows(f"{op.outputs[0]}.gamma_beta", tiles, 2 * pad(C * 2, 8), 8, STANDARD, step_of())
         for n, pname in enumerate(op.inputs[1:3]):
             c.gather_vector(pname, step_of(), tiles, gb, n * pad(C * 2, 8))
     s = c.compute_step()
@@ -308,6 +308,31 @@ def host_out(c: Ctx, name: str, stream: int):
     c.bld.reads(lay, len(c.kinds) + 1)
 
 
+def home_rotations(graph, names, seq, count: int, T: int, candidates: int = 64) -> dict[str, int]:
+    """Balanced home rotation: whole-row homes put each tensor's bytes on a prefix of
+    the tiles from its rotation; largest tensors first, each takes the rotation (from
+    `candidates` evenly spaced ones) that keeps the fullest tile lowest. A sequence
+    counts all its members (they share one rotation)."""
+    load = np.zeros(T, np.int64)
+    out = {}
+    sizes = {}
+    for n in names:
+        t = graph.tensors[n]
+        rows, cols = t.shape
+        if rows == 1:
+            continue                                   # vectors: replicated shard homes
+        rs = starts(rows, T)
+        per = np.zeros(T, np.int64)
+        per[:len(rs)] = np.diff(np.append(rs, rows)) * cols * DTYPE_BYTES[t.dtype] * (count if n in seq else 1)
+        sizes[n] = per
+    for n in sorted(sizes, key=lambda n: (-int(sizes[n].sum()), n)):
+        per = sizes[n]
+        best = min(range(0, T, max(1, T // candidates)), key=lambda r: (int((load + np.roll(per, r)).max()), r))
+        load += np.roll(per, best)
+        out[n] = best
+    return out
+
+
 def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "") -> TileGraph:
     """With a Repeat, the supersteps emitted here are its body, run `count` times:
     carried outputs are exchanged back into their inputs' homes at the end of each
@@ -318,12 +343,10 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "")
     seq = set(rep.sequences) if rep else set()
     carried = dict(rep.carried) if rep else {}
     ins = [t.name for t in graph.tensors.values() if t.kind in ("input", "param")]
-    params = [n for n in ins if graph.tensors[n].kind == "param"]
+    rots = home_rotations(graph, ins, seq, count, target.tiles) if policy.home_rotation else {}
     for k, name in enumerate(ins):
-        rot = (target.tiles // 2 + target.tiles * params.index(name) // max(1, 2 * len(params))) \
-            % target.tiles if name in params and policy.home_rotation else 0
-        c.home(name, k, rot, count if name in seq else 1,
-               resident=name in params or name in carried.values())
+        c.home(name, k, rots.get(name, 0), count if name in seq else 1,
+               resident=graph.tensors[name].kind == "param" or name in carried.values())
     for n, op in enumerate(graph.ops):
         if op.kind == "matmul":
             expand_matmul(c, op, strategy[n], op.attr("scale", 1.0))

@@ -59,7 +59,7 @@ def starts(n: int, parts: int) -> np.ndarray:
 
 
 def allocate(bld: Builder, name: str, rows: int, cols: int, rstart, cstart, tile, ebytes: int,
-             align: int, region: int, start: int, end: int, count: int = 1) -> Layout:
+             align: int, region: int, start: int, end=None, count: int = 1) -> Layout:
     """A layout with one fresh request per block (a sequence of `count` members each,
     members `istride` apart)."""
     rstart, cstart = np.asarray(rstart, np.int64), np.asarray(cstart, np.int64)
@@ -122,7 +122,7 @@ def gather(bld: Builder, src: Layout, step: int, r0, r1, c0, c1, dst_tile, dst_r
 
 
 def convert(bld: Builder, src: Layout, name: str, rstart, cstart, tile, step: int, align: int,
-            region: int, end: int) -> Layout:
+            region: int, end=None) -> Layout:
     """A new layout of the same tensor, filled by one exchange from `src`."""
     dst = allocate(bld, name, src.rows, src.cols, rstart, cstart, tile, src.ebytes, align, region, step, end)
     fill(bld, src, dst, step)

@@ -83,10 +83,13 @@ class Builder:
         self.hout: list[dict] = []
         self.uses: list[tuple[np.ndarray, int]] = []
 
-    def alloc_rows(self, name: str, tiles, size, align, region, start, end=END, count=1,
+    def alloc_rows(self, name: str, tiles, size, align, region, start, end=None, count=1,
                    stride=0) -> np.ndarray:
-        """One request per entry of `tiles`; returns their request rows. `end` may be END
-        (live to the end of the program); reads() extends ends to the last use."""
+        """One request per entry of `tiles`; returns their request rows. By default a
+        request lives from `start` through its last read (reads() extends it); END keeps
+        it to the end of the program (resident parameters, carried values)."""
+        if end is None:
+            end = np.asarray(start) + 1
         tiles = np.asarray(tiles, np.int64).ravel()
         n = len(tiles)
         full = lambda v: np.broadcast_to(np.asarray(v, np.int64), (n,))
@@ -99,7 +102,7 @@ class Builder:
         self.nreq += n
         return rows
 
-    def alloc(self, name: str, tiles, size, align, region, start, end=END) -> np.ndarray:
+    def alloc(self, name: str, tiles, size, align, region, start, end=None) -> np.ndarray:
         """Like alloc_rows for distinct tiles; returns a map tile -> request row (-1: none)."""
         tiles = np.asarray(tiles, np.int64)
         rows = np.full(self.tiles, -1, np.int64)

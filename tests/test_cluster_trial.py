@@ -6,58 +6,20 @@ entirely from the shared store."""
 import json
 import os
 import re
-import subprocess
 import sys
-import time
-from pathlib import Path
 
 import yaml
 
+from dask_cluster import local_cluster
 from test_dvc import copy_repo, sh
 
 PHASES = ["model", "plan", "expand", "place", "schedule", "lower", "run", "report"]
 
 
-def _stop(procs):
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(10)
-
-
 def test_trial_on_an_existing_cluster_with_shared_store(tmp_path):
     d = copy_repo(tmp_path / "t")
-    dask_bin = Path(sys.executable).with_name("dask")
-    sched_file = tmp_path / "scheduler.json"
-    # workers import the compiler from this checkout (the same code the stages run)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(d), os.environ.get("PYTHONPATH")])),
-           "DASK_DISTRIBUTED__LOGGING__DISTRIBUTED": "error"}
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    procs = []
-    try:
-        procs.append(subprocess.Popen(
-            [str(dask_bin), "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-             "--scheduler-file", str(sched_file)],
-            env=env, cwd=d, stdout=subprocess.DEVNULL, stderr=open(logs / "scheduler.log", "w")))
-        for w in range(2):
-            (tmp_path / f"w{w}").mkdir()
-            procs.append(subprocess.Popen(
-                [str(dask_bin), "worker", "--scheduler-file", str(sched_file), "--nthreads", "1",
-                 "--no-dashboard", "--host", "127.0.0.1", "--local-directory", str(tmp_path / f"w{w}"),
-                 "--name", f"w{w}"],
-                env=env, cwd=d, stdout=subprocess.DEVNULL, stderr=open(logs / f"w{w}.log", "w")))
-        deadline = time.monotonic() + 30
-        while not (sched_file.exists() and sched_file.stat().st_size > 0):
-            assert time.monotonic() < deadline, "scheduler did not start"
-            assert procs[0].poll() is None, (logs / "scheduler.log").read_text()
-            time.sleep(0.1)
-        address = json.loads(sched_file.read_text())["address"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(d), os.environ.get("PYTHONPATH")]))}
+    with local_cluster(tmp_path, env, d) as address:
         assert address.startswith("tcp://127.0.0.1:")
 
         from distributed import Client
@@ -86,6 +48,3 @@ def test_trial_on_an_existing_cluster_with_shared_store(tmp_path):
 
         r = sh([sys.executable, "-m", "pipeline", "expand"], d)   # a rerun: all from the shared store
         assert re.search(r"expand: 12/12 candidates in .*\(12 cached\)", r.stderr), r.stderr
-    finally:
-        _stop(procs[1:])
-        _stop(procs[:1])

@@ -99,7 +99,7 @@ class Ctx:
 
 
 def expand_matmul(c: Ctx, op, grid: Grid, scale: float):
-    g, t, bld = c.g, c.t, c.bld
+    g, bld = c.g, c.bld
     A, B = (g.tensors[x] for x in op.inputs)
     C = g.tensors[op.outputs[0]]
     M, K, N = op.attr("m"), op.attr("k"), op.attr("n")
@@ -299,7 +299,7 @@ def expand_rowwise(c: Ctx, op):
 
 
 def host_out(c: Ctx, name: str, stream: int):
-    lay, T = c.lay[name], c.g.tensors[name]
+    lay = c.lay[name]
     A, B, r, k = _blocks(lay)
     e = lay.ebytes
     c.bld.add("hout", stream=stream, host_off=(lay.rstart[A] * lay.cols + lay.cstart[B]) * e,

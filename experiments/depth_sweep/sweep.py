@@ -12,7 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from compiler.phases import PHASES, run_phase  # noqa: E402

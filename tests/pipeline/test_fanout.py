@@ -25,6 +25,9 @@ from pipeline.fanout import (  # noqa: E402
 from pipeline.progress import Progress  # noqa: E402
 from pipeline.store import Store, digest, task_key  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from dask_cluster import local_cluster  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 
 N_ITEMS = 40
@@ -332,43 +335,9 @@ def test_resume_after_sigkill(tmp_path):
 
 # ---------------------------------------------------------------------------------------- cluster
 
-def _stop(procs):
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(10)
-
-
 def test_cluster_executor_with_shared_store(tmp_path):
-    dask_bin = Path(sys.executable).with_name("dask")
-    sched_file = tmp_path / "scheduler.json"
-    env = {**_env(), "DASK_DISTRIBUTED__LOGGING__DISTRIBUTED": "error"}
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    procs = []
-    try:
-        procs.append(subprocess.Popen(
-            [str(dask_bin), "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-             "--scheduler-file", str(sched_file)],
-            env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=open(logs / "scheduler.log", "w")))
-        for w in range(2):
-            (tmp_path / f"w{w}").mkdir()
-            procs.append(subprocess.Popen(
-                [str(dask_bin), "worker", "--scheduler-file", str(sched_file), "--nthreads", "1",
-                 "--no-dashboard", "--host", "127.0.0.1", "--local-directory", str(tmp_path / f"w{w}"),
-                 "--name", f"w{w}"],
-                env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=open(logs / f"w{w}.log", "w")))
-        deadline = time.monotonic() + 30
-        while not (sched_file.exists() and sched_file.stat().st_size > 0):
-            assert time.monotonic() < deadline, "scheduler did not start"
-            assert procs[0].poll() is None, (logs / "scheduler.log").read_text()
-            time.sleep(0.1)
-        address = json.loads(sched_file.read_text())["address"]
+    env = {**_env()}
+    with local_cluster(tmp_path, env, tmp_path) as address:
 
         from distributed import Client
 
@@ -393,11 +362,6 @@ def test_cluster_executor_with_shared_store(tmp_path):
         out2 = map_reduce(counted_square, range(20), collect_by_index, None, executor=cfg, store=store, key=key,
                           scatter={"calls_dir": str(calls)})
         assert out2 == out and len(list(calls.iterdir())) == 20
-    finally:
-        _stop(procs[1:])
-        _stop(procs[:1])
-
-
 # ---------------------------------------------------------------------------------------- progress
 
 def test_progress_log_lines_when_not_a_tty():

@@ -1,0 +1,42 @@
+"""Expand screens candidates in bounded batches and keeps only the placement
+shortlist: the shortlist is identical for any window, executor or arrival order."""
+import pytest
+
+from compiler import mapper as mappers
+from compiler.expand import expand
+from compiler.phases import model_phase, policy_of, target_of
+from compiler.plan import plan
+from helpers import target_cfg
+from pipeline.fanout import Executor, ExecutorConfig
+from pipeline.stages import make_mapper
+from pipeline.store import Store
+
+CFG = dict(model=dict(name="mlp", tokens=24, width=32, hidden=64), target=target_cfg("tiny"),
+           policy=dict(plan_candidates=6, finalists=2))
+
+
+def shortlist(res):
+    return [(e.candidate.label, e.analysis["cycles"]) for e in res.finalists]
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    m = model_phase(CFG)
+    return m, plan(m, target_of(CFG), policy_of(CFG))
+
+
+def test_serial_shortlist_is_the_best_of_all(inputs):
+    m, p = inputs
+    res = expand(m, p, target_of(CFG), policy_of(CFG))
+    everything = expand(m, p, target_of(CFG), policy_of(dict(CFG, policy=dict(plan_candidates=6, finalists=6))))
+    assert shortlist(res) == shortlist(everything)[:2]
+    assert len(res.finalists) == 2 and res.screened == len(p.candidates)
+
+
+@pytest.mark.parametrize("kind,window", [("sync", 1), ("threads", 1), ("threads", 3), ("threads", 8)])
+def test_same_shortlist_for_any_window(inputs, tmp_path, kind, window):
+    m, p = inputs
+    want = shortlist(expand(m, p, target_of(CFG), policy_of(CFG), mappers.serial))
+    with Executor(ExecutorConfig(kind=kind, workers=2, window=window)) as ex:
+        got = expand(m, p, target_of(CFG), policy_of(CFG), make_mapper(ex, Store(tmp_path / "store")))
+    assert shortlist(got) == want

@@ -36,11 +36,11 @@ INF = 1 << 62
 
 
 class CanonicalSearch:
-    def __init__(self, inst, cfg, deadline=None):
+    def __init__(self, inst, cfg, deadline=None, skyline=None, budget=None):
         self.inst, self.cfg, self.deadline = inst, cfg, deadline
         n = inst.n
         self.nodes = 0
-        self.budget = cfg.canonical_node_budget
+        self.budget = cfg.canonical_node_budget if budget is None else budget
         self.dominance, self.inference = cfg.dominance, cfg.section_inference
         self.base = min((w[0] for r in (0, 1) for w in inst.windows[r]), default=0)
         self.has_bank = [bool(b) for b in inst.bank]
@@ -68,7 +68,8 @@ class CanonicalSearch:
             self.cover[a:b, i] = True
             for t in range(a, b):
                 self.members[t].append(i)
-        self.skyline, self.decompose = cfg.canonical_skyline, cfg.decompose
+        self.skyline = cfg.canonical_skyline if skyline is None else skyline
+        self.decompose = cfg.decompose
         wins = sorted(w for r in (0, 1) for w in inst.windows[r])
         self.wl = np.array([w[0] for w in wins], np.int64)
         self.wh = np.array([w[1] for w in wins], np.int64)

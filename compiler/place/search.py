@@ -48,6 +48,15 @@ def run(inst, cfg, t0, hint=None) -> SearchResult:
     return res
 
 
+def _slack(sub) -> float:
+    """1 - peak live bytes / free bytes of the part."""
+    ev = sorted(set(sub.start))
+    peak = max((sum(x for s, e, x in zip(sub.start, sub.end, sub.ext) if s <= t < e) for t in ev),
+               default=0)
+    free = sum(b - a for r in (0, 1) for a, b in sub.windows[r])
+    return 1 - peak / free if free else 0.0
+
+
 def _solve_part(sub, cfg, deadline):
     """(addr or None, method, nodes, proved_infeasible)."""
     for name, order in greedy.orders(sub, cfg):
@@ -62,11 +71,26 @@ def _solve_part(sub, cfg, deadline):
         if a is not None:
             return a, "search", nodes, False
     if cfg.canonical:
-        c = CanonicalSearch(sub, cfg, deadline)
-        a, st = c.run()
-        nodes += c.nodes
-        if a is not None:
-            return a, "canonical", nodes, False
-        if st == "exhausted":
-            return None, "canonical-exhausted", nodes, True
+        # Two complete searches, the skyline first with half the budget (strong
+        # near zero slack, where its "leave this floor empty" branch dies at
+        # once), then the monotone-offset MiniMalloc order (strong with slack and
+        # at proving infeasibility). Either one's exhaustion is a proof.
+        budget = cfg.canonical_node_budget
+        modes = [(False, budget)]
+        if cfg.canonical_skyline:
+            modes = [(True, budget // 2), (False, budget - budget // 2)]
+            if _slack(sub) > 0.02:   # with slack, the monotone order goes first
+                modes.reverse()
+        for k, (sky, b) in enumerate(modes):
+            dl = deadline
+            if deadline is not None and k + 1 < len(modes):
+                now = time.perf_counter()
+                dl = now + max(0.0, deadline - now) / 2
+            c = CanonicalSearch(sub, cfg, dl, skyline=sky, budget=b)
+            a, st = c.run()
+            nodes += c.nodes
+            if a is not None:
+                return a, "canonical-skyline" if sky else "canonical", nodes, False
+            if st == "exhausted":
+                return None, "canonical-exhausted", nodes, True
     return None, "unknown", nodes, False

@@ -19,7 +19,11 @@ def expand_flash(c, op):
     Q, K, V = (c.lay[n] for n in op.inputs)
     T, H, d = op.attr("tokens"), op.attr("heads"), op.attr("head_dim")
     valid, kb, scale = op.attr("valid"), op.attr("block"), op.attr("scale")
-    nq = max(1, t.tiles // H)
+    # query blocks per head: all tiles, unless the exchange table would pass the cap. A
+    # q tile receives ~2·valid key/value rows (one entry each); a home row tile sends its
+    # K (or V) row to every q tile of every head (H·nq entries per row it holds, 2 at most).
+    room = c.policy.exchange_table_cap // isa.ENTRY_BYTES - 2 * valid - 64
+    nq = max(1, min(t.tiles // H, room // (4 * H)))
     qs = starts(T, nq)
     qs = qs - qs % 2                                   # even query blocks keep f16 rows word-aligned
     qs = np.unique(qs)

@@ -66,6 +66,26 @@ class TileGraph:
     def end_event(self) -> int:
         return len(self.steps) + 2
 
+    # Artifacts hold tile graphs of a million rows: pickle each int64 column in the
+    # smallest integer type that holds it (3-4x smaller artifacts and DVC cache), and
+    # widen back on load, so the in-memory arithmetic stays int64.
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        for f in ("req", "kern", "xfer", "hin", "hout"):
+            state[f] = {k: _narrow(v) for k, v in state[f].items()}
+        return state
+
+    def __setstate__(self, state):
+        for f in ("req", "kern", "xfer", "hin", "hout"):
+            state[f] = {k: v.astype(np.int64) for k, v in state[f].items()}
+        self.__dict__.update(state)
+
+
+def _narrow(a: np.ndarray) -> np.ndarray:
+    if not len(a):
+        return a
+    return a.astype(np.promote_types(np.min_scalar_type(int(a.min())), np.min_scalar_type(int(a.max()))))
+
 
 class Builder:
     """Accumulates tile-graph rows in vectorised chunks."""

@@ -22,6 +22,12 @@ F16 = isa.DTYPES["f16"]
 VECTOR_SHARD = 256   # bytes per shard of a vector home
 
 
+def spread(n: int, T: int) -> np.ndarray:
+    """n blocks on tiles evenly spaced over all T: with n <= T/2 no two share a
+    supertile, so every sender has its exchange bus to itself."""
+    return np.arange(n) * T // max(n, 1)
+
+
 def pad(x, a: int):
     return -(-np.asarray(x) // a) * a
 
@@ -56,7 +62,7 @@ class Ctx:
         if rows == 1 and self.policy.vector_homes and t.kind == "param":
             return self.vector_home(name, stream, rot, count)
         rs = starts(rows, self.t.tiles)
-        tiles = (np.arange(len(rs)) + rot) % self.t.tiles
+        tiles = (spread(len(rs), self.t.tiles) + rot) % self.t.tiles
         self.lay[name] = self._home_layout(name, stream, rs, [0], tiles, count, resident)
 
     def _home_layout(self, name, stream, rs, cs, tiles, count, resident) -> Layout:
@@ -262,7 +268,7 @@ def _rows_layout(c: Ctx, name: str, x: Layout, step_of):
     if x.full_rows:
         return x
     rs = starts(x.rows, c.t.tiles)
-    return convert(c.bld, x, f"{name}.rows", rs, [0], np.arange(len(rs)), step_of(), 8, STANDARD)
+    return convert(c.bld, x, f"{name}.rows", rs, [0], spread(len(rs), c.t.tiles), step_of(), 8, STANDARD)
 
 
 def expand_rowwise(c: Ctx, op):
@@ -309,8 +315,8 @@ def host_out(c: Ctx, name: str, stream: int):
 
 
 def home_rotations(graph, names, seq, count: int, T: int, candidates: int = 64) -> dict[str, int]:
-    """Balanced home rotation: whole-row homes put each tensor's bytes on a prefix of
-    the tiles from its rotation; largest tensors first, each takes the rotation (from
+    """Balanced home rotation: whole-row homes put each tensor's bytes on evenly spread
+    tiles from its rotation; largest tensors first, each takes the rotation (from
     `candidates` evenly spaced ones) that keeps the fullest tile lowest. A sequence
     counts all its members (they share one rotation)."""
     load = np.zeros(T, np.int64)
@@ -323,7 +329,7 @@ def home_rotations(graph, names, seq, count: int, T: int, candidates: int = 64) 
             continue                                   # vectors: replicated shard homes
         rs = starts(rows, T)
         per = np.zeros(T, np.int64)
-        per[:len(rs)] = np.diff(np.append(rs, rows)) * cols * DTYPE_BYTES[t.dtype] * (count if n in seq else 1)
+        per[spread(len(rs), T)] = np.diff(np.append(rs, rows)) * cols * DTYPE_BYTES[t.dtype] * (count if n in seq else 1)
         sizes[n] = per
     for n in sorted(sizes, key=lambda n: (-int(sizes[n].sum()), n)):
         per = sizes[n]

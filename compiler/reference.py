@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from .ir import Graph
+from .models.gemm import FP8
 
 F16_UNIT = 2.0 ** -11   # unit roundoff of float16
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -64,6 +65,8 @@ def _op(op, x, rnd):
         return gelu(x[0], op.attr("approx", "tanh"))
     if op.kind == "add":
         return x[0] + x[1]
+    if op.kind == "cast":    # to FP8 e4m3 with the output's per-tensor scale
+        return (x[0] / op.attr("scale")).astype(FP8).astype(np.float64) * op.attr("scale")
     if op.kind == "layernorm":
         return layernorm(x[0], x[1], x[2], op.attr("eps", 1e-6))
     if op.kind == "softmax":
@@ -91,7 +94,8 @@ def evaluate(g: Graph, data: dict, round_f16: bool = True) -> dict[str, np.ndarr
             env[n] = data[n][i].astype(np.float64) * g.tensors[n].scale
         rnd = (lambda a: a.astype(np.float16).astype(np.float64)) if round_f16 else (lambda a: a)
         for op in g.ops:
-            env[op.outputs[0]] = rnd(_op(op, [env[n] for n in op.inputs], rnd))
+            y = _op(op, [env[n] for n in op.inputs], rnd)
+            env[op.outputs[0]] = rnd(y) if g.tensors[op.outputs[0]].dtype == "f16" else y
         if rep and i + 1 < rep.count:
             for out, inp in rep.carried:
                 env[inp] = env[out]

@@ -17,6 +17,8 @@ MODELS = {
     "flash-attention": dict(name="flash_attention", tokens=15, heads=2, head_dim=16, block=4),
     "vit-2-layers": dict(name="vit", preset="custom", width=32, hidden=64, heads=2, tokens=16, layers=2),
     "vit-odd-tokens": dict(name="vit", preset="custom", width=32, hidden=64, heads=4, tokens=13, layers=1),
+    "vit-fp8-activations": dict(name="vit", preset="custom", width=32, hidden=64, heads=2, tokens=15, layers=2,
+                                fp8_activations=True),
 }
 
 

@@ -33,6 +33,9 @@ def kernel_cycles(tg: TileGraph, t: Target) -> np.ndarray:
     cyc[add] = t.vector_cycles((k["i0"][add] + 2) * k["i1"][add] * 2)   # read src0 + nsrc1, write out
     g = on(isa.GELU)
     cyc[g] = t.gelu_cycles(k["i0"][g])
+    cast = on(isa.CAST)
+    src_b = np.where((k["dtype"][cast] >> 8 & 0xFF) == isa.DTYPES["fp8"], 1, 2)
+    cyc[cast] = t.cast_cycles(k["i0"][cast], src_b, 3 - src_b)
     for op, fn in ((isa.LAYERNORM, t.layernorm_cycles), (isa.SOFTMAX, t.softmax_cycles),
                    (isa.ONLINE_SOFTMAX, t.online_softmax_cycles)):
         sel = on(op)

@@ -223,21 +223,27 @@ def _blocks(lay: Layout):
     return A, B, lay.rlen[A], lay.clen[B]
 
 
-def _like(c: Ctx, name: str, lay: Layout, step: int) -> Layout:
+def _like(c: Ctx, name: str, lay: Layout, step: int, ebytes: int = OUT_BYTES) -> Layout:
     """A fresh layout with the same blocks on the same tiles."""
-    return allocate(c.bld, name, lay.rows, lay.cols, lay.rstart, lay.cstart, lay.tile, OUT_BYTES,
+    return allocate(c.bld, name, lay.rows, lay.cols, lay.rstart, lay.cstart, lay.tile, ebytes,
                     8, STANDARD, step)
 
 
 def expand_elementwise(c: Ctx, op):
-    """GELU over the producer's blocks, in its layout."""
+    """GELU, or a cast to FP8 with the output tensor's scale, over the producer's blocks,
+    in its layout."""
     src = c.lay[op.inputs[0]]
+    y = c.g.tensors[op.outputs[0]]
     s = c.compute_step()
-    out = _like(c, op.outputs[0], src, s)
+    out = _like(c, op.outputs[0], src, s, DTYPE_BYTES[y.dtype])
     A, B, r, k = _blocks(src)
-    flags = isa.F_ERF if op.attr("approx", "tanh") == "erf" else 0
-    c.kernel(step=s, tile=src.tile[A, B], op=isa.GELU, dtype=F16 | flags << 16, r0=out.req[A, B],
-             r1=src.req[A, B], o1=src.off[A, B], i0=r * k)
+    if op.kind == "cast":
+        c.kernel(step=s, tile=src.tile[A, B], op=isa.CAST, dtype=isa.DTYPES[y.dtype] | F16 << 8,
+                 r0=out.req[A, B], r1=src.req[A, B], o1=src.off[A, B], i0=r * k, scale=y.scale)
+    else:
+        flags = isa.F_ERF if op.attr("approx", "tanh") == "erf" else 0
+        c.kernel(step=s, tile=src.tile[A, B], op=isa.GELU, dtype=F16 | flags << 16, r0=out.req[A, B],
+                 r1=src.req[A, B], o1=src.off[A, B], i0=r * k)
     c.bld.reads(src, s)
     c.lay[op.outputs[0]] = out
 
@@ -356,7 +362,7 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "")
     for n, op in enumerate(graph.ops):
         if op.kind == "matmul":
             expand_matmul(c, op, strategy[n], op.attr("scale", 1.0))
-        elif op.kind == "gelu":
+        elif op.kind in ("gelu", "cast"):
             expand_elementwise(c, op)
         elif op.kind == "add":
             expand_add(c, op)

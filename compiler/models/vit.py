@@ -19,7 +19,7 @@ from ..ir import Graph, Repeat, Tensor
 from ..target import ConfigError
 from .attention import attention_ops, padded
 from .config import check_positive, model_config
-from .gemm import quantize
+from .gemm import FP8_MAX, quantize
 
 PRESETS = {"so400m": dict(width=1152, layers=27, hidden=4304, heads=16, tokens=729),
            "b16": dict(width=768, layers=12, hidden=3072, heads=12, tokens=197)}
@@ -38,6 +38,7 @@ class VitConfig:
     gelu: str = "tanh"
     eps: float = 1e-6
     weights: str = ""             # .npz or .safetensors with timm names; "" = seeded
+    fp8_activations: bool = False  # cast LayerNorm outputs to FP8 before QKV and fc1
     seed: int = 0
 
     def dims(self) -> dict:
@@ -142,7 +143,16 @@ def build(cfg: dict):
     def norm(xin, which, y):
         g.op("layernorm", [xin, param(f"{which}.weight", (1, D), "f16"), param(f"{which}.bias", (1, D), "f16")],
              [act(y, D)], eps=c.eps)
-        return y
+        if not c.fp8_activations:
+            return y
+        # |LayerNorm(x)_j| <= max|γ|·√(D-1) + max|β| for any x: a compile-time FP8 scale
+        # (one for all layers: the cast's scale is an immediate of the Repeat body)
+        gam = max(np.abs(w[f"blocks.{i}.{which}.weight"]).max() for i in range(L))
+        bet = max(np.abs(w[f"blocks.{i}.{which}.bias"]).max() for i in range(L))
+        scale = float(gam * np.sqrt(D - 1) + bet) / FP8_MAX
+        g.add(Tensor(y + ".fp8", (T, D), "fp8", "act", scale))
+        g.op("cast", [y], [y + ".fp8"], scale=scale)
+        return y + ".fp8"
 
     # one encoder block: the Repeat body, every parameter a sequence over the layers
     h = norm("x", "norm1", "ln1")
@@ -150,8 +160,8 @@ def build(cfg: dict):
     attention_ops(g, qkv, qkv, qkv, act("attn", D), T, H, hd, valid=T0, cols=(0, D, 2 * D))
     linear("attn", "attn.proj.weight", "proj", D, D)
     g.op("add", ["x", "proj"], [act("res1", D)])
-    norm("res1", "norm2", "ln2")
-    linear("ln2", "mlp.fc1.weight", "fc1", D, F)
+    h2 = norm("res1", "norm2", "ln2")
+    linear(h2, "mlp.fc1.weight", "fc1", D, F)
     g.op("gelu", ["fc1"], [act("gelu", F)], approx=c.gelu)
     linear("gelu", "mlp.fc2.weight", "fc2", F, D)
     g.tensors["y"] = Tensor("y", (T, D), "f16", "output")

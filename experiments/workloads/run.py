@@ -19,6 +19,7 @@ WORKLOADS = {
     "attention B1": ["model=attention"],
     "FlashAttention B1": ["model=flash_attention"],
     "ViT so400m FP8, 4 layers": ["model=vit", "model.layers=4"],
+    "ViT so400m FP8, 4 layers, FP8 activations": ["model=vit", "model.layers=4", "model.fp8_activations=true"],
 }
 
 

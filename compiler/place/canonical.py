@@ -144,46 +144,50 @@ class CanonicalSearch:
                 return self._split(unplaced, [(lo + int(a), lo + int(b))
                                               for a, b in zip(edges[::2], edges[1::2])])
         inst, minoff = self.inst, self.minoff
-        masked = np.where(tot, self.sfloor[lo:hi], INF)
-        ta = lo + int(np.argmin(masked))
-        f = int(self.sfloor[ta])
-        live = [c for c in self.members[ta] if self.addr[c] < 0]
-        cands = [c for c in live if minoff[c] == f]
-        if len(cands) > 1:
-            cands.sort(key=self._fit_key(ta, f, lo, hi))
-        for b in cands:
+        wasted = []   # the "leave this floor empty" steps taken here, as a loop (no recursion)
+        while True:
+            masked = np.where(tot, self.sfloor[lo:hi], INF)
+            ta = lo + int(np.argmin(masked))
+            f = int(self.sfloor[ta])
+            live = [c for c in self.members[ta] if self.addr[c] < 0]
+            cands = [c for c in live if minoff[c] == f]
+            if len(cands) > 1:
+                cands.sort(key=self._fit_key(ta, f, lo, hi))
+            for b in cands:
+                self._tick()
+                changes = []
+                ok = self._place(b, f, changes)
+                s0, s1 = self.sec[b]
+                saved = self.sfloor[s0:s1].copy()
+                self.sfloor[s0:s1] = f + inst.ext[b]
+                self.total[s0:s1] -= inst.ext[b]
+                rest = [c for c in unplaced if c != b]
+                if ok and self.inference:
+                    ok = self._infer_run(f, lo, hi, rest)
+                if ok and self.dfs_skyline(rest, lo, hi):
+                    return True
+                self.total[s0:s1] += inst.ext[b]
+                self.sfloor[s0:s1] = saved
+                self._undo(b, changes)
+            # waste branch: nothing starts at (ta, f); lift the section's floor
             self._tick()
+            nxt = [first_at_or_above(inst.dom0[c], max(self.floor[c], f + 1), inst.align[c])
+                   for c in live]
+            if not nxt or min(nxt) < 0:
+                break
+            g = min(nxt)
             changes = []
-            ok = self._place(b, f, changes)
-            s0, s1 = self.sec[b]
-            saved = self.sfloor[s0:s1].copy()
-            self.sfloor[s0:s1] = f + inst.ext[b]
-            self.total[s0:s1] -= inst.ext[b]
-            rest = [c for c in unplaced if c != b]
+            wasted.append((ta, int(self.sfloor[ta]), changes))
+            self.sfloor[ta] = g
+            ok = all(self._raise(c, g, changes) for c in live)
             if ok and self.inference:
-                ok = self._infer_run(f, lo, hi, rest)
-            if ok and self.dfs_skyline(rest, lo, hi):
-                return True
-            self.total[s0:s1] += inst.ext[b]
-            self.sfloor[s0:s1] = saved
-            self._undo(b, changes)
-        # waste branch: nothing starts at (ta, f)
-        self._tick()
-        nxt = [first_at_or_above(inst.dom0[c], max(self.floor[c], f + 1), inst.align[c]) for c in live]
-        if not nxt or min(nxt) < 0:
-            return False
-        g = min(nxt)
-        changes = []
-        old = int(self.sfloor[ta])
-        self.sfloor[ta] = g
-        ok = all(self._raise(c, g, changes) for c in live)
-        if ok and self.inference:
-            ok = self._infer_run(f, lo, hi, unplaced)
-        if ok and self.dfs_skyline(unplaced, lo, hi):
-            return True
-        self.sfloor[ta] = old
-        for c, fl, m in reversed(changes):
-            self.floor[c], self.minoff[c] = fl, m
+                ok = self._infer_run(f, lo, hi, unplaced)
+            if not ok:
+                break
+        for ta, old, changes in reversed(wasted):
+            self.sfloor[ta] = old
+            for c, fl, m in reversed(changes):
+                self.floor[c], self.minoff[c] = fl, m
         return False
 
     def _fit_key(self, ta, f, lo, hi):
@@ -309,7 +313,7 @@ class CanonicalSearch:
                 if ok:
                     return list(self.addr), "placed"
                 return None, "exhausted"
-            except Budget:
+            except (Budget, RecursionError):
                 self.budget = total_budget
                 if not restarts or self.nodes >= total_budget:
                     return None, "budget"

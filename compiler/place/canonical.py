@@ -61,11 +61,9 @@ class CanonicalSearch:
             tot[b] -= inst.ext[i]
         self.total0 = np.cumsum(tot)[:ns]
         self._reset()
-        self.cover = np.zeros((ns, n), bool)
         self.members = [[] for _ in range(ns)]
         for i in range(n):
             a, b = self.sec[i]
-            self.cover[a:b, i] = True
             for t in range(a, b):
                 self.members[t].append(i)
         self.skyline = cfg.canonical_skyline if skyline is None else skyline
@@ -86,14 +84,6 @@ class CanonicalSearch:
     def _free_above(self, x):
         return np.maximum(0, self.wh[None, :] - np.maximum(self.wl[None, :], x[:, None])).sum(1)
 
-    def _infer(self, o):
-        """Section inference: the unplaced requests live in a section all land at
-        or above max(o, its floor, their lowest minoff), pairwise disjoint."""
-        mo = np.array([INF if a >= 0 else m for a, m in zip(self.addr, self.minoff)])
-        low = np.where(self.cover, mo[None, :], INF).min(1)
-        base = np.maximum(np.maximum(self.sfloor, o), np.where(low < INF, low, 0))
-        return bool((self.total <= self._free_above(base)).all())
-
     def _raise(self, c, f, changes):
         """Lift request c's floor to f; False if it then has no legal start."""
         if f <= self.floor[c]:
@@ -106,11 +96,16 @@ class CanonicalSearch:
 
     def _infer_run(self, o, lo, hi, unplaced):
         """Section inference restricted to sections [lo, hi) and the unplaced
-        requests living there (nothing else changes inside a run)."""
+        requests living there (nothing else changes inside a run). The lowest
+        minoff per section is painted highest-first, O(requests + spans), so a
+        big tile never builds a sections x requests matrix per node."""
         if not unplaced:
             return True
-        mo = np.array([self.minoff[c] for c in unplaced], np.int64)
-        low = np.where(self.cover[lo:hi][:, unplaced], mo[None, :], INF).min(1)
+        low = np.full(hi - lo, INF, np.int64)
+        mo, sec = self.minoff, self.sec
+        for c in sorted(unplaced, key=mo.__getitem__, reverse=True):
+            a, b = sec[c]
+            low[a - lo:b - lo] = mo[c]
         sf = self.sfloor[lo:hi]
         base = np.maximum(np.maximum(sf, o), np.where(low < INF, low, 0))
         return bool((self.total[lo:hi] <= self._free_above(base)).all())
@@ -276,7 +271,7 @@ class CanonicalSearch:
             self.sfloor[s0:s1] = o + inst.ext[b]
             self.total[s0:s1] -= inst.ext[b]
             if ok and self.inference:
-                ok = self._infer(o)
+                ok = self._infer_run(o, 0, len(self.total), [c for c in unplaced if c != b])
             if ok:
                 rest = [c for c in unplaced if c != b]
                 if self.dfs(rest, o, pre[b]):

@@ -388,15 +388,10 @@ class Store:
         except (FileNotFoundError, NotADirectoryError):
             return None
 
-    def _discard(self, key: str, path: str, why: str) -> None:
+    def _discard(self, key: str, why: str) -> None:
         log.warning("store: entry %s is corrupt (%s); deleted, it will be recomputed", key, why)
         try:
-            if self._local:
-                os.unlink(path)
-            else:
-                self.fs.rm_file(path)
-        except FileNotFoundError:
-            pass
+            self.delete(key)
         except Exception as e:  # pragma: no cover - best effort
             log.warning("store: could not delete corrupt entry %s: %s", key, _reason(e))
 
@@ -428,7 +423,7 @@ class Store:
                 return cloudpickle.loads(memoryview(data)[HEADER_SIZE:])
             except Exception as e:
                 why = f"cannot unpickle: {_reason(e)}"
-        self._discard(key, path, why)
+        self._discard(key, why)
         return MISSING
 
     def cached(self, key: str, fn: Callable[[], Any]) -> Any:

@@ -123,3 +123,15 @@ def test_rejection_is_data_exit_zero(tmp_path):
 def test_params_yaml_is_the_composition_of_conf():
     from pipeline.config import compose
     assert yaml.safe_load((REPO / "params.yaml").read_text()) == compose()
+
+
+def test_every_config_key_is_declared_by_a_stage():
+    """A key no stage declares would not rerun anything when changed."""
+    from dataclasses import fields
+
+    from compiler.policy import Policy
+    declared = {p for st in yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"].values()
+                for p in st.get("params", [])}
+    for f in fields(Policy):
+        assert {"policy", f"policy.{f.name}"} & declared, f"policy.{f.name} is read but no stage declares it"
+    assert {"model", "target"} <= declared

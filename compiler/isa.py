@@ -22,10 +22,10 @@ ENTRY_BYTES = 4 * ENTRY_WORDS
 PROFILE_SAMPLE_BYTES = 4
 
 # opcodes
-END, SYNC, EXCH, MATMUL, ADD, COPY, GELU, LAYERNORM, SOFTMAX, CAST, ONLINE_SOFTMAX, ROWSCALE, REPEAT = range(13)
+END, SYNC, EXCH, MATMUL, ADD, COPY, GELU, LAYERNORM, SOFTMAX, CAST, ONLINE_SOFTMAX, ROWSCALE, REPEAT, BIAS = range(14)
 OP_NAMES = {END: "END", SYNC: "SYNC", EXCH: "EXCH", MATMUL: "MATMUL", ADD: "ADD", COPY: "COPY",
             GELU: "GELU", LAYERNORM: "LAYERNORM", SOFTMAX: "SOFTMAX", CAST: "CAST",
-            ONLINE_SOFTMAX: "ONLINE_SOFTMAX", ROWSCALE: "ROWSCALE", REPEAT: "REPEAT"}
+            ONLINE_SOFTMAX: "ONLINE_SOFTMAX", ROWSCALE: "ROWSCALE", REPEAT: "REPEAT", BIAS: "BIAS"}
 
 # dtype codes (word 0, bits 8..15)
 DTYPES = {"f16": 1, "fp8": 2, "f32": 3}
@@ -64,6 +64,7 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 #                                                  m = m'. flags bit 0 (first block): m = -inf, l = 0, c = 0.
 #   ROWSCALE out, src0, vec, src1, rows, cols      out[r, c] = src0[r, c] * v[r] (+ src1[r, c]); f16 data,
 #                                                  vec f32[rows]; flags bit 0: v = 1/vec, bit 1: add src1
+#   BIAS   out, src, bias, rows, cols              out[r, c] = src[r, c] + bias[c]; f16, added in f32
 #   REPEAT count, body, reloc, nreloc              run the next `body` instructions `count` times, then go on
 #                                                  after them. Must start a superstep; the body ends with
 #                                                  SYNC and every tile runs the same number of SYNCs per
@@ -85,6 +86,7 @@ OPERANDS = {
     CAST: {"out": (8, STANDARD), "src": (8, STANDARD)},
     ONLINE_SOFTMAX: {"out": (8, STANDARD), "src": (8, STANDARD), "state": (8, STANDARD)},
     ROWSCALE: {"out": (8, STANDARD), "src0": (8, STANDARD), "vec": (8, STANDARD), "src1": (8, STANDARD)},
+    BIAS: {"out": (8, STANDARD), "src": (8, STANDARD), "bias": (8, STANDARD)},
 }
 RELOC_WORDS = 2         # relocation entry: word address, stride (bytes per iteration)
 RELOC_BYTES = 4 * RELOC_WORDS

@@ -65,6 +65,8 @@ def _op(op, x, rnd):
         return gelu(x[0], op.attr("approx", "tanh"))
     if op.kind == "add":
         return x[0] + x[1]
+    if op.kind == "bias":      # x + b, b a [1, cols] row broadcast over the rows
+        return x[0] + x[1]
     if op.kind == "cast":    # to FP8 e4m3 with the output's per-tensor scale
         return (x[0] / op.attr("scale")).astype(FP8).astype(np.float64) * op.attr("scale")
     if op.kind == "layernorm":

@@ -129,6 +129,10 @@ class Target:
     def cast_cycles(self, nelem, src_bytes, dst_bytes):
         return self.kernel_overhead_cycles + self._vec(nelem * (src_bytes + dst_bytes))
 
+    def bias_cycles(self, rows, cols):
+        """Read src and the bias row, write out (f16)."""
+        return self.kernel_overhead_cycles + self._vec(4 * rows * cols + 2 * cols)
+
     def rowscale_cycles(self, rows, cols, add):
         return self.kernel_overhead_cycles + self._vec(rows * cols * (4 + 2 * (add != 0)) + 4 * rows)
 

@@ -39,6 +39,7 @@ class Ctx:
         self.kinds: list[str] = []
         self.lay: dict[str, Layout] = {}
         self.replicas: dict[str, list[Layout]] = {}   # vector homes: one layout per replica
+        self.exchanged_at: dict[str, int] = {}        # matmul output -> its operand exchange step
 
     # supersteps ---------------------------------------------------------------
     def exchange_step(self) -> int:
@@ -93,15 +94,18 @@ class Ctx:
             for r in range(R)]
         self.lay[name] = self.replicas[name][0]
 
-    def gather_vector(self, name: str, step: int, tiles, req, off):
-        """All of vector `name` into (req, off) on each of `tiles`, from replica tile mod R."""
+    def gather_vector(self, name: str, step: int, tiles, req, off, c0=0, c1=None):
+        """Columns [c0, c1) (default: all) of vector `name` into (req, off) on each of
+        `tiles`, each from replica (its position mod R)."""
         reps = self.replicas.get(name, [self.lay[name]])
-        cols = self.g.tensors[name].shape[1]
-        e = DTYPE_BYTES[self.g.tensors[name].dtype]
-        tiles, req, off = np.broadcast_arrays(np.asarray(tiles), np.asarray(req), np.asarray(off))
+        t = self.g.tensors[name]
+        e = DTYPE_BYTES[t.dtype]
+        c1 = t.shape[1] if c1 is None else c1
+        tiles, req, off, c0, c1 = np.broadcast_arrays(*(np.asarray(v) for v in (tiles, req, off, c0, c1)))
         for r, lay in enumerate(reps):
             sel = np.arange(len(tiles)) % len(reps) == r
-            gather(self.bld, lay, step, 0, 1, 0, cols, tiles[sel], req[sel], off[sel], cols * e)
+            gather(self.bld, lay, step, 0, 1, c0[sel], c1[sel], tiles[sel], req[sel], off[sel],
+                   (c1[sel] - c0[sel]) * e)
 
 
 def expand_matmul(c: Ctx, op, grid: Grid, scale: float):
@@ -159,6 +163,7 @@ def expand_matmul(c: Ctx, op, grid: Grid, scale: float):
     if gk > 1:
         cells = _reduce(c, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_blk, groups, glen)
     c.lay[C.name] = _layout_of_cells(C, cells)
+    c.exchanged_at[C.name] = x
 
 
 def _reduce(c: Ctx, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_blk, groups, glen):
@@ -245,6 +250,24 @@ def expand_elementwise(c: Ctx, op):
         c.kernel(step=s, tile=src.tile[A, B], op=isa.GELU, dtype=F16 | flags << 16, r0=out.req[A, B],
                  r1=src.req[A, B], o1=src.off[A, B], i0=r * k)
     c.bld.reads(src, s)
+    c.lay[op.outputs[0]] = out
+
+
+def expand_bias(c: Ctx, op):
+    """y = x + b over x's blocks; each block's slice of the bias row is gathered in the
+    producer matmul's operand exchange when there is one (no superstep of its own)."""
+    x, bname = c.lay[op.inputs[0]], op.inputs[1]
+    A, B, r, k = _blocks(x)
+    tiles = x.tile[A, B]
+    step = c.exchanged_at.get(op.inputs[0]) or c.exchange_step()
+    buf = c.bld.alloc_rows(f"{op.outputs[0]}.bias", tiles, pad(k * 2, 8), 8, STANDARD, step)
+    c.gather_vector(bname, step, tiles, buf, 0, x.cstart[B], x.cstart[B] + k)
+    s = c.compute_step()
+    out = _like(c, op.outputs[0], x, s)
+    c.kernel(step=s, tile=tiles, op=isa.BIAS, dtype=F16, r0=out.req[A, B], r1=x.req[A, B], o1=x.off[A, B],
+             r2=buf, i0=r, i1=k)
+    c.bld.reads(x, s)
+    c.bld.reads(buf, s)
     c.lay[op.outputs[0]] = out
 
 
@@ -366,6 +389,8 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "")
             expand_elementwise(c, op)
         elif op.kind == "add":
             expand_add(c, op)
+        elif op.kind == "bias":
+            expand_bias(c, op)
         elif op.kind in ("layernorm", "softmax"):
             expand_rowwise(c, op)
         elif op.kind == "flash_attention":

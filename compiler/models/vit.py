@@ -6,7 +6,6 @@ with per-tensor scales (or f16), activations and partials FP16.
 
 Weights are seeded, or imported from an .npz / .safetensors file with timm's names
 (blocks.{i}.attn.qkv.weight, ...; Linear weights stored out×in, transposed here).
-Linear biases are not modelled yet: an imported file's biases are ignored.
 An odd token count is padded by one masked token (see attention.py)."""
 from __future__ import annotations
 
@@ -72,8 +71,9 @@ def timm_shapes(i: int, D: int, F: int) -> dict:
     """timm names and shapes (Linear weights out×in) of block i."""
     b = f"blocks.{i}."
     return {b + "norm1.weight": (D,), b + "norm1.bias": (D,), b + "attn.qkv.weight": (3 * D, D),
-            b + "attn.proj.weight": (D, D), b + "norm2.weight": (D,), b + "norm2.bias": (D,),
-            b + "mlp.fc1.weight": (F, D), b + "mlp.fc2.weight": (D, F)}
+            b + "attn.qkv.bias": (3 * D,), b + "attn.proj.weight": (D, D), b + "attn.proj.bias": (D,),
+            b + "norm2.weight": (D,), b + "norm2.bias": (D,), b + "mlp.fc1.weight": (F, D),
+            b + "mlp.fc1.bias": (F,), b + "mlp.fc2.weight": (D, F), b + "mlp.fc2.bias": (D,)}
 
 
 def load_weights(path: str, layers: int, D: int, F: int) -> dict:
@@ -105,7 +105,7 @@ def seeded_weights(rng, layers: int, D: int, F: int) -> dict:
         for name, shape in timm_shapes(i, D, F).items():
             if name.endswith("norm1.weight") or name.endswith("norm2.weight"):
                 w[name] = 1 + 0.1 * rng.standard_normal(shape, dtype=np.float32)
-            elif "norm" in name:
+            elif name.endswith("bias"):
                 w[name] = 0.1 * rng.standard_normal(shape, dtype=np.float32)
             else:
                 w[name] = rng.standard_normal(shape, dtype=np.float32) / np.float32(np.sqrt(shape[1]))
@@ -138,7 +138,10 @@ def build(cfg: dict):
         return g.add(Tensor(name, (T, cols), "f16", "act")).name
 
     def linear(xin, wname, y, k, n):
-        g.op("matmul", [xin, param(wname, (k, n), c.weight_dtype, True)], [act(y, n)], m=T, k=k, n=n)
+        """x·W + b (timm Linear: W stored out×in, b in f16)."""
+        g.op("matmul", [xin, param(wname, (k, n), c.weight_dtype, True)], [act(y + ".xw", n)], m=T, k=k, n=n)
+        bname = wname.replace(".weight", ".bias")
+        g.op("bias", [y + ".xw", param(bname, (1, n), "f16")], [act(y, n)])
         return y
 
     def norm(xin, which, y):

@@ -31,6 +31,7 @@ RULES = {
     isa.CAST: ({F16, FP8}, {F16, FP8}, 0),
     isa.ONLINE_SOFTMAX: ({0, F16}, {0}, isa.F_FIRST),
     isa.ROWSCALE: ({0, F16}, {0}, isa.F_RECIP | isa.F_ADD),
+    isa.BIAS: _F16_ONLY,
 }
 assert set(RULES) == set(isa.OP_NAMES)
 

@@ -243,6 +243,20 @@ class Kernels:
                 self._store(tg, out[g], to_f16(fmath.gelu(self._load(tg, src[g], 2 * n), bool(erf_form[grp[0]]))))
         return self.t.gelu_cycles(ne)
 
+    def bias(self, step, tiles, pcs, w):
+        out, src, bias, R, C = (w[:, j] for j in range(1, 6))
+        self._dims(isa.BIAS, step, tiles, pcs, {"rows": R, "cols": C})
+        self.check_operands(isa.BIAS, step, tiles, pcs, {"out": (out, 2 * R * C, None), "src": (src, 2 * R * C, None),
+                                                         "bias": (bias, 2 * C, None)})
+        for grp in groups(np.stack([R, C], 1)):
+            r, c = int(R[grp[0]]), int(C[grp[0]])
+            for g in batches(grp, 16 * r * c):
+                tg = tiles[g]
+                x = self._load(tg, src[g], 2 * r * c).reshape(-1, r, c)
+                b = self._load(tg, bias[g], 2 * c).reshape(-1, 1, c)
+                self._store(tg, out[g], to_f16((x + b).reshape(len(g), -1)))
+        return self.t.bias_cycles(R, C)
+
     def layernorm(self, step, tiles, pcs, w):
         out, src, gamma, beta, R, C = (w[:, j] for j in range(1, 7))
         eps = w[:, 7].astype(np.uint32).view(np.float32)
@@ -359,9 +373,9 @@ class Kernels:
         validated by decode.check); returns int64 cycles per tile."""
         fn = {isa.MATMUL: self.matmul, isa.ADD: self.add, isa.COPY: self.copy, isa.GELU: self.gelu,
               isa.LAYERNORM: self.layernorm, isa.SOFTMAX: self.softmax, isa.CAST: self.cast,
-              isa.ONLINE_SOFTMAX: self.online_softmax, isa.ROWSCALE: self.rowscale}[op]
+              isa.ONLINE_SOFTMAX: self.online_softmax, isa.ROWSCALE: self.rowscale, isa.BIAS: self.bias}[op]
         return np.asarray(fn(step, tiles, pcs, w), I64)
 
 
-KERNELS = (isa.MATMUL, isa.ADD, isa.COPY, isa.GELU, isa.LAYERNORM, isa.SOFTMAX, isa.CAST,
+KERNELS = (isa.MATMUL, isa.ADD, isa.COPY, isa.GELU, isa.LAYERNORM, isa.SOFTMAX, isa.CAST, isa.BIAS,
            isa.ONLINE_SOFTMAX, isa.ROWSCALE)

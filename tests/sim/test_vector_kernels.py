@@ -460,3 +460,28 @@ def test_softmax_valid_columns():
     a.on(3, isa.SOFTMAX, R1, R0_DATA, r, c, isa.f32_bits(1.0), c + 1).sync()
     with pytest.raises(sim.MachineFault, match="SOFTMAX valid = 25 exceeds cols = 24"):
         sim.run(a.build(), {})
+
+
+# ---- BIAS --------------------------------------------------------------------------------
+def test_bias_adds_a_row_to_every_row():
+    rng = np.random.default_rng(7)
+    r, c = 5, 24
+    X = [_f16(rng, (r, c)) for _ in TILES]
+    Bs = [_f16(rng, c) for _ in TILES]
+
+    def build(off):
+        a = Asm()
+        s = {"x": _load(a, "x", lambda t: R0_DATA + off(t), X),
+             "b": _load(a, "b", lambda t: R0_DATA2 + off(t), Bs)}
+        for t in TILES:
+            a.on(t, isa.BIAS, R1 + off(t), R0_DATA + off(t), R0_DATA2 + off(t), r, c)
+        a.sync()
+        _unload(a, "y", lambda t: R1 + off(t), 2 * r * c)
+        return a.build(), s
+
+    res = _run_both(build)
+    Y = res.outputs["y"].view(np.float16).reshape(len(TILES), r, c)
+    for i, t in enumerate(TILES):
+        want = (X[i].astype(np.float64) + Bs[i].astype(np.float64)).astype(np.float16)
+        assert np.array_equal(Y[i], want)                 # one f32 add, one rounding: exact
+        assert res.tile_cycles[0, t] == Asm().t.bias_cycles(r, c)

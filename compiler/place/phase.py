@@ -16,7 +16,7 @@ from ..expand.analysis import profile_bytes
 from ..result import Rejection
 from ..target import Target
 from .config import PlaceConfig
-from .problem import PLACED, Problem, Solution
+from .problem import PLACED, Problem
 from .solve import solve
 
 CHUNK = 64          # distinct tile problems per task (tasks of >= ~100 ms)
@@ -86,8 +86,7 @@ def _digest(p: Problem) -> str:
 
 
 def solve_chunk(problems: list[Problem], place_cfg: PlaceConfig):
-    return [solve(p, place_cfg) if len(p) else Solution(PLACED, np.zeros(0, np.int64), "empty")
-            for p in problems]
+    return [solve(p, place_cfg) for p in problems]
 
 
 @dataclass
@@ -134,7 +133,7 @@ def place_finalist(tg, t: Target, place_cfg: PlaceConfig, mapper):
         s = by_key[keys[tile]]
         if s.status == PLACED:
             addr[rows[tile]] = s.addr
-            counts["greedy" if s.method.startswith(("online", "order", "greedy")) else "search"] += 1
+            counts["greedy" if s.method.startswith(("greedy", "empty")) else "search"] += 1
             free.append(t.tile_bytes - int(np.diff(support.ranges[tile]).sum()) - _peak_live(problems[tile]))
         else:
             counts["failed"] += 1

@@ -30,14 +30,14 @@ def solve(problem: Problem, cfg: PlaceConfig | None = None) -> Solution:
         a = np.asarray(addr if addr is not None else [-1] * n, np.int64)
         return Solution(status, a, method=method, seconds=time.perf_counter() - t0, **kw)
 
+    if n == 0:
+        return done(PLACED, [], "empty")
     if cfg.lower_bound:
         proof = bound.prove(inst)
         if proof is not None:
             return done(INFEASIBLE, None, f"bound-{proof.kind}", event=proof.event,
                         live_bytes=proof.live_bytes, available_bytes=proof.available_bytes,
                         request=proof.request, detail={"proof": proof.kind})
-    if n == 0:
-        return done(PLACED, [], "empty")
 
     best = None  # (placed count, failed request, addr) of the best failed greedy attempt
     tried = []

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import isa
 from ..target import STANDARD
-from .layout import Layout, gather, starts
+from .layout import Layout, gather, pad, starts
 
 F16 = isa.DTYPES["f16"]
 
@@ -31,8 +31,7 @@ def expand_flash(c, op):
     h, q = (x.ravel() for x in np.meshgrid(np.arange(H), np.arange(len(qs)), indexing="ij"))
     tile = h * len(qs) + q
     rows = ql[q]
-    pad8 = lambda x: -(-np.asarray(x) // 8) * 8
-    pad16 = lambda x: -(-np.asarray(x) // 16) * 16
+    pad8, pad16 = (lambda x: pad(x, 8)), (lambda x: pad(x, 16))
     x = c.exchange_step()
     qb = bld.alloc(f"{op.outputs[0]}.q", tile, pad8(rows * d * 2), 8, STANDARD, x)
     gather(bld, Q, x, qs[q], qs[q] + rows, h * d, h * d + d, tile, qb[tile], 0, d * 2)

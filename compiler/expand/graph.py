@@ -3,8 +3,8 @@
 Each op first gathers what it needs (one exchange superstep for all its gathers),
 then runs its kernels (a compute superstep, shared with the previous op's when no
 exchange came between). Inputs and parameters start in their homes: whole rows
-spread over all tiles, parameters rotated away from inputs (policy.home_rotation);
-vectors in replicated 256-byte shards (policy.vector_homes) so that broadcasting them
+spread evenly over the tiles, each tensor rotated to balance the fullest tile
+(policy.home_rotation); vectors in replicated 256-byte shards (policy.vector_homes) so that broadcasting them
 to every row tile costs no home tile more than a consumer receives.
 """
 from __future__ import annotations
@@ -14,22 +14,12 @@ import numpy as np
 from .. import isa
 from ..plan.matmul import OUT_BYTES, Grid, reduce_rows
 from ..target import DTYPE_BYTES, STANDARD, Target
-from .layout import Layout, allocate, convert, fill, gather, starts
+from .layout import Layout, allocate, convert, fill, gather, pad, spread, starts
 from .flash import expand_flash
 from .tilegraph import END, Builder, TileGraph
 
 F16 = isa.DTYPES["f16"]
 VECTOR_SHARD = 256   # bytes per shard of a vector home
-
-
-def spread(n: int, T: int) -> np.ndarray:
-    """n blocks on tiles evenly spaced over all T: with n <= T/2 no two share a
-    supertile, so every sender has its exchange bus to itself."""
-    return np.arange(n) * T // max(n, 1)
-
-
-def pad(x, a: int):
-    return -(-np.asarray(x) // a) * a
 
 
 class Ctx:

@@ -52,6 +52,17 @@ class Layout:
         return len(self.cstart) == 1
 
 
+def pad(x, a: int):
+    """x rounded up to a multiple of a (arrays too)."""
+    return -(-np.asarray(x) // a) * a
+
+
+def spread(n: int, T: int) -> np.ndarray:
+    """n blocks on tiles evenly spaced over all T: with n <= T/2 no two share a
+    supertile, so every sender has its exchange bus to itself."""
+    return np.arange(n) * T // max(n, 1)
+
+
 def starts(n: int, parts: int) -> np.ndarray:
     """Even partition of n into at most `parts` non-empty blocks."""
     b = -(-n // max(1, min(parts, n)))

@@ -12,6 +12,7 @@ class Policy:
     exchange_table_cap: int = 81920   # encoded exchange-table bytes per tile (80 KiB)
     plan_candidates: int = 8          # ranked plan candidates handed to expand
     finalists: int = 2                # expanded candidates admitted to placement
+    compose_candidates: bool = True   # also try each matmul's measured-cheapest grid, mixed
     home_rotation: bool = True        # rotate parameter homes away from input homes
     vector_homes: bool = True         # vectors (LayerNorm γ, β): replicated homes of 256-byte shards
     grid: str = ""                    # force one GEMM grid "GMxGNxGK" (tests, studies); "" = search

@@ -40,3 +40,12 @@ def test_same_shortlist_for_any_window(inputs, tmp_path, kind, window):
     with Executor(ExecutorConfig(kind=kind, workers=2, window=window)) as ex:
         got = expand(m, p, target_of(CFG), policy_of(CFG), make_mapper(ex, Store(tmp_path / "store")))
     assert shortlist(got) == want
+
+
+def test_composed_candidate_is_never_worse(inputs):
+    """Mixing each matmul's measured-cheapest grid is tried once more, and kept only on merit."""
+    m, p = inputs
+    on = expand(m, p, target_of(CFG), policy_of(CFG))
+    off = expand(m, p, target_of(CFG), policy_of(dict(CFG, policy=dict(CFG["policy"], compose_candidates=False))))
+    assert on.finalists[0].analysis["cycles"] <= off.finalists[0].analysis["cycles"]
+    assert off.screened == len(p.candidates) and on.screened in (len(p.candidates), len(p.candidates) + 1)

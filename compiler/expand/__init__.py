@@ -22,11 +22,15 @@ class Expanded:
     reason: str = ""           # "" when admitted
     message: str = ""
     figures: dict = field(default_factory=dict)
+    op_cycles: dict = field(default_factory=dict)   # op index -> cycles of the supersteps it opened
 
 
 def expand_one(cand, graph, target: Target, policy: Policy) -> Expanded:
     tg = expand_graph(graph, cand.grids, target, policy, cand.label)
     a = analyse(tg, target)
+    op_cycles = {}
+    for op, c in zip(tg.step_op, a["step_cycles"]):
+        op_cycles[op] = op_cycles.get(op, 0) + int(c)
     w = a["worst_tile"]
     tbl = int(a["table_bytes"].max())
     if a["unencodable"]:
@@ -45,7 +49,7 @@ def expand_one(cand, graph, target: Target, policy: Policy) -> Expanded:
                         dict(tile=w, event=ev, live_bytes=need, available_bytes=target.tile_bytes,
                              deficit_bytes=need - target.tile_bytes))
     tg.analysis = a
-    return Expanded(cand, tg, a)
+    return Expanded(cand, tg, a, op_cycles=op_cycles)
 
 
 @dataclass
@@ -63,6 +67,22 @@ class ExpandResult:
                 "cycles": best["cycles"] if best else None}
 
 
+def compose(cands: list, costs: dict):
+    """The candidate taking, for every matmul, the grid whose supersteps measured
+    cheapest among the admitted candidates (plan's estimates rank grids per op; the
+    exact figures may disagree). None when it is one of them already or nothing to mix."""
+    if len(costs) < 2:
+        return None
+    grids = []
+    for n, _ in cands[0].strategy:
+        i = min(costs, key=lambda i: (costs[i].get(n, float("inf")), i))
+        grids.append((n, cands[i].grids[n]))
+    strategy = tuple(grids)
+    if any(c.strategy == strategy for c in cands):
+        return None
+    return type(cands[0])(strategy, sum(g.cycles for _, g in strategy))
+
+
 def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.serial) -> ExpandResult:
     if plan_res.rejection:
         return ExpandResult(rejection=plan_res.rejection)
@@ -71,15 +91,22 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
     failures = Counter()
     first_failure = {}
 
+    costs = {}                                   # admitted candidate -> its per-op cycles
+
     def reduce(acc, i, e: Expanded):
         if e.reason:
             failures[e.reason] += 1
             first_failure[e.reason] = min(first_failure.get(e.reason, (i, e)), (i, e), key=lambda p: p[0])
+        else:
+            costs[i] = e.op_cycles
         return keep(acc, i, e)
 
-    best = mapper("expand", expand_one, cands, reduce, [],
-                  dict(graph=model.graph, target=target, policy=policy))
-    res = ExpandResult([e for _, e in best], len(cands), dict(sorted(failures.items())))
+    shared = dict(graph=model.graph, target=target, policy=policy)
+    best = mapper("expand", expand_one, cands, reduce, [], shared)
+    composed = compose(cands, costs) if policy.compose_candidates else None
+    if composed is not None:
+        best = reduce(best, len(cands), expand_one(composed, **shared))
+    res = ExpandResult([e for _, e in best], len(cands) + (composed is not None), dict(sorted(failures.items())))
     if not res.finalists:
         reason = max(failures, key=lambda r: (failures[r], r))
         first = first_failure[reason][1]

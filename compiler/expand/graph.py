@@ -30,15 +30,19 @@ class Ctx:
         self.lay: dict[str, Layout] = {}
         self.replicas: dict[str, list[Layout]] = {}   # vector homes: one layout per replica
         self.exchanged_at: dict[str, int] = {}        # matmul output -> its operand exchange step
+        self.op = -1                                   # index of the op being expanded
+        self.step_op: list[int] = []                   # op that opened each superstep
 
     # supersteps ---------------------------------------------------------------
     def exchange_step(self) -> int:
         self.kinds.append("exchange")
+        self.step_op.append(self.op)
         return len(self.kinds)
 
     def compute_step(self) -> int:
         if not self.kinds or self.kinds[-1] != "compute":
             self.kinds.append("compute")
+            self.step_op.append(self.op)
         return len(self.kinds)
 
     def kernel(self, **cols):
@@ -373,6 +377,7 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "")
         c.home(name, k, rots.get(name, 0), count if name in seq else 1,
                resident=graph.tensors[name].kind == "param" or name in carried.values())
     for n, op in enumerate(graph.ops):
+        c.op = n
         if op.kind == "matmul":
             expand_matmul(c, op, strategy[n], op.attr("scale", 1.0))
         elif op.kind in ("gelu", "cast"):
@@ -395,4 +400,6 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "")
     outs = [t.name for t in graph.of_kind("output")]
     for k, name in enumerate(outs):
         host_out(c, name, k)
-    return c.bld.build(c.kinds, ins, {n: graph.tensors[n].nbytes for n in outs}, label, count)
+    tg = c.bld.build(c.kinds, ins, {n: graph.tensors[n].nbytes for n in outs}, label, count)
+    tg.step_op = c.step_op
+    return tg

@@ -60,6 +60,7 @@ class TileGraph:
     out_streams: dict[str, int]
     label: str = ""
     count: int = 1                            # the supersteps are a Repeat body run count times
+    step_op: list = field(default_factory=list)   # op index that opened each superstep
     analysis: dict = field(default_factory=dict)
 
     @property

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..ir import Graph, Tensor
 from ..target import ConfigError
-from .config import model_config
+from .config import check_positive, model_config
 
 FP8 = ml_dtypes.float8_e4m3fn
 FP8_MAX = float(ml_dtypes.finfo(FP8).max)
@@ -28,10 +28,7 @@ class GemmConfig:
     seed: int = 0
 
     def check(self):
-        for d in ("m", "k", "n"):
-            v = getattr(self, d)
-            if not isinstance(v, int) or v <= 0:
-                raise ConfigError(f"model.{d}={v!r}: a GEMM dimension must be a positive integer")
+        check_positive(self, "m", "k", "n")
         if self.dtype not in ("f16", "fp8"):
             raise ConfigError(f"model.dtype={self.dtype!r}: not one of f16, fp8")
         # exchange and local copies move whole 32-bit words: rows of k and n elements

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .ir import Graph
-from .models.gemm import FP8
+from .models.gemm import FP8, FP8_MAX
 
 F16_UNIT = 2.0 ** -11   # unit roundoff of float16
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -67,8 +67,9 @@ def _op(op, x, rnd):
         return x[0] + x[1]
     if op.kind == "bias":      # x + b, b a [1, cols] row broadcast over the rows
         return x[0] + x[1]
-    if op.kind == "cast":    # to FP8 e4m3 with the output's per-tensor scale
-        return (x[0] / op.attr("scale")).astype(FP8).astype(np.float64) * op.attr("scale")
+    if op.kind == "cast":    # to FP8 e4m3 with the output's per-tensor scale, saturating
+        q = np.clip(x[0] / op.attr("scale"), -FP8_MAX, FP8_MAX)
+        return q.astype(FP8).astype(np.float64) * op.attr("scale")
     if op.kind == "layernorm":
         return layernorm(x[0], x[1], x[2], op.attr("eps", 1e-6))
     if op.kind == "softmax":

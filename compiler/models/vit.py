@@ -37,7 +37,7 @@ class VitConfig:
     gelu: str = "tanh"
     eps: float = 1e-6
     weights: str = ""             # .npz or .safetensors with timm names; "" = seeded
-    fp8_activations: bool = False  # cast LayerNorm outputs to FP8 before QKV and fc1
+    fp8_activations: bool = False  # cast the inputs of QKV, proj, fc1, fc2 to FP8 (bounded scales)
     seed: int = 0
 
     def dims(self) -> dict:
@@ -144,30 +144,53 @@ def build(cfg: dict):
         g.op("bias", [y + ".xw", param(bname, (1, n), "f16")], [act(y, n)])
         return y
 
+    def value(name):
+        """[L, ...] float64 values of a parameter sequence as the device stores them."""
+        return data[name].astype(np.float64) * g.tensors[name].scale
+
+    def fp8(y, bound):
+        """Cast y to FP8 with the scale of `bound` [L, cols], a bound on |y| for any input
+        x; one scale for all layers (a cast's scale is an immediate of the Repeat body).
+        The cast saturates, so the bound needs only be tight, not exact (f16 rounding)."""
+        if not c.fp8_activations:
+            return y, 0.0
+        scale = float(bound.max()) / FP8_MAX
+        g.add(Tensor(y + ".fp8", (T, bound.shape[-1]), "fp8", "act", scale))
+        g.op("cast", [y], [y + ".fp8"], scale=scale)
+        return y + ".fp8", scale
+
     def norm(xin, which, y):
         g.op("layernorm", [xin, param(f"{which}.weight", (1, D), "f16"), param(f"{which}.bias", (1, D), "f16")],
              [act(y, D)], eps=c.eps)
-        if not c.fp8_activations:
-            return y
-        # |LayerNorm(x)_j| <= max|γ|·√(D-1) + max|β| for any x: a compile-time FP8 scale
-        # (one for all layers: the cast's scale is an immediate of the Repeat body)
-        gam = max(np.abs(w[f"blocks.{i}.{which}.weight"]).max() for i in range(L))
-        bet = max(np.abs(w[f"blocks.{i}.{which}.bias"]).max() for i in range(L))
-        scale = float(gam * np.sqrt(D - 1) + bet) / FP8_MAX
-        g.add(Tensor(y + ".fp8", (T, D), "fp8", "act", scale))
-        g.op("cast", [y], [y + ".fp8"], scale=scale)
-        return y + ".fp8"
+        # LayerNorm(x) = γ⊙z + β with Σz² <= D, so |z_j| <= √(D-1)
+        gam, bet = (value(f"{which}.{k}")[:, 0] for k in ("weight", "bias"))
+        return fp8(y, np.abs(gam) * np.sqrt(D - 1) + np.abs(bet))
+
+    def after_norm(which, cast_scale, wname, cols=slice(None)):
+        """A bound [L, cols] on |LayerNorm(x)·W + b| for any x, tighter than Σ|x||W| by
+        Cauchy-Schwarz: |z·(γ⊙W_j)| <= √D·‖γ⊙W_j‖₂, and β·W_j + b_j is known. If the
+        LayerNorm output was cast to FP8, each x_i errs by <= 2^-4|x_i| + scale·2^-10."""
+        gam, bet = (value(f"{which}.{k}")[:, 0] for k in ("weight", "bias"))
+        w, b = value(wname)[..., cols], value(wname.replace(".weight", ".bias"))[:, 0, cols]
+        aw = np.abs(w)
+        zterm = np.sqrt(D) * np.sqrt(np.einsum("li,lij->lj", gam ** 2, w ** 2))
+        err = 2.0 ** -4 * (zterm + np.einsum("li,lij->lj", np.abs(bet), aw)) + cast_scale * 2.0 ** -10 * aw.sum(1)
+        return zterm + np.abs(np.einsum("li,lij->lj", bet, w) + b) + (err if cast_scale else 0)
 
     # one encoder block: the Repeat body, every parameter a sequence over the layers
-    h = norm("x", "norm1", "ln1")
+    h, s1 = norm("x", "norm1", "ln1")
     qkv = linear(h, "attn.qkv.weight", "qkv", D, 3 * D)
     attention_ops(g, qkv, qkv, qkv, act("attn", D), T, H, hd, valid=T0, cols=(0, D, 2 * D))
-    linear("attn", "attn.proj.weight", "proj", D, D)
+    # attention rows are convex combinations of V's rows: |attn_j| <= max |V_j|
+    a, _ = fp8("attn", after_norm("norm1", s1, "attn.qkv.weight", slice(2 * D, 3 * D)))
+    linear(a, "attn.proj.weight", "proj", D, D)
     g.op("add", ["x", "proj"], [act("res1", D)])
-    h2 = norm("res1", "norm2", "ln2")
+    h2, s2 = norm("res1", "norm2", "ln2")
     linear(h2, "mlp.fc1.weight", "fc1", D, F)
     g.op("gelu", ["fc1"], [act("gelu", F)], approx=c.gelu)
-    linear("gelu", "mlp.fc2.weight", "fc2", F, D)
+    # |gelu(x)| <= |x| for x >= 0 and < 0.17 for x < 0 (tanh and erf forms alike)
+    u, _ = fp8("gelu", np.maximum(after_norm("norm2", s2, "mlp.fc1.weight"), 0.17))
+    linear(u, "mlp.fc2.weight", "fc2", F, D)
     g.tensors["y"] = Tensor("y", (T, D), "f16", "output")
     g.op("add", ["res1", "fc2"], ["y"])
     seqs = tuple(n for n, t in g.tensors.items() if t.kind == "param")

@@ -38,7 +38,7 @@ def matmul(op, a, b):
 def gelu(x, approx: str):
     if approx == "erf":
         return 0.5 * x * (1 + _erf(x / math.sqrt(2)))
-    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * (x * x * x))))
 
 
 def layernorm(x, gamma, beta, eps):
@@ -50,10 +50,11 @@ def layernorm(x, gamma, beta, eps):
 def softmax(x, scale, valid=0):
     """Row softmax over the first `valid` columns (0 = all); masked columns are 0."""
     v = valid or x.shape[1]
-    s = x[:, :v] * scale
-    e = np.exp(s - s.max(1, keepdims=True))
     out = np.zeros_like(x)
-    out[:, :v] = e / e.sum(1, keepdims=True)
+    e = np.multiply(x[:, :v], scale, out=out[:, :v])      # in place: S is the biggest tensor
+    e -= e.max(1, keepdims=True)
+    np.exp(e, out=e)
+    e /= e.sum(1, keepdims=True)
     return out
 
 

@@ -149,13 +149,14 @@ def build(cfg: dict):
         return data[name].astype(np.float64) * g.tensors[name].scale
 
     def fp8(y, bound):
-        """Cast y to FP8 with the scale of `bound` [L, cols], a bound on |y| for any input
+        """Cast y to FP8 with the scale of `bound()` [L, cols], a bound on |y| for any input
         x; one scale for all layers (a cast's scale is an immediate of the Repeat body).
         The cast saturates, so the bound needs only be tight, not exact (f16 rounding)."""
         if not c.fp8_activations:
             return y, 0.0
-        scale = float(bound.max()) / FP8_MAX
-        g.add(Tensor(y + ".fp8", (T, bound.shape[-1]), "fp8", "act", scale))
+        b = bound()
+        scale = float(b.max()) / FP8_MAX
+        g.add(Tensor(y + ".fp8", (T, b.shape[-1]), "fp8", "act", scale))
         g.op("cast", [y], [y + ".fp8"], scale=scale)
         return y + ".fp8", scale
 
@@ -164,7 +165,7 @@ def build(cfg: dict):
              [act(y, D)], eps=c.eps)
         # LayerNorm(x) = γ⊙z + β with Σz² <= D, so |z_j| <= √(D-1)
         gam, bet = (value(f"{which}.{k}")[:, 0] for k in ("weight", "bias"))
-        return fp8(y, np.abs(gam) * np.sqrt(D - 1) + np.abs(bet))
+        return fp8(y, lambda: np.abs(gam) * np.sqrt(D - 1) + np.abs(bet))
 
     def after_norm(which, cast_scale, wname, cols=slice(None)):
         """A bound [L, cols] on |LayerNorm(x)·W + b| for any x, tighter than Σ|x||W| by
@@ -182,14 +183,14 @@ def build(cfg: dict):
     qkv = linear(h, "attn.qkv.weight", "qkv", D, 3 * D)
     attention_ops(g, qkv, qkv, qkv, act("attn", D), T, H, hd, valid=T0, cols=(0, D, 2 * D))
     # attention rows are convex combinations of V's rows: |attn_j| <= max |V_j|
-    a, _ = fp8("attn", after_norm("norm1", s1, "attn.qkv.weight", slice(2 * D, 3 * D)))
+    a, _ = fp8("attn", lambda: after_norm("norm1", s1, "attn.qkv.weight", slice(2 * D, 3 * D)))
     linear(a, "attn.proj.weight", "proj", D, D)
     g.op("add", ["x", "proj"], [act("res1", D)])
     h2, s2 = norm("res1", "norm2", "ln2")
     linear(h2, "mlp.fc1.weight", "fc1", D, F)
     g.op("gelu", ["fc1"], [act("gelu", F)], approx=c.gelu)
     # |gelu(x)| <= |x| for x >= 0 and < 0.17 for x < 0 (tanh and erf forms alike)
-    u, _ = fp8("gelu", np.maximum(after_norm("norm2", s2, "mlp.fc1.weight"), 0.17))
+    u, _ = fp8("gelu", lambda: np.maximum(after_norm("norm2", s2, "mlp.fc1.weight"), 0.17))
     linear(u, "mlp.fc2.weight", "fc2", F, D)
     g.tensors["y"] = Tensor("y", (T, D), "f16", "output")
     g.op("add", ["res1", "fc2"], ["y"])

@@ -11,6 +11,7 @@ from .target import ConfigError
 class Policy:
     exchange_table_cap: int = 81920   # encoded exchange-table bytes per tile (80 KiB)
     plan_candidates: int = 8          # ranked plan candidates handed to expand
+    plan_beam: int = 16               # plan's beam width over the graph; 0 = no beam (rank-aligned grids)
     finalists: int = 2                # expanded candidates admitted to placement
     compose_candidates: bool = True   # also try each matmul's measured-cheapest grid, mixed
     home_rotation: bool = True        # rotate parameter homes away from input homes
@@ -29,6 +30,8 @@ class Policy:
             v = getattr(p, k)
             if not isinstance(v, int) or v <= 0:
                 raise ConfigError(f"policy.{k}={v!r}: must be a positive integer")
+        if not isinstance(p.plan_beam, int) or isinstance(p.plan_beam, bool) or p.plan_beam < 0:
+            raise ConfigError(f"policy.plan_beam={p.plan_beam!r}: must be a non-negative integer")
         if p.grid and len(p.grid_dims) != 3:
             raise ConfigError(f"policy.grid={p.grid!r}: expected GMxGNxGK, e.g. 2x4x2")
         return p

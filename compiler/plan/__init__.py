@@ -1,18 +1,26 @@
 """plan: choose a strategy per op and rank whole-graph candidates (DESIGN §3.2).
 
-Each matmul's grids are enumerated, costed and memory-screened with numpy; other
-ops follow their producer's layout (or convert to whole rows). Candidate c takes
-the c-th best grid of every matmul (a rank-aligned beam), so candidates differ
-everywhere and expand's exact screening decides among them."""
+Each matmul's grids are enumerated, costed and memory-screened with numpy
+(plan/matmul.py). A beam search over the graph (plan/beam.py) then chooses one grid
+per matmul with its neighbours in view: a producer's output layout decides what its
+tiles must send to the consumer's grid, and other ops follow their producer's layout
+(or convert to whole rows). The `plan_candidates` cheapest complete states are the
+candidates, best first; expand's exact screening decides among them.
+
+policy.plan_beam = 0 is the ablation without the beam: candidate c takes the c-th
+best standalone grid of every matmul (rank-aligned)."""
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..policy import Policy
 from ..result import Rejection
 from ..target import DTYPE_BYTES, Target
-from .matmul import Grid, best_grids
+from .beam import GRID_FIELDS, Options, beam_search
+from .matmul import Grid, enumerate_grids
 
 
 @dataclass(frozen=True)
@@ -52,22 +60,50 @@ def home_bytes(graph, t: Target) -> int:
     return total
 
 
+def matmul_options(g, n: int, target: Target, policy: Policy, homes: int):
+    """Feasible grids of matmul n, best standalone estimate first, the rejection
+    counts, grids considered, and the leanest memory seen."""
+    op = g.ops[n]
+    A, B = (g.tensors[x] for x in op.inputs)
+    G = len(op.attr("groups", ((0,) * 6,)))
+    e = enumerate_grids(G, op.attr("m"), op.attr("k"), op.attr("n"), A.dtype, B.dtype,
+                        bool(op.attr("transpose_b", False)), target, homes)
+    ok = e["reason"] == ""
+    forced = policy.grid_dims
+    if forced:   # a forced grid (gm, gn, gk): every other grid is set aside (not counted as rejected)
+        ok &= (e["gm"] == forced[0]) & (e["gn"] == forced[1]) & (e["gk"] == forced[2])
+    rejected = {"tiles": e["rejected_grid"]}
+    for r in ("memory", "max_alloc"):
+        rejected[r] = int((e["reason"] == r).sum())
+    order = np.lexsort((e["gk"], e["gn"], e["gm"], e["gg"], e["mem"], e["cycles"]))  # deterministic
+    order = order[ok[order]]
+    opts = Options(n, {f: np.asarray(e[f][order], np.int64) for f in (*GRID_FIELDS, "recv", "rest")})
+    lean = int(e["mem"].min()) if len(e["mem"]) else 0
+    return opts, rejected, len(e["mb"]) + e["rejected_grid"], lean
+
+
+def rank_aligned(options: dict, keep: int) -> list:
+    """Candidate c: the c-th best standalone grid of every matmul (the beam's ablation)."""
+    width = max((len(o) for o in options.values()), default=1)
+    out = []
+    for c in range(min(keep, width)):
+        strat = tuple((n, min(c, len(o) - 1)) for n, o in options.items())
+        out.append((sum(int(options[n].a["cycles"][i]) for n, i in strat), strat))
+    return out
+
+
 def plan(model, target: Target, policy: Policy) -> PlanResult:
     g = model.graph
     homes = home_bytes(g, target)
-    per_op: dict[int, list[Grid]] = {}
+    options: dict[int, Options] = {}
     rejected, considered = Counter(), 0
     for n, op in enumerate(g.ops):
         if op.kind != "matmul":
             continue
-        A, B = (g.tensors[x] for x in op.inputs)
-        G = len(op.attr("groups", ((0,) * 6,)))
-        grids, rej, cons, lean = best_grids(G, op.attr("m"), op.attr("k"), op.attr("n"), A.dtype, B.dtype,
-                                            bool(op.attr("transpose_b", False)), target,
-                                            policy.plan_candidates, homes, policy.grid_dims)
+        opts, rej, cons, lean = matmul_options(g, n, target, policy, homes)
         rejected.update(rej)
         considered += cons
-        if not grids:
+        if not len(opts):
             res = PlanResult([], considered, dict(rejected))
             avail = target.tile_bytes
             if policy.grid:
@@ -82,10 +118,14 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
                     {"tile": -1, "op": op.outputs[0], "live_bytes": lean, "available_bytes": avail,
                      "deficit_bytes": max(0, lean - avail)})
             return res
-        per_op[n] = grids
-    width = max((len(v) for v in per_op.values()), default=1)
-    cands = []
-    for c in range(min(policy.plan_candidates, width)):
-        strat = tuple((n, grids[min(c, len(grids) - 1)]) for n, grids in per_op.items())
-        cands.append(Candidate(strat, sum(gr.cycles for _, gr in strat)))
-    return PlanResult(cands, considered, dict(sorted(rejected.items())))
+        options[n] = opts
+    if policy.plan_beam:
+        found = beam_search(g, target, options, policy.plan_beam, policy.plan_candidates)
+    else:
+        found = rank_aligned(options, policy.plan_candidates)
+    cands = [Candidate(tuple((n, options[n].grid(i)) for n, i in choice), int(cyc)) for cyc, choice in found]
+    res = PlanResult(cands, considered, dict(sorted(rejected.items())))
+    if not cands:
+        res.rejection = Rejection("plan", "unencodable", "no combination of feasible grids can be gathered "
+                                  "in whole 32-bit words (an FP8 tensor's blocks must start on a word)", {})
+    return res

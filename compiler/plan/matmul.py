@@ -62,7 +62,10 @@ def word_elems(dtype: str) -> int:
 
 def enumerate_grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose_b: bool,
                     t: Target, home_bytes: int = 0):
-    """Every grid with estimated cycles, peak memory and rejection reason."""
+    """Every grid with estimated cycles, peak memory and rejection reason. `cycles`
+    assumes the operand sends balanced over all tiles; `recv` (operand bytes a tile
+    receives) and `rest` (cycles besides the operand exchange) let the beam cost the
+    operand exchange from the producers' layouts instead."""
     qk = max(word_elems(a_dtype), word_elems(b_dtype) if transpose_b else 1)
     qn = max(2, 1 if transpose_b else word_elems(b_dtype))
     opts = [block_options(G, 1, t.tiles), block_options(M, 1, t.tiles),
@@ -94,23 +97,7 @@ def enumerate_grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, 
     reason[mem > t.tile_bytes] = "memory"
     region1 = t.memory_end - t.region0_end
     reason[(b_blk > region1) | (np.maximum(a_blk, p_blk) > t.max_alloc_bytes)] = "max_alloc"
+    # recv and rest split the estimate for the beam (plan/beam.py), which replaces the
+    # balanced send term above by the producers' actual layouts
     return dict(gg=gg, gm=gm, gn=gn, gk=gk, gb=gb, mb=mb, kb=kb, nb=nb, cycles=cycles, mem=mem,
-                reason=reason, rejected_grid=int((~fits).sum()))
-
-
-def best_grids(G, M, K, N, a_dtype, b_dtype, transpose_b, t: Target, keep: int, home_bytes=0,
-               forced: tuple = ()):
-    """The `keep` cheapest feasible grids, rejection counts, and the leanest memory seen."""
-    g = enumerate_grids(G, M, K, N, a_dtype, b_dtype, transpose_b, t, home_bytes)
-    ok = g["reason"] == ""
-    if forced:   # a forced grid (gm, gn, gk): every other grid is set aside (not counted as rejected)
-        ok &= (g["gm"] == forced[0]) & (g["gn"] == forced[1]) & (g["gk"] == forced[2])
-    rejected = {"tiles": g["rejected_grid"]}
-    for r in ("memory", "max_alloc"):
-        rejected[r] = int((g["reason"] == r).sum())
-    order = np.lexsort((g["gk"], g["gn"], g["gm"], g["gg"], g["mem"], g["cycles"]))  # deterministic
-    order = order[ok[order]][:keep]
-    fields = ("gg", "gm", "gn", "gk", "gb", "mb", "kb", "nb", "cycles", "mem")
-    grids = [Grid(*(int(g[f][i]) for f in fields)) for i in order]
-    lean = int(g["mem"].min()) if len(g["mem"]) else 0
-    return grids, rejected, len(g["mb"]) + g["rejected_grid"], lean
+                recv=recv_in, rest=cycles - ex_in, reason=reason, rejected_grid=int((~fits).sum()))

@@ -1,0 +1,318 @@
+"""Beam search over the matmul grids of a graph, costing each choice with its neighbours.
+
+The ops are walked in graph order (a Repeat body is the op list: searched once). A
+state is the grid chosen so far for every matmul, the layout every tensor then has,
+and the estimated cycles; after each matmul only the `width` cheapest states survive
+(at the last matmul the `keep` cheapest, the candidates handed to expand).
+
+What a state's layouts change is the *sender* side of every exchange. A matmul's tiles
+receive their operand blocks whatever the producer (`recv` of plan/matmul.py), but
+the producer's tiles must send each of their bytes to every consumer tile that needs
+it: an A block to the consumer's gn tiles of its row, a B block to its gm tiles. An
+exchange superstep lasts as long as the busier side: the fullest receiver, or the
+fullest supertile bus (its tiles' sends share it) over its tiles, at 4 B/cycle.
+
+Layouts, as expand builds them (compiler/expand/graph.py):
+- inputs and parameters: whole rows over all tiles (`starts`, `spread`); homes are
+  taken unrotated (expand rotates them to balance memory: the per-bus sums here are
+  an estimate, the same for every candidate's choice at that op);
+- a matmul output: its C blocks, the gm × gn grid over [m, n] of every group
+  (k-split: tile l of a block holds rows [l·rr, (l+1)·rr) after the reduction);
+- bias, gelu, cast: the input's layout, each block one kernel on its tile;
+- layernorm, softmax: the input's layout if its blocks are whole rows, else the
+  tensor is first converted to whole rows over all tiles (one exchange superstep);
+- add: the first operand's layout; the second is converted to it unless alike;
+- any other op (flash_attention): not costed here, output taken as whole rows.
+Costs that no choice changes (LayerNorm parameter gathers, the carried-value fill,
+host streams) are left out: they shift every state alike.
+
+Everything over a matmul's grids is a numpy vector; per-state work is cached by the
+layouts it depends on, so the search costs a few array operations per state and op.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..target import DTYPE_BYTES, Target
+from .matmul import OUT_BYTES, Grid, reduce_rows
+
+ROWS = ("rows",)          # layout descriptor: whole rows over all tiles
+GRID_FIELDS = ("gg", "gm", "gn", "gk", "gb", "mb", "kb", "nb", "cycles", "mem")
+
+
+@dataclass
+class Options:
+    """The feasible grids of one matmul, best standalone estimate first (int arrays:
+    GRID_FIELDS, plus recv and rest from plan/matmul.enumerate_grids)."""
+    op: int
+    a: dict
+
+    def __len__(self) -> int:
+        return len(self.a["gm"])
+
+    def take(self, idx) -> "Options":
+        return Options(self.op, {k: v[idx] for k, v in self.a.items()})
+
+    def grid(self, i: int) -> Grid:
+        return Grid(*(int(self.a[f][i]) for f in GRID_FIELDS))
+
+
+# layouts as blocks ---------------------------------------------------------------
+def starts(n: int, parts: int) -> np.ndarray:
+    """Even partition of n into at most `parts` blocks (as expand/layout.py)."""
+    b = -(-n // max(1, min(parts, n)))
+    return np.arange(0, n, b, dtype=np.int64)
+
+
+def spread(n: int, T: int) -> np.ndarray:
+    """n blocks on evenly spaced tiles (as expand/layout.py)."""
+    return np.arange(n) * T // max(n, 1)
+
+
+def rows_blocks(rows: int, cols: int, T: int):
+    """Blocks (r0, nr, c0, nc, tile) of whole rows over all tiles."""
+    rs = starts(rows, T)
+    nr = np.diff(np.append(rs, rows))
+    return rs, nr, np.zeros_like(rs), np.full_like(rs, cols), spread(len(rs), T)
+
+
+def groups_of(op) -> np.ndarray:
+    return np.asarray(op.attr("groups", ((0,) * 6,)), np.int64)
+
+
+def out_blocks(op, o: Options, i: int):
+    """Blocks of matmul `op`'s output under grid i: per group g (chunk q = g // gb) and
+    tile (q, bi, j, l), rows cr + bi·mb (+ l·rr when k-split), columns cc + j·nb."""
+    gr = groups_of(op)
+    M, N = op.attr("m"), op.attr("n")
+    gm, gn, gk, gb, mb, nb = (int(o.a[f][i]) for f in ("gm", "gn", "gk", "gb", "mb", "nb"))
+    g, bi, j, l = (x.ravel() for x in np.meshgrid(np.arange(len(gr)), np.arange(gm), np.arange(gn),
+                                                  np.arange(gk), indexing="ij"))
+    tile = (((g // gb) * gm + bi) * gn + j) * gk + l
+    mi = np.minimum(mb, M - bi * mb)
+    nc = np.minimum(nb, N - j * nb)
+    r0 = gr[g, 4] + bi * mb
+    if gk > 1:
+        rr = reduce_rows(mb, gk)
+        r0, mi = r0 + l * rr, np.clip(mi - l * rr, 0, rr)
+    keep = mi > 0
+    return r0[keep], mi[keep], (gr[g, 5] + j * nb)[keep], nc[keep], tile[keep]
+
+
+def full_rows(blocks) -> bool:
+    return len(np.unique(blocks[2])) == 1
+
+
+def operand_windows(op, which: int) -> np.ndarray:
+    """Rectangles (r0, nr, c0, nc) of input `which` (0 = A, 1 = B) the matmul reads,
+    one per group, adjacent ones merged."""
+    gr = groups_of(op)
+    M, K, N = op.attr("m"), op.attr("k"), op.attr("n")
+    if which == 0:
+        w = [(g[0], M, g[1], K) for g in gr]
+    elif op.attr("transpose_b", False):
+        w = [(g[2], N, g[3], K) for g in gr]
+    else:
+        w = [(g[2], K, g[3], N) for g in gr]
+    return merge(sorted(set(map(tuple, np.asarray(w).tolist()))))
+
+
+def merge(rects: list) -> np.ndarray:
+    """Merge rectangles sharing rows and adjacent in columns, then the converse."""
+    for key in ((0, 1, 2), (2, 3, 0)):          # (shared start, shared extent, running start)
+        a, b, s = key
+        out = []
+        for r in sorted(rects, key=lambda r: (r[a], r[b], r[s])):
+            p = out[-1] if out else None
+            if p and p[a] == r[a] and p[b] == r[b] and p[s] + p[s + 1] == r[s]:
+                out[-1] = tuple(p[k] + r[k] if k == s + 1 else p[k] for k in range(4))
+            else:
+                out.append(tuple(r))
+        rects = out
+    return np.asarray(rects, np.int64).reshape(-1, 4)
+
+
+def overlap(blocks, windows) -> np.ndarray:
+    """Elements of each window in each block: [blocks, windows]."""
+    r0, nr, c0, nc, _ = blocks
+    w = windows
+    rows = np.minimum(r0[:, None] + nr[:, None], w[:, 0] + w[:, 1]) - np.maximum(r0[:, None], w[:, 0])
+    cols = np.minimum(c0[:, None] + nc[:, None], w[:, 2] + w[:, 3]) - np.maximum(c0[:, None], w[:, 2])
+    return np.clip(rows, 0, None) * np.clip(cols, 0, None)
+
+
+def tile_elems(blocks, windows, T: int) -> np.ndarray:
+    """Elements of the windows each tile holds: [T]."""
+    return np.bincount(blocks[4], overlap(blocks, windows).sum(1), minlength=T).astype(np.int64)
+
+
+def word_aligned(blocks, windows, ebytes: int) -> bool:
+    """Exchange rows are whole 32-bit words (expand/analysis.py rejects others). The
+    consumer's block edges are words by construction (plan/matmul.py), so a gather from
+    this layout is encodable iff every block it reads starts and ends on a word: an
+    FP8 cast of a matmul output with nb ≡ 2 (mod 4) is not."""
+    w = max(1, 4 // ebytes)
+    read = overlap(blocks, windows).sum(1) > 0
+    c0, nc = blocks[2][read], blocks[3][read]
+    return bool(((c0 % w == 0) & ((c0 + nc) % w == 0)).all())
+
+
+def bus_bytes(per_tile: np.ndarray, s: int) -> np.ndarray:
+    """Bytes each supertile bus carries (its tiles' sends summed): [buses]."""
+    pad = (-len(per_tile)) % s
+    return np.concatenate([per_tile, np.zeros(pad, np.int64)]).reshape(-1, s).sum(1)
+
+
+def pareto(rows: np.ndarray) -> np.ndarray:
+    """Of [n, 2] rows, those no other row bounds in both columns: max over rows of
+    rows @ r (r >= 0) needs only these, usually a handful of the n buses."""
+    rows = rows[np.lexsort((-rows[:, 1], -rows[:, 0]))]        # col 0 descending, then col 1
+    prev = np.maximum.accumulate(np.concatenate([[-1], rows[:-1, 1]]))
+    return rows[rows[:, 1] > prev]
+
+
+def per_tile_cost(blocks, fn, T: int) -> int:
+    """Cycles of the busiest tile running fn(rows, cols) once per block it holds."""
+    r0, nr, c0, nc, tile = blocks
+    return int(np.bincount(tile, fn(nr, nc), minlength=T).max(initial=0))
+
+
+# the search -----------------------------------------------------------------------
+class Costs:
+    """Cost terms of a graph on a target, cached by the layouts they depend on."""
+
+    def __init__(self, graph, target: Target, options: dict[int, Options]):
+        self.g, self.t, self.opt = graph, target, options
+        self.cache = {}
+
+    def _memo(self, key, fn):
+        if key not in self.cache:
+            self.cache[key] = fn()
+        return self.cache[key]
+
+    def blocks(self, name: str, desc):
+        def make():
+            rows, cols = self.g.tensors[name].shape
+            if desc == ROWS:
+                return rows_blocks(rows, cols, self.t.tiles)
+            _, n, i = desc
+            return out_blocks(self.g.ops[n], self.opt[n], i)
+        return self._memo(("blocks", name, desc), make)
+
+    def exchange(self, recv, send_bus):
+        t = self.t
+        worst = np.maximum(recv, -(-send_bus // t.supertile_tiles))
+        return t.exchange_phase_cycles + -(-worst // t.exchange_bytes_per_cycle)
+
+    def matmul(self, n: int, descs: tuple) -> np.ndarray:
+        """Cycles of matmul n for every grid, its inputs in layouts `descs`: the operand
+        exchange (receivers: their blocks; senders: every byte times its replication,
+        gn for A, gm for B) plus the rest of plan/matmul.py's estimate. Infinite when
+        an input's layout cannot be gathered in whole words."""
+        def make():
+            op, o = self.g.ops[n], self.opt[n]
+            per_bus = []
+            for which, (name, d) in enumerate(zip(op.inputs, descs)):
+                e = DTYPE_BYTES[self.g.tensors[name].dtype]
+                b, w = self.blocks(name, d), operand_windows(op, which)
+                if not word_aligned(b, w, e):
+                    return np.full(len(o), np.inf)
+                per_bus.append(bus_bytes(tile_elems(b, w, self.t.tiles) * e, self.t.supertile_tiles))
+            U = pareto(np.stack(per_bus, 1))                     # [rows, 2]
+            rep = np.stack([o.a["gn"], o.a["gm"]])               # [2, grids]
+            send = (U @ rep).max(0)
+            return self.exchange(o.a["recv"], send) + o.a["rest"]
+        return self._memo(("matmul", n, descs), make)
+
+    def convert(self, name: str, src, dst) -> int:
+        """One exchange superstep re-laying `name` from src to dst, and the sync of the
+        compute superstep it splits off."""
+        def make():
+            T, e = self.t.tiles, DTYPE_BYTES[self.g.tensors[name].dtype]
+            everything = np.array([[0, 1 << 40, 0, 1 << 40]])
+            if not word_aligned(self.blocks(name, src), everything, e):
+                return np.inf
+            recv = tile_elems(self.blocks(name, dst), everything, T) * e
+            send = bus_bytes(tile_elems(self.blocks(name, src), everything, T) * e, self.t.supertile_tiles)
+            return int(self.exchange(recv.max(), send.max())) + 2 * self.t.sync_cycles
+        return self._memo(("convert", name, src, dst), make)
+
+    def compute(self, n: int, desc) -> int:
+        """The busiest tile's kernels of elementwise or row-wise op n over its layout."""
+        def make():
+            op, t = self.g.ops[n], self.t
+            y = self.g.tensors[op.outputs[0]]
+            fns = {"bias": t.bias_cycles,
+                   "gelu": lambda r, k: t.gelu_cycles(r * k),
+                   "cast": lambda r, k: t.cast_cycles(r * k, OUT_BYTES, DTYPE_BYTES[y.dtype]),
+                   "add": lambda r, k: t.vector_cycles(3 * r * k * OUT_BYTES),
+                   "layernorm": t.layernorm_cycles, "softmax": t.softmax_cycles}
+            return per_tile_cost(self.blocks(op.inputs[0], desc), fns[op.kind], t.tiles)
+        return self._memo(("compute", n, desc), make)
+
+
+@dataclass
+class State:
+    cycles: int
+    choice: tuple          # (op index, grid index) per matmul so far
+    lay: dict              # tensor -> layout descriptor
+
+
+def step(c: Costs, n: int, op, s: State) -> State:
+    """A non-matmul op: its cost in state s and the layout of its output."""
+    lay = dict(s.lay)
+    x = op.inputs[0]
+    cyc = 0
+    if op.kind in ("bias", "gelu", "cast"):
+        out = lay[x]
+    elif op.kind == "add":
+        out = lay[x]
+        if lay[op.inputs[1]] != out:
+            cyc += c.convert(op.inputs[1], lay[op.inputs[1]], out)
+    elif op.kind in ("layernorm", "softmax"):
+        out = lay[x]
+        if out != ROWS and not full_rows(c.blocks(x, out)):
+            cyc += c.convert(x, out, ROWS)      # a converted copy: x itself keeps its layout
+            out = ROWS
+    else:
+        lay[op.outputs[0]] = ROWS
+        return State(s.cycles, s.choice, lay)
+    cyc += c.compute(n, out)
+    lay[op.outputs[0]] = out
+    return State(s.cycles + cyc, s.choice, lay)
+
+
+def best(totals: np.ndarray, k: int) -> np.ndarray:
+    """Flat indices of the k smallest totals, ties to the lower index (deterministic)."""
+    flat = totals.ravel()
+    k = min(k, flat.size)
+    thr = np.partition(flat, k - 1)[k - 1]
+    cand = np.flatnonzero(flat <= thr)
+    return cand[np.lexsort((cand, flat[cand]))][:k]
+
+
+def beam_search(graph, target: Target, options: dict[int, Options], width: int, keep: int):
+    """The `keep` cheapest complete states of a beam of `width` (best first), each as
+    (estimated cycles, ((op index, grid index), ...))."""
+    c = Costs(graph, target, options)
+    lay = {n: ROWS for n, t in graph.tensors.items() if t.kind in ("input", "param")}
+    states = [State(0, (), lay)]
+    last = max(options, default=-1)
+    for n, op in enumerate(graph.ops):
+        if op.kind != "matmul":
+            states = [step(c, n, op, s) for s in states]
+            continue
+        totals = np.stack([s.cycles + c.matmul(n, tuple(s.lay[x] for x in op.inputs)) for s in states])
+        N = totals.shape[1]
+        nxt = []
+        for f in best(totals, max(width, keep) if n == last else width):
+            if not np.isfinite(totals.flat[f]):
+                break                                 # the rest cannot be gathered either
+            s, i = states[f // N], int(f % N)
+            nxt.append(State(totals.flat[f], s.choice + ((n, i),),
+                             {**s.lay, op.outputs[0]: ("out", n, i)}))
+        states = nxt
+    states = sorted((s for s in states if np.isfinite(s.cycles)), key=lambda s: s.cycles)  # stable
+    return [(int(s.cycles), s.choice) for s in states[:keep]]

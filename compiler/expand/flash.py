@@ -1,73 +1,153 @@
-"""FlashAttention: per head, query blocks spread over the tiles; every tile walks the
-keys block by block (one exchange and one compute superstep per key block) keeping a
-running max, sum and output: S = Q·K_bᵀ (MATMUL, transposed b), P = ONLINE_SOFTMAX(S),
-O = O·c + P·V_b (ROWSCALE), finally O = O / l. Padding keys are never gathered, so
-no mask is needed; S is never stored beyond one block."""
+"""FlashAttention: per head, the tiles form a grid of query blocks × key splits. Each
+tile walks its split's keys block by block (one exchange and one compute superstep
+per key block) keeping a running max, sum and output: S = Q·K_bᵀ (MATMUL, transposed
+b), P = ONLINE_SOFTMAX(S), O = O·c + P·V_b (ROWSCALE). With one split, O = O / l;
+with several, the splits' partials of each query block are merged (flash_combine).
+Splitting the keys cuts what a tile receives (its query rows plus only its split's
+keys) and what a home tile sends (each key row goes to one tile per query block).
+Padding keys are never gathered, so no mask is needed; S is never stored beyond one
+block. The grid is chosen by a cost estimate (choose_grid)."""
 from __future__ import annotations
 
 import numpy as np
 
 from .. import isa
 from ..target import STANDARD
+from . import flash_combine
 from .layout import Layout, gather, pad, starts
 
 F16 = isa.DTYPES["f16"]
 
 
+def even_starts(n: int, parts: int) -> np.ndarray:
+    """Even partition starts rounded down to even rows (f16 pairs stay whole words)."""
+    s = starts(n, parts)
+    return np.unique(s - s % 2)
+
+
+def lengths(st: np.ndarray, n: int) -> np.ndarray:
+    return np.diff(np.append(st, n))
+
+
 def expand_flash(c, op):
-    bld, t = c.bld, c.t
-    Q, K, V = (c.lay[n] for n in op.inputs)
     T, H, d = op.attr("tokens"), op.attr("heads"), op.attr("head_dim")
     valid, kb, scale = op.attr("valid"), op.attr("block"), op.attr("scale")
-    # query blocks per head: all tiles, unless the exchange table would pass the cap. A
-    # q tile receives ~2·valid key/value rows (one entry each); a home row tile sends its
-    # K (or V) row to every q tile of every head (H·nq entries per row it holds, 2 at most).
-    room = c.policy.exchange_table_cap // isa.ENTRY_BYTES - 2 * valid - 64
-    nq = max(1, min(t.tiles // H, room // (4 * H)))
-    qs = starts(T, nq)
-    qs = qs - qs % 2                                   # even query blocks keep f16 rows word-aligned
-    qs = np.unique(qs)
-    ql = np.diff(np.append(qs, T))
-    h, q = (x.ravel() for x in np.meshgrid(np.arange(H), np.arange(len(qs)), indexing="ij"))
-    tile = h * len(qs) + q
-    rows = ql[q]
-    pad8, pad16 = (lambda x: pad(x, 8)), (lambda x: pad(x, 16))
+    nq, ns = choose_grid(c.t, c.policy, T, H, valid, d, kb)
+    qs, ks = even_starts(T, nq), even_starts(valid, ns)
+    ql, kl = lengths(qs, T), lengths(ks, valid)
+    nq, ns = len(qs), len(ks)
+    h, q, s = (x.ravel() for x in np.meshgrid(np.arange(H), np.arange(nq), np.arange(ns), indexing="ij"))
+    tile = (h * nq + q) * ns + s
+    name = op.outputs[0]
+    Q, K, V = (c.lay[n] for n in op.inputs)
+    qb, o, state = _walk(c, name, Q, K, V, tile, h, qs[q], ql[q], ks[s], kl[s], d, kb, scale)
+    if ns == 1:
+        st = c.compute_step()
+        c.kernel(step=st, tile=tile, op=isa.ROWSCALE, dtype=F16 | isa.F_RECIP << 16, r0=o[tile], r1=o[tile],
+                 r2=state[tile], o2=4 * ql[q], i0=ql[q], i1=d)
+        c.bld.reads(state[tile], st)
+        blocks = (h, qs[q], tile, o[tile])
+    else:
+        xp = flash_combine.tail(c, name, c.compute_step(), tile, ql[q], qb, state)
+        g = np.arange(H * nq)                                    # (head, query block) groups
+        blk, ss, _, ct, out = flash_combine.combine(c, name, g * ns, ql[g % nq], xp, state, o, d, ns)
+        blocks = (blk // nq, qs[blk % nq] + ss, ct, out[ct])
+    c.lay[name] = _layout(T, H, d, *blocks)
+
+
+def _layout(T, H, d, h, row0, tile, req) -> Layout:
+    """Output block (rows [row0, next row0), head h) on `tile` in request `req`."""
+    rs = np.unique(row0)
+    nb = len(rs)
+    lay = Layout(T, H * d, rs, np.arange(H) * d, np.zeros((nb, H), np.int64), np.zeros((nb, H), np.int64), 2)
+    r = np.searchsorted(rs, row0)
+    lay.tile[r, h], lay.req[r, h] = tile, req
+    return lay
+
+
+def _walk(c, name, Q, K, V, tile, h, q0, rows, k0, klen, d, kb, scale):
+    """The online-softmax walk of every tile over its keys [k0, k0 + klen); every
+    split walks the same number of blocks (the last ones may be shorter)."""
+    bld = c.bld
+    nb = int(-(-klen.max() // kb))
+    bs = -(-klen // nb)
     x = c.exchange_step()
-    qb = bld.alloc(f"{op.outputs[0]}.q", tile, pad8(rows * d * 2), 8, STANDARD, x)
-    gather(bld, Q, x, qs[q], qs[q] + rows, h * d, h * d + d, tile, qb[tile], 0, d * 2)
-    o = bld.alloc(op.outputs[0], tile, pad8(rows * d * 2), 8, STANDARD, x)
-    state = bld.alloc(f"{op.outputs[0]}.state", tile, 12 * rows, 8, STANDARD, x)
-    for b, k0 in enumerate(range(0, valid, kb)):
-        kn = min(kb, valid - k0)
+    qb = bld.alloc(f"{name}.q", tile, pad(rows * d * 2, 8), 8, STANDARD, x)
+    gather(bld, Q, x, q0, q0 + rows, h * d, h * d + d, tile, qb[tile], 0, d * 2)
+    o = bld.alloc(name, tile, pad(rows * d * 2, 8), 8, STANDARD, x)
+    state = bld.alloc(f"{name}.state", tile, 12 * rows, 8, STANDARD, x)
+    for b in range(nb):
+        kn = np.clip(klen - b * bs, 0, bs)
+        a = kn > 0
         if b:
             x = c.exchange_step()
-        # K_b and V_b are MATMUL b operands: interleaved memory, banks apart from the a operands
-        kv = bld.alloc(f"{op.outputs[0]}.kv", tile, 2 * pad16(kn * d * 2), *isa.OPERANDS[isa.MATMUL]["b"], x)
-        for lay, off in ((K, 0), (V, pad16(kn * d * 2))):
-            gather(bld, lay, x, k0, k0 + kn, h * d, h * d + d, tile, kv[tile], off, d * 2)
-        s = c.compute_step()
-        sb = bld.alloc(f"{op.outputs[0]}.s", tile, 2 * pad8(rows * kn * 2), 8, STANDARD, s)
-        bld.bank.append(np.stack([qb[tile], kv[tile]], 1))
-        bld.bank.append(np.stack([sb[tile], kv[tile]], 1))
-        pv = bld.alloc(f"{op.outputs[0]}.pv", tile, pad8(rows * d * 2), 8, STANDARD, s)
-        p_off = pad8(rows * kn * 2)
-        c.kernel(step=s, tile=tile, op=isa.MATMUL, dtype=F16 | isa.F_TRANSPOSE_B << 16, r0=qb[tile],
-                 r1=kv[tile], r2=sb[tile], i0=rows, i1=d, i2=kn, scale=scale)
-        c.kernel(step=s, tile=tile, op=isa.ONLINE_SOFTMAX, dtype=F16 | (isa.F_FIRST << 16 if b == 0 else 0),
-                 r0=sb[tile], o0=p_off, r1=sb[tile], r2=state[tile], i0=rows, i1=kn, i2=isa.f32_bits(1.0))
-        first = b == 0     # the first block's P·V is the running output itself
-        c.kernel(step=s, tile=tile, op=isa.MATMUL, dtype=F16, r0=sb[tile], o0=p_off, r1=kv[tile],
-                 o1=pad16(kn * d * 2), r2=(o if first else pv)[tile], i0=rows, i1=kn, i2=d, scale=1.0)
-        if not first:      # O = O·c + P·V  (c = exp(m_old - m_new), row 2 of the state)
-            c.kernel(step=s, tile=tile, op=isa.ROWSCALE, dtype=F16 | isa.F_ADD << 16, r0=o[tile], r1=o[tile],
-                     r2=state[tile], o2=8 * rows, r3=pv[tile], i0=rows, i1=d)
-        for r in (qb, kv, sb, pv, o, state):
-            bld.reads(r[tile], s)
+        _block(c, name, K, V, x, b == 0, tile[a], h[a], rows[a], k0[a] + b * bs[a], kn[a], d, scale,
+               qb, o, state)
+    return qb, o, state
+
+
+def _block(c, name, K, V, x, first, tile, h, rows, k0, kn, d, scale, qb, o, state):
+    bld = c.bld
+    # K_b and V_b are MATMUL b operands: interleaved memory, banks apart from the a operands
+    voff = pad(kn * d * 2, 16)
+    kv = bld.alloc(f"{name}.kv", tile, 2 * voff, *isa.OPERANDS[isa.MATMUL]["b"], x)
+    for lay, off in ((K, 0), (V, voff)):
+        gather(bld, lay, x, k0, k0 + kn, h * d, h * d + d, tile, kv[tile], off, d * 2)
     s = c.compute_step()
-    c.kernel(step=s, tile=tile, op=isa.ROWSCALE, dtype=F16 | isa.F_RECIP << 16, r0=o[tile], r1=o[tile],
-             r2=state[tile], o2=4 * rows, r3=-1, i0=rows, i1=d)
-    bld.reads(state[tile], s)
-    lay = Layout(T, H * d, qs, np.arange(H) * d, np.zeros((len(qs), H), np.int64),
-                 np.zeros((len(qs), H), np.int64), 2)
-    lay.tile[q, h], lay.req[q, h] = tile, o[tile]
-    c.lay[op.outputs[0]] = lay
+    p_off = pad(rows * kn * 2, 8)
+    sb = bld.alloc(f"{name}.s", tile, 2 * p_off, 8, STANDARD, s)
+    bld.bank.append(np.stack([qb[tile], kv[tile]], 1))
+    bld.bank.append(np.stack([sb[tile], kv[tile]], 1))
+    pv = bld.alloc(f"{name}.pv", tile, pad(rows * d * 2, 8), 8, STANDARD, s)
+    c.kernel(step=s, tile=tile, op=isa.MATMUL, dtype=F16 | isa.F_TRANSPOSE_B << 16, r0=qb[tile],
+             r1=kv[tile], r2=sb[tile], i0=rows, i1=d, i2=kn, scale=scale)
+    c.kernel(step=s, tile=tile, op=isa.ONLINE_SOFTMAX, dtype=F16 | (isa.F_FIRST << 16 if first else 0),
+             r0=sb[tile], o0=p_off, r1=sb[tile], r2=state[tile], i0=rows, i1=kn, i2=isa.f32_bits(1.0))
+    # the first block's P·V is the running output itself
+    c.kernel(step=s, tile=tile, op=isa.MATMUL, dtype=F16, r0=sb[tile], o0=p_off, r1=kv[tile],
+             o1=voff, r2=(o if first else pv)[tile], i0=rows, i1=kn, i2=d, scale=1.0)
+    if not first:      # O = O·c + P·V  (c = exp(m_old - m_new), row 2 of the state)
+        c.kernel(step=s, tile=tile, op=isa.ROWSCALE, dtype=F16 | isa.F_ADD << 16, r0=o[tile], r1=o[tile],
+                 r2=state[tile], o2=8 * rows, r3=pv[tile], i0=rows, i1=d)
+    for r in (qb, kv, sb, pv, o, state):
+        bld.reads(r[tile], s)
+
+
+def choose_grid(t, policy, T: int, H: int, valid: int, d: int, kb: int) -> tuple[int, int]:
+    """(query blocks, key splits) per head of least estimated cycles among the grids
+    that fit the tiles, the exchange-table cap and half a tile's memory."""
+    per_head = max(1, t.tiles // H)
+    best = None
+    for nq in range(1, min(per_head, T // 2) + 1):
+        for ns in range(1, min(per_head // nq, max(1, valid // 2)) + 1):
+            est = estimate(t, policy, T, H, valid, d, kb, nq, ns)
+            if est is not None and (best is None or est < best[0]):
+                best = (est, nq, ns)
+    return (best[1], best[2]) if best else (1, 1)
+
+
+def estimate(t, policy, T, H, valid, d, kb, nq, ns) -> int | None:
+    """Cycles of the largest tile's walk (exchange: its query rows and keys received,
+    home tiles sending each key row to one tile per query block per head; compute:
+    the block kernels) plus the merge; None when the grid does not fit."""
+    R, kn_max = int(lengths(even_starts(T, nq), T).max()), int(lengths(even_starts(valid, ns), valid).max())
+    nq, ns = len(even_starts(T, nq)), len(even_starts(valid, ns))
+    nb = -(-kn_max // kb)
+    kn = -(-kn_max // nb)
+    home_rows = -(-T // t.tiles)                          # rows of K (or V) per home tile
+    # table entries: query and key rows received, each held key row sent to H·nq tiles
+    entries = R + 2 * kn_max + 2 * nb + 4 * H * nq * home_rows + 2 * H + (8 * ns if ns > 1 else 0) + 64
+    mem = 2 * R * d * 3 + 4 * kn * d + 4 * R * kn + 12 * R + (2 * R * (d + 12) + 32 * R if ns > 1 else 0)
+    if entries * isa.ENTRY_BYTES > policy.exchange_table_cap or mem > t.tile_bytes // 2:
+        return None
+    bw = t.exchange_bytes_per_cycle
+    senders = min(t.tiles, 2 * -(-ns * kn // home_rows))  # home tiles holding one step's K and V rows
+    send = H * nq * ns * 2 * kn * d * 2 // max(1, senders)
+    recv = 2 * kn * d * 2
+    exch = nb * (t.exchange_phase_cycles + t.sync_cycles) + (max(send, recv) * nb + R * d * 2) // bw
+    mm = lambda m, k, n: t.matmul_cycles(m, k, n, "f16")
+    comp = nb * (mm(R, d, kn) + mm(R, kn, d) + t.online_softmax_cycles(R, kn) + t.sync_cycles)
+    comp += (nb - 1) * t.rowscale_cycles(R, d, 1)
+    if ns == 1:
+        return int(exch + comp + t.rowscale_cycles(R, d, 0) + t.sync_cycles)
+    return int(exch + comp + flash_combine.cost(t, R, ns, d))

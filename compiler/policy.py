@@ -11,11 +11,12 @@ from .target import ConfigError
 class Policy:
     exchange_table_cap: int = 81920   # encoded exchange-table bytes per tile (80 KiB)
     plan_candidates: int = 8          # ranked plan candidates handed to expand
-    plan_beam: int = 16               # plan's beam width over the graph; 0 = no beam (rank-aligned grids)
+    plan_beam: int = 64               # plan's beam width over the graph; 0 = no beam (rank-aligned grids)
     finalists: int = 2                # expanded candidates admitted to placement
     compose_candidates: bool = True   # also try each matmul's measured-cheapest grid, mixed
     home_rotation: bool = True        # rotate parameter homes away from input homes
     vector_homes: bool = True         # vectors (LayerNorm γ, β): replicated homes of 256-byte shards
+    weight_stationary: bool = True    # also expand each candidate with weights resident where used
     grid: str = ""                    # force one GEMM grid "GMxGNxGK" (tests, studies); "" = search
     place: dict = field(default_factory=dict)  # compiler.place.PlaceConfig overrides
 

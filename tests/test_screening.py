@@ -30,7 +30,8 @@ def test_serial_shortlist_is_the_best_of_all(inputs):
     res = expand(m, p, target_of(CFG), policy_of(CFG))
     everything = expand(m, p, target_of(CFG), policy_of(dict(CFG, policy=dict(plan_candidates=6, finalists=6))))
     assert shortlist(res) == shortlist(everything)[:2]
-    assert len(res.finalists) == 2 and res.screened == len(p.candidates)
+    n = 2 * len(p.candidates)                     # each candidate with and without stationary weights
+    assert len(res.finalists) == 2 and n <= res.screened <= n + 2
 
 
 @pytest.mark.parametrize("kind,window", [("sync", 1), ("threads", 1), ("threads", 3), ("threads", 8)])
@@ -48,4 +49,5 @@ def test_composed_candidate_is_never_worse(inputs):
     on = expand(m, p, target_of(CFG), policy_of(CFG))
     off = expand(m, p, target_of(CFG), policy_of(dict(CFG, policy=dict(CFG["policy"], compose_candidates=False))))
     assert on.finalists[0].analysis["cycles"] <= off.finalists[0].analysis["cycles"]
-    assert off.screened == len(p.candidates) and on.screened in (len(p.candidates), len(p.candidates) + 1)
+    n = 2 * len(p.candidates)
+    assert off.screened == n and n <= on.screened <= n + 2

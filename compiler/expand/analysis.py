@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import isa
-from ..target import Target
+from ..target import INTERLEAVED, Target
+from .layout import pad
 from .tilegraph import TileGraph
 
 
@@ -85,9 +86,10 @@ def table_entries(tg: TileGraph) -> np.ndarray:
 
 
 def reloc_entries(tg: TileGraph) -> np.ndarray:
-    """Relocated words per tile: the source address of every send from a sequence."""
-    x = tg.xfer
-    return _per_tile(tg.tiles, x["src"][x["reloc"] != 0])
+    """Relocated words per tile: the source address of every send from a sequence and
+    the operand-1 address of every kernel reading a sequence in place."""
+    x, k = tg.xfer, tg.kern
+    return _per_tile(tg.tiles, x["src"][x["reloc"] != 0]) + _per_tile(tg.tiles, k["tile"][k["reloc"] != 0])
 
 
 def table_blob_bytes(tg: TileGraph) -> np.ndarray:
@@ -95,15 +97,30 @@ def table_blob_bytes(tg: TileGraph) -> np.ndarray:
     return isa.table_bytes(table_entries(tg)) + reloc_entries(tg) * isa.RELOC_BYTES
 
 
-def live_peak(tg: TileGraph) -> tuple[np.ndarray, np.ndarray]:
-    """Peak live request bytes per tile (sizes padded to alignment) and its event."""
+def live_peak(tg: TileGraph, sz: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Peak live request bytes per tile (sizes padded to alignment, or `sz` per
+    request) and its event."""
     r = tg.req
     live = np.zeros((tg.tiles, tg.end_event + 1), np.int64)
-    sz = r["stride"] * (r["count"] - 1) + r["size"] + r["align"] - 1
+    if sz is None:
+        sz = r["stride"] * (r["count"] - 1) + r["size"] + r["align"] - 1
     np.add.at(live, (r["tile"], r["start"]), sz)
     np.add.at(live, (r["tile"], r["end"]), -sz)
     live = np.cumsum(live, axis=1)
     return live.max(1), live.argmax(1)
+
+
+def interleaved_peak(tg: TileGraph, t) -> np.ndarray:
+    """Peak live bytes per tile that must sit in region 1 (128-bit operands), a
+    bank-separated sequence in whole element pairs: it owns every unit it touches."""
+    r = tg.req
+    sz = r["stride"] * (r["count"] - 1) + r["size"] + r["align"] - 1
+    unit = 2 * t.element_bytes
+    owns = np.zeros(len(sz), bool)
+    owns[tg.bank.ravel()] = True
+    owns &= r["count"] > 1
+    sz = np.where(owns, pad(sz, unit), sz) * (r["region"] == INTERLEAVED)
+    return live_peak(tg, sz)[0]
 
 
 def unencodable(tg: TileGraph) -> str | None:
@@ -130,9 +147,11 @@ def analyse(tg: TileGraph, t: Target) -> dict:
     table = table_blob_bytes(tg)
     support = code + table + profile_bytes(tg) + 3 * 16
     worst = int(np.argmax(peak + support))
+    region1 = t.memory_end - t.region0_end - profile_bytes(tg)
     nbytes = tg.xfer["s_row_bytes"] * tg.xfer["s_rows"]
     return dict(cycles=int(cyc.sum()) * tg.count, body_cycles=int(cyc.sum()), step_cycles=cyc,
                 tile_cycles=per_tile,
                 code_bytes=code, table_bytes=table, peak_bytes=peak, peak_event=event,
                 footprint_bytes=peak + support, worst_tile=worst,
+                interleaved_bytes=interleaved_peak(tg, t), region1_bytes=region1,
                 exchange_bytes=int(nbytes.sum()), unencodable=unencodable(tg))

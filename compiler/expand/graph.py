@@ -31,6 +31,9 @@ class Ctx:
         self.replicas: dict[str, list[Layout]] = {}   # vector homes: one layout per replica
         self.exchanged_at: dict[str, int] = {}        # matmul output -> its operand exchange step
         self.op = -1                                   # index of the op being expanded
+        self.count, self.seq = 1, set()                # Repeat count and its sequences
+        self.stationary: dict[str, int] = {}           # weight -> host stream: resident where read
+        self.resident: dict[int, tuple] = {}           # matmul op -> its b blocks in the resident request
         self.step_op: list[int] = []                   # op that opened each superstep
 
     # supersteps ---------------------------------------------------------------
@@ -123,7 +126,12 @@ def expand_matmul(c: Ctx, op, grid: Grid, scale: float):
     spec = isa.OPERANDS[isa.MATMUL]
     x = c.exchange_step()
     a_blk = bld.alloc(f"{op.outputs[0]}.a", tile, ng * sa, *spec["a"], x)
-    b_blk = bld.alloc(f"{op.outputs[0]}.b", tile, ng * sb, *spec["b"], x)
+    if c.op in c.resident:      # weight-stationary: b is read in place, member i at + i·stride
+        b_blk, off, stride = c.resident[c.op]
+        b_off, b_reloc = off[tile], stride[tile]
+    else:
+        b_blk = bld.alloc(f"{op.outputs[0]}.b", tile, ng * sb, *spec["b"], x)
+        b_off, b_reloc = np.zeros_like(tile), np.zeros_like(tile)
     bld.bank.append(np.stack([a_blk[tile], b_blk[tile]], 1))
     for gl in range(int(glen.max())):                       # group gl of every tile's chunk
         has = gl < ng
@@ -132,7 +140,9 @@ def expand_matmul(c: Ctx, op, grid: Grid, scale: float):
         tt = tile[has]
         gather(bld, c.lay[A.name], x, ar + ms[i[has]], ar + ms[i[has]] + mi[has], ac + ks[l[has]],
                ac + ks[l[has]] + kl[has], tt, a_blk[tt], gl * sa[has], kl[has] * ea)
-        if tb:   # B_g is [N, K]: the block is nj rows of kl, exactly the transposed-b operand
+        if c.op in c.resident:
+            pass
+        elif tb:   # B_g is [N, K]: the block is nj rows of kl, exactly the transposed-b operand
             gather(bld, c.lay[B.name], x, br + ns[j[has]], br + ns[j[has]] + nj[has], bc + ks[l[has]],
                    bc + ks[l[has]] + kl[has], tt, b_blk[tt], gl * sb[has], kl[has] * eb)
         else:
@@ -149,8 +159,9 @@ def expand_matmul(c: Ctx, op, grid: Grid, scale: float):
         dt2 = 0 if A.dtype == B.dtype else isa.DTYPES[A.dtype]      # 0: same as b's
         c.kernel(step=s, tile=tt, op=isa.MATMUL, dtype=isa.DTYPES[B.dtype] | dt2 << 8
                  | (isa.F_TRANSPOSE_B << 16 if tb else 0),
-                 r0=a_blk[tt], o0=gl * sa[has], r1=b_blk[tt], o1=gl * sb[has], r2=p_blk[tt], o2=gl * sp[has],
-                 i0=mi[has], i1=kl[has], i2=nj[has], scale=scale * A.scale * B.scale)
+                 r0=a_blk[tt], o0=gl * sa[has], r1=b_blk[tt], o1=(gl * sb + b_off)[has], r2=p_blk[tt],
+                 o2=gl * sp[has], i0=mi[has], i1=kl[has], i2=nj[has], scale=scale * A.scale * B.scale,
+                 reloc=b_reloc[has])
         if gk == 1:
             gi = gs[q[has]] + gl
             cells.append((groups[gi, 4] + ms[i[has]], groups[gi, 5] + ns[j[has]], tt, p_blk[tt], gl * sp[has]))
@@ -158,6 +169,65 @@ def expand_matmul(c: Ctx, op, grid: Grid, scale: float):
         cells = _reduce(c, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_blk, groups, glen)
     c.lay[C.name] = _layout_of_cells(C, cells)
     c.exchanged_at[C.name] = x
+
+
+def stationary_weights(graph) -> set[str]:
+    """Parameters that can stay where their matmul reads them: read once, as the b
+    operand of an ungrouped matmul (and a sequence member, inside a Repeat)."""
+    reads = [n for op in graph.ops for n in op.inputs]
+    seq = set(graph.repeat.sequences) if graph.repeat else None
+    return {op.inputs[1] for op in graph.ops
+            if op.kind == "matmul" and graph.tensors[op.inputs[1]].kind == "param"
+            and (seq is None or op.inputs[1] in seq)
+            and reads.count(op.inputs[1]) == 1 and len(op.attr("groups", ((0,) * 6,))) == 1}
+
+
+def _b_blocks(op, grid: Grid):
+    """Tile and rectangle (row, rows, col, cols) of B that each tile of an ungrouped
+    matmul's grid reads (tiles numbered as expand_matmul numbers them)."""
+    M, K, N = op.attr("m"), op.attr("k"), op.attr("n")
+    (ms, _), (ks, kl), (ns, nl) = ((np.arange(0, d, b), np.diff(np.append(np.arange(0, d, b), d)))
+                                   for d, b in ((M, grid.mb), (K, grid.kb), (N, grid.nb)))
+    i, j, l = (x.ravel() for x in np.meshgrid(*map(np.arange, (len(ms), len(ns), len(ks))), indexing="ij"))
+    _, _, br, bc, _, _ = op.attr("groups", ((0,) * 6,))[0]
+    tile = (i * len(ns) + j) * len(ks) + l
+    if op.attr("transpose_b", False):
+        return tile, (br + ns[j], nl[j], bc + ks[l], kl[l])
+    return tile, (br + ks[l], kl[l], bc + ns[j], nl[j])
+
+
+def resident_weights(c: Ctx, strategy: dict):
+    """Weight-stationary: every tile's blocks of the stationary weights, resident where
+    their matmuls read them (replicated over tiles that share a block), written once by
+    the host; no exchange moves them. One request per tile holds them all, member i of
+    every weight in member i of the request: a bank-separated sequence owns each memory
+    element it touches, so one request wastes at most one element pair, not one per
+    weight. Member i is read in place through an operand address the REPEAT relocates."""
+    T, count = c.t.tiles, c.count
+    parts, used = [], np.zeros(T, np.int64)
+    for n, op in enumerate(c.g.ops):
+        if op.kind == "matmul" and op.inputs[1] in c.stationary:
+            B = c.g.tensors[op.inputs[1]]
+            tile, (r0, nr, c0, nc) = _b_blocks(op, strategy[n])
+            off = used[tile].copy()
+            used[tile] += pad(nr * nc * DTYPE_BYTES[B.dtype], 16)
+            parts.append((n, B, tile, off, r0, nr, c0, nc))
+    if not parts:
+        return
+    align, region = isa.OPERANDS[isa.MATMUL]["b"]
+    has = np.flatnonzero(used)
+    stride = pad(used, align) * (count > 1)
+    req = np.full(T, -1, np.int64)
+    req[has] = c.bld.alloc_rows("weights.resident", has, used[has], align, region, 0, END, count, stride[has])
+    i = np.arange(count)[:, None]
+    for n, B, tile, off, r0, nr, c0, nc in parts:
+        e, rep = DTYPE_BYTES[B.dtype], (lambda v: np.broadcast_to(v, (count, len(tile))).ravel())
+        c.bld.add("hin", stream=c.stationary[B.name], host_off=(i * B.nbytes + (r0 * B.shape[1] + c0) * e).ravel(),
+                  req=rep(req[tile]), off=(i * stride[tile] + off).ravel(), row_bytes=rep(nc * e), rows=rep(nr),
+                  host_stride=B.shape[1] * e, tile_stride=rep(nc * e))
+        o = np.zeros(T, np.int64)
+        o[tile] = off
+        c.resident[n] = (req, o, stride)
 
 
 def _reduce(c: Ctx, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_blk, groups, glen):
@@ -362,20 +432,27 @@ def home_rotations(graph, names, seq, count: int, T: int, candidates: int = 64) 
     return out
 
 
-def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "") -> TileGraph:
+def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
+                 stationary: bool = False) -> TileGraph:
     """With a Repeat, the supersteps emitted here are its body, run `count` times:
     carried outputs are exchanged back into their inputs' homes at the end of each
-    iteration, and the graph's output is read from there after the last."""
+    iteration, and the graph's output is read from there after the last. With
+    `stationary`, weights get no homes of their own: they stay where they are read."""
     c = Ctx(graph, target, policy)
     rep = graph.repeat
     count = rep.count if rep else 1
     seq = set(rep.sequences) if rep else set()
+    c.count, c.seq = count, seq
     carried = dict(rep.carried) if rep else {}
     ins = [t.name for t in graph.tensors.values() if t.kind in ("input", "param")]
-    rots = home_rotations(graph, ins, seq, count, target.tiles) if policy.home_rotation else {}
+    c.stationary = {n: k for k, n in enumerate(ins) if n in stationary_weights(graph)} if stationary else {}
+    homed = [n for n in ins if n not in c.stationary]
+    resident_weights(c, strategy)
+    rots = home_rotations(graph, homed, seq, count, target.tiles) if policy.home_rotation else {}
     for k, name in enumerate(ins):
-        c.home(name, k, rots.get(name, 0), count if name in seq else 1,
-               resident=graph.tensors[name].kind == "param" or name in carried.values())
+        if name in homed:
+            c.home(name, k, rots.get(name, 0), count if name in seq else 1,
+                   resident=graph.tensors[name].kind == "param" or name in carried.values())
     for n, op in enumerate(graph.ops):
         c.op = n
         if op.kind == "matmul":

@@ -8,7 +8,9 @@ superstep s; event S+1 the host reading outputs. Lifetimes are [start, end) in e
   bank  request-row pairs that must sit in distinct memory elements
   kern  kernel runs: step, tile, op, dtype (word-0 bits above the opcode: dtype | dtype2 << 8
         | flags << 16), operands (request row + byte offset) r0,o0 .. r3,o3, immediates
-        i0..i3, scale (see lower.WORDS for how they become instruction words)
+        i0..i3, scale (see lower.WORDS for how they become instruction words); reloc =
+        bytes added to operand 1's address per Repeat iteration (a weight read in place
+        from its sequence home)
   xfer  exchange transfers: step, src/dst tile, src/dst request + offset, and each side's
         row shape (row_bytes, rows, stride): the two shapes carry the same bytes; reloc =
         bytes added to the source address per Repeat iteration (a sequence member)
@@ -23,7 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 REQ = ("tile", "size", "align", "region", "start", "end", "count", "stride", "name")
-KERN = ("step", "tile", "op", "dtype", "r0", "o0", "r1", "o1", "r2", "o2", "r3", "o3", "i0", "i1", "i2", "i3")
+KERN = ("step", "tile", "op", "dtype", "r0", "o0", "r1", "o1", "r2", "o2", "r3", "o3", "i0", "i1", "i2", "i3",
+        "reloc")
 XFER = ("step", "src", "dst", "sreq", "soff", "dreq", "doff",
         "s_row_bytes", "s_rows", "s_stride", "d_row_bytes", "d_rows", "d_stride", "reloc")
 END = -1   # request end placeholder: live to the end of the program

@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import isa
 from ..target import Target
+from ..expand import analysis
 from ..expand.analysis import profile_bytes
 from .program import Program
 
@@ -35,10 +36,10 @@ def _blob(tile: np.ndarray, words: np.ndarray, tiles: int):
 
 def encode_tables(tg, addr: np.ndarray, table_addr: np.ndarray):
     """Per tile: send and receive entries sorted by (step, send-before-receive, peer,
-    transfer), so matched pairs appear in the same order on both ends; then the Repeat
-    relocation entries (the source-address word of every send from a sequence).
-    Returns the blob, offsets, the EXCH segments per (tile, exchange step) and, per
-    tile, the relocation table's address and entry count."""
+    transfer), so matched pairs appear in the same order on both ends. Returns the
+    entries blob and offsets, the EXCH segments per (tile, exchange step), and the
+    relocation rows (tile, word address, stride) of the source-address word of every
+    send from a sequence."""
     x = tg.xfer
     n = len(x["src"])
     idx = np.arange(n)
@@ -55,23 +56,27 @@ def encode_tables(tg, addr: np.ndarray, table_addr: np.ndarray):
     T = tg.tiles
     ex_blob, ex_off = _blob(tile, words, T)
     pos = np.arange(len(tile)) - ex_off[tile] // isa.ENTRY_BYTES          # entry index within its tile
-    # relocation entries: absolute address of word 1 (source address) of relocated sends
     r = reloc != 0
-    rl_words = np.stack([table_addr[tile[r]] + pos[r] * isa.ENTRY_BYTES + 4, reloc[r]], 1)
-    rl_blob, rl_off = _blob(tile[r], rl_words, T)
-    ex_len, rl_len = np.diff(ex_off), np.diff(rl_off)
-    blob = np.concatenate([part for t in range(T) for part in
-                           (ex_blob[ex_off[t]:ex_off[t + 1]], rl_blob[rl_off[t]:rl_off[t + 1]])]) \
-        if T else np.zeros(0, np.uint8)
-    off = np.concatenate([[0], np.cumsum(ex_len + rl_len)]).astype(np.int64)
-    relocs = dict(addr=table_addr + ex_len, n=rl_len // isa.RELOC_BYTES)
+    rl = np.stack([tile[r], table_addr[tile[r]] + pos[r] * isa.ENTRY_BYTES + 4, reloc[r]], 1)
     # EXCH segments: first entry of each (tile, step) and its send/receive counts
     key = tile * (len(tg.steps) + 2) + step
     seg, first, cnt = np.unique(key, return_index=True, return_counts=True)
     nsend = np.add.reduceat(kind == 0, first) if len(first) else np.zeros(0, np.int64)
     seg_tile = tile[first]
     seg_addr = table_addr[seg_tile] + pos[first] * isa.ENTRY_BYTES
-    return blob, off, dict(tile=seg_tile, step=step[first], addr=seg_addr, nsend=nsend, nrecv=cnt - nsend), relocs
+    return ex_blob, ex_off, dict(tile=seg_tile, step=step[first], addr=seg_addr, nsend=nsend, nrecv=cnt - nsend), rl
+
+
+def link_tables(T: int, ex_blob, ex_off, rl: np.ndarray):
+    """Each tile's table blob: its exchange entries, then its relocation entries
+    (rows tile, word address, stride; any order, sorted here by tile)."""
+    rl = rl[np.argsort(rl[:, 0], kind="stable")]
+    rl_blob, rl_off = _blob(rl[:, 0], rl[:, 1:], T)
+    ex_len, rl_len = np.diff(ex_off), np.diff(rl_off)
+    blob = np.concatenate([part for t in range(T) for part in
+                           (ex_blob[ex_off[t]:ex_off[t + 1]], rl_blob[rl_off[t]:rl_off[t + 1]])]) \
+        if T else np.zeros(0, np.uint8)
+    return blob, np.concatenate([[0], np.cumsum(ex_len + rl_len)]).astype(np.int64)
 
 
 # Instruction words 1..7 of each kernel, from the tile graph's kernel columns:
@@ -104,7 +109,10 @@ def kernel_words(k: dict, scale: np.ndarray, addr: np.ndarray) -> np.ndarray:
     return w
 
 
-def encode_code(tg, addr: np.ndarray, seg: dict, relocs: dict) -> tuple[np.ndarray, np.ndarray]:
+def encode_code(tg, addr: np.ndarray, seg: dict, relocs: dict, code_addr: np.ndarray):
+    """Per tile: REPEAT (with a Repeat), then per superstep its kernels, EXCH segments
+    and SYNC; END. Also the relocation rows (tile, word address, stride) of the
+    operand-1 word of every kernel that reads a sequence in place."""
     k = tg.kern
     nk = len(k["tile"])
     kw = kernel_words(k, tg.scale, addr)
@@ -127,8 +135,14 @@ def encode_code(tg, addr: np.ndarray, seg: dict, relocs: dict) -> tuple[np.ndarr
     rank = np.concatenate([np.zeros(nk), np.ones(ns), np.full(T * S, 2), np.full(T, 3), np.zeros(rep)])
     seq = np.arange(len(tile))
     order = np.lexsort((seq, rank, step, tile))
-    words = np.concatenate([kw, ew, sw, endw, rw])[order]
-    return _blob(tile[order], words, T)
+    blob, off = _blob(tile[order], np.concatenate([kw, ew, sw, endw, rw])[order], T)
+    pc = np.empty(len(order), np.int64)                 # instruction index within its tile
+    pc[order] = np.arange(len(order)) - off[tile[order]] // isa.INSTR_BYTES
+    r = np.flatnonzero(k["reloc"] != 0)
+    a1 = {op: 1 + words.index("a1") for op, words in WORDS.items() if "a1" in words}
+    word = np.array([a1[o] for o in k["op"][r]], np.int64)
+    rl = np.stack([k["tile"][r], code_addr[k["tile"][r]] + pc[r] * isa.INSTR_BYTES + 4 * word, k["reloc"][r]], 1)
+    return blob, off, rl
 
 
 def host_rows(h: dict, req_tile: np.ndarray, addr: np.ndarray) -> dict:
@@ -141,8 +155,11 @@ def lower(place_res, sched, t: Target, exchange_table_cap: int) -> LowerResult:
     if sched.rejection:
         return LowerResult(rejection=sched.rejection)
     tg, pl = place_res.tilegraph, place_res.placement
-    table, table_off, seg, relocs = encode_tables(tg, pl.addr, pl.support.table_addr)
-    code, code_off = encode_code(tg, pl.addr, seg, relocs)
+    ex_blob, ex_off, seg, rl_x = encode_tables(tg, pl.addr, pl.support.table_addr)
+    # the relocation table follows the exchange entries; its size is known before the code
+    relocs = dict(addr=pl.support.table_addr + np.diff(ex_off), n=analysis.reloc_entries(tg))
+    code, code_off, rl_k = encode_code(tg, pl.addr, seg, relocs, pl.support.code_addr)
+    table, table_off = link_tables(tg.tiles, ex_blob, ex_off, np.concatenate([rl_x, rl_k]))
     reserved = tg.analysis["code_bytes"]
     if not np.array_equal(np.diff(code_off), reserved) or \
             not np.array_equal(np.diff(table_off), tg.analysis["table_bytes"]):

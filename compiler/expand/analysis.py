@@ -43,6 +43,8 @@ def kernel_cycles(tg: TileGraph, t: Target) -> np.ndarray:
         cyc[sel] = fn(k["i0"][sel], k["i1"][sel])
     b = on(isa.BIAS)
     cyc[b] = t.bias_cycles(k["i0"][b], k["i1"][b])
+    cp = on(isa.COPY)
+    cyc[cp] = t.copy_cycles(k["i0"][cp] * k["i1"][cp])        # row_bytes × rows
     rs = on(isa.ROWSCALE)
     cyc[rs] = t.rowscale_cycles(k["i0"][rs], k["i1"][rs], (k["dtype"][rs] >> 16) & isa.F_ADD)
     return cyc

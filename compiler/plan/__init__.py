@@ -20,13 +20,13 @@ from ..policy import Policy
 from ..result import Rejection
 from ..target import DTYPE_BYTES, Target
 from .beam import GRID_FIELDS, Options, beam_search
-from .matmul import Grid, enumerate_grids
+from .matmul import enumerate_grids
 
 
 @dataclass(frozen=True)
 class Candidate:
     strategy: tuple            # (op index, Grid) for every matmul
-    cycles: int                # estimate: sum of the ops' estimates
+    cycles: int                # estimate of the body's cycles (plan/beam.py; rank-aligned: sum of standalone grids)
 
     @property
     def grids(self) -> dict:
@@ -126,6 +126,7 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
     cands = [Candidate(tuple((n, options[n].grid(i)) for n, i in choice), int(cyc)) for cyc, choice in found]
     res = PlanResult(cands, considered, dict(sorted(rejected.items())))
     if not cands:
-        res.rejection = Rejection("plan", "unencodable", "no combination of feasible grids can be gathered "
-                                  "in whole 32-bit words (an FP8 tensor's blocks must start on a word)", {})
+        res.rejection = Rejection("plan", "unencodable", f"no state of the beam (width {policy.plan_beam}) can "
+                                  "gather its operands in whole 32-bit words (an FP8 tensor's blocks must start "
+                                  "and end on a word); a wider policy.plan_beam may find one", {})
     return res

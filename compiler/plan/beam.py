@@ -3,7 +3,11 @@
 The ops are walked in graph order (a Repeat body is the op list: searched once). A
 state is the grid chosen so far for every matmul, the layout every tensor then has,
 and the estimated cycles; after each matmul only the `width` cheapest states survive
-(at the last matmul the `keep` cheapest, the candidates handed to expand).
+(at the last matmul the `keep` cheapest, the candidates handed to expand). Pruning
+comes right after the matmul, before the ops that follow it are costed: a grid whose
+payoff comes later (a softmax spared its conversion by whole-row blocks) survives only
+on its cost so far, so a wider beam can find it (the tiny ViT of tests/test_plan_beam.py
+needs 128).
 
 What a state's layouts change is the *sender* side of every exchange. A matmul's tiles
 receive their operand blocks whatever the producer (`recv` of plan/matmul.py), but
@@ -301,6 +305,8 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
     states = [State(0, (), lay)]
     last = max(options, default=-1)
     for n, op in enumerate(graph.ops):
+        if not states:
+            return []                       # every state met a layout it cannot gather
         if op.kind != "matmul":
             states = [step(c, n, op, s) for s in states]
             continue

@@ -1,10 +1,13 @@
-"""Weight-stationary expansion: weights resident where their matmul reads them, read
-in place through REPEAT-relocated operand addresses; chosen against homes by exact
-cycles and the memory screen."""
+"""Weight-stationary: weights resident where their matmul reads them, read in place
+through REPEAT-relocated operand addresses; planned as a second beam (no B exchange,
+resident bytes within region 1) and chosen against homes by exact cycles and the
+memory screen."""
+from dataclasses import replace
+
 import numpy as np
 
 from compiler import lower as lower_mod
-from compiler.expand import Variant, expand_one
+from compiler.expand import expand_one
 from compiler.phases import compile_trial, model_phase, policy_of, target_of
 from compiler.plan import plan
 from helpers import target_cfg
@@ -50,6 +53,29 @@ def test_deep_model_falls_back_to_homes_for_memory():
     m = model_phase(c)
     shared = dict(graph=m.graph, target=target_of(c), policy=policy_of(c))
     cands = plan(m, target_of(c), policy_of(c)).candidates
-    homes = [expand_one(Variant(k, False), **shared).reason for k in cands]
-    still = [expand_one(Variant(k, True), **shared).reason for k in cands]
+    homes = [expand_one(replace(k, stationary=False), **shared).reason for k in cands]
+    still = [expand_one(replace(k, stationary=True), **shared).reason for k in cands]
     assert set(homes) == {""} and "memory" in still
+
+
+def test_plan_offers_both_modes_within_the_resident_budget():
+    """Half the candidates come from each mode; a stationary one keeps count × its b
+    blocks on tile 0 (which every grid covers) within the region-1 budget; on a deep
+    model no grid fits the budget and homes take every place."""
+    from compiler.plan import resident_budget
+    from compiler.plan.matmul import stationary_weights
+    for model, deep in ((VIT, False), (dict(VIT, width=128, hidden=512, layers=24), True)):
+        c = cfg(model)
+        m = model_phase(c)
+        g, t = m.graph, target_of(c)
+        p = plan(m, t, policy_of(c))
+        modes = [k.stationary for k in p.candidates]
+        assert modes.count(True) == (0 if deep else len(modes) // 2) and False in modes
+        still = stationary_weights(g)
+        for k in p.candidates:
+            held = sum(model["layers"] * -(-gr.kb * gr.nb // 16) * 16     # fp8 weights: 1 byte
+                       for n, gr in k.strategy if g.ops[n].inputs[1] in still)
+            assert not k.stationary or held <= resident_budget(t)
+            assert not deep or held > resident_budget(t)
+    off = plan(m, t, policy_of(cfg(weight_stationary=False)))
+    assert not any(k.stationary for k in off.candidates)

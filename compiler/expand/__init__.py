@@ -1,20 +1,23 @@
 """expand: candidates -> tile graphs, analysed and screened in bounded batches,
 keeping only the placement shortlist (DESIGN §3.3).
 
-With policy.weight_stationary every candidate is expanded twice: weights in homes
-gathered by each matmul, and weights resident where they are read (no exchange, count
-× the blocks in memory). The exact cycles and the memory screen choose between them,
-so shallow models keep weights still and deep ones fall back to homes."""
+Candidates keep weights in homes gathered by each matmul, or resident where they are
+read (weight-stationary: no exchange, count × the blocks in memory). With
+policy.weight_stationary each homes candidate is also expanded stationary (plan's
+stationary beam splits region 1 between the weights by a fixed rule, so grids it
+passes over may still fit); the exact cycles and the memory screen choose, so shallow
+models keep weights still and deep ones fall back to homes."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .. import mapper as mappers
 from ..policy import Policy
 from ..result import Rejection
 from ..target import Target
 from .analysis import analyse
+from ..plan.matmul import stationary_weights
 from .graph import expand_graph
 from .tilegraph import TileGraph
 
@@ -30,20 +33,8 @@ class Expanded:
     op_cycles: dict = field(default_factory=dict)   # op index -> cycles of the supersteps it opened
 
 
-@dataclass(frozen=True)
-class Variant:
-    """A plan candidate and how its weights are kept (stationary or in homes)."""
-    candidate: object
-    stationary: bool = False
-
-    @property
-    def label(self) -> str:
-        return self.candidate.label + (" stationary" if self.stationary else "")
-
-
-def expand_one(var: Variant, graph, target: Target, policy: Policy) -> Expanded:
-    cand = var.candidate
-    tg = expand_graph(graph, cand.grids, target, policy, var.label, var.stationary)
+def expand_one(cand, graph, target: Target, policy: Policy) -> Expanded:
+    tg = expand_graph(graph, cand.grids, target, policy, cand.label, cand.stationary)
     a = analyse(tg, target)
     op_cycles = {}
     for op, c in zip(tg.step_op, a["step_cycles"]):
@@ -51,16 +42,16 @@ def expand_one(var: Variant, graph, target: Target, policy: Policy) -> Expanded:
     w = a["worst_tile"]
     tbl = int(a["table_bytes"].max())
     if a["unencodable"]:
-        return Expanded(var, None, a, "unencodable", a["unencodable"])
+        return Expanded(cand, None, a, "unencodable", a["unencodable"])
     if tbl > policy.exchange_table_cap:
         t, cap = int(a["table_bytes"].argmax()), policy.exchange_table_cap
-        return Expanded(var, None, a, "exchange_table_cap",
+        return Expanded(cand, None, a, "exchange_table_cap",
                         f"tile {t}: exchange table {tbl} B over the {cap} B cap (excess {tbl - cap} B)",
                         dict(tile=t, live_bytes=tbl, available_bytes=cap, deficit_bytes=tbl - cap))
     need = int(a["footprint_bytes"][w])
     if need > target.tile_bytes:
         ev = int(a["peak_event"][w])
-        return Expanded(var, None, a, "memory",
+        return Expanded(cand, None, a, "memory",
                         f"tile {w}: {need} B live at event {ev} (with support), "
                         f"{target.tile_bytes} B available (deficit {need - target.tile_bytes} B)",
                         dict(tile=w, event=ev, live_bytes=need, available_bytes=target.tile_bytes,
@@ -68,12 +59,12 @@ def expand_one(var: Variant, graph, target: Target, policy: Policy) -> Expanded:
     il, r1 = a["interleaved_bytes"], a["region1_bytes"]
     if il.max() > r1:
         w = int(il.argmax())
-        return Expanded(var, None, a, "memory",
+        return Expanded(cand, None, a, "memory",
                         f"tile {w}: {int(il[w])} B of interleaved operands live, region 1 holds {r1} B "
                         f"(deficit {int(il[w]) - r1} B)",
                         dict(tile=w, live_bytes=int(il[w]), available_bytes=r1, deficit_bytes=int(il[w]) - r1))
     tg.analysis = a
-    return Expanded(var, tg, a, op_cycles=op_cycles)
+    return Expanded(cand, tg, a, op_cycles=op_cycles)
 
 
 @dataclass
@@ -104,14 +95,16 @@ def compose(cands: list, costs: dict):
     strategy = tuple(grids)
     if any(c.strategy == strategy for c in cands):
         return None
-    return type(cands[0])(strategy, sum(g.cycles for _, g in strategy))
+    return replace(cands[0], strategy=strategy, cycles=sum(g.cycles for _, g in strategy))
 
 
 def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.serial) -> ExpandResult:
     if plan_res.rejection:
         return ExpandResult(rejection=plan_res.rejection)
-    modes = (False, True) if policy.weight_stationary else (False,)
-    variants = [Variant(c, st) for c in plan_res.candidates for st in modes]
+    cands = list(plan_res.candidates)
+    if policy.weight_stationary and stationary_weights(model.graph):
+        seen = {(c.strategy, c.stationary) for c in cands}
+        cands += [replace(c, stationary=True) for c in plan_res.candidates if (c.strategy, True) not in seen]
     keep = mappers.keep_best(policy.finalists, lambda e: e.analysis["cycles"] if not e.reason else None)
     failures = Counter()
     first_failure = {}
@@ -127,13 +120,13 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
         return keep(acc, i, e)
 
     shared = dict(graph=model.graph, target=target, policy=policy)
-    best = mapper("expand", expand_one, variants, reduce, [], shared)
-    n = len(variants)
-    for st in modes if policy.compose_candidates else ():     # compose within each mode
-        ids = [i for i, v in enumerate(variants) if v.stationary == st]
-        composed = compose([variants[i].candidate for i in ids], {ids.index(i): costs[i] for i in ids if i in costs})
+    best = mapper("expand", expand_one, cands, reduce, [], shared)
+    n = len(cands)
+    for st in sorted({c.stationary for c in cands}) if policy.compose_candidates else ():   # within a mode
+        ids = [i for i, c in enumerate(cands) if c.stationary == st]
+        composed = compose([cands[i] for i in ids], {ids.index(i): costs[i] for i in ids if i in costs})
         if composed is not None:
-            best = reduce(best, n, expand_one(Variant(composed, st), **shared))
+            best = reduce(best, n, expand_one(composed, **shared))
             n += 1
     res = ExpandResult([e for _, e in best], n, dict(sorted(failures.items())))
     if not res.finalists:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import isa
-from ..plan.matmul import OUT_BYTES, Grid, reduce_rows
+from ..plan.matmul import OUT_BYTES, Grid, reduce_rows, stationary_weights
 from ..target import DTYPE_BYTES, STANDARD, Target
 from .layout import Layout, allocate, convert, fill, gather, pad, spread, starts
 from .flash import expand_flash
@@ -169,17 +169,6 @@ def expand_matmul(c: Ctx, op, grid: Grid, scale: float):
         cells = _reduce(c, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_blk, groups, glen)
     c.lay[C.name] = _layout_of_cells(C, cells)
     c.exchanged_at[C.name] = x
-
-
-def stationary_weights(graph) -> set[str]:
-    """Parameters that can stay where their matmul reads them: read once, as the b
-    operand of an ungrouped matmul (and a sequence member, inside a Repeat)."""
-    reads = [n for op in graph.ops for n in op.inputs]
-    seq = set(graph.repeat.sequences) if graph.repeat else None
-    return {op.inputs[1] for op in graph.ops
-            if op.kind == "matmul" and graph.tensors[op.inputs[1]].kind == "param"
-            and (seq is None or op.inputs[1] in seq)
-            and reads.count(op.inputs[1]) == 1 and len(op.attr("groups", ((0,) * 6,))) == 1}
 
 
 def _b_blocks(op, grid: Grid):

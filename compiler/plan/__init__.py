@@ -7,8 +7,13 @@ tiles must send to the consumer's grid, and other ops follow their producer's la
 (or convert to whole rows). The `plan_candidates` cheapest complete states are the
 candidates, best first; expand's exact screening decides among them.
 
+With policy.weight_stationary the beam runs twice: weights gathered from homes, and
+weights resident where their matmuls read them (no B exchange; count × the B blocks in
+region 1). Half the candidates come from each, so a model too deep for resident
+weights still has home candidates.
+
 policy.plan_beam = 0 is the ablation without the beam: candidate c takes the c-th
-best standalone grid of every matmul (rank-aligned)."""
+best standalone grid of every matmul (rank-aligned), weights in homes."""
 from __future__ import annotations
 
 from collections import Counter
@@ -20,13 +25,14 @@ from ..policy import Policy
 from ..result import Rejection
 from ..target import DTYPE_BYTES, Target
 from .beam import GRID_FIELDS, Options, beam_search
-from .matmul import enumerate_grids
+from .matmul import enumerate_grids, stationary_weights
 
 
 @dataclass(frozen=True)
 class Candidate:
     strategy: tuple            # (op index, Grid) for every matmul
     cycles: int                # estimate of the body's cycles (plan/beam.py; rank-aligned: sum of standalone grids)
+    stationary: bool = False   # weights resident where read (expand/graph.py resident_weights)
 
     @property
     def grids(self) -> dict:
@@ -34,7 +40,7 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        return " ".join(f"op{n}:{g.label}" for n, g in self.strategy)
+        return " ".join(f"op{n}:{g.label}" for n, g in self.strategy) + (" stationary" if self.stationary else "")
 
 
 @dataclass
@@ -77,9 +83,23 @@ def matmul_options(g, n: int, target: Target, policy: Policy, homes: int):
         rejected[r] = int((e["reason"] == r).sum())
     order = np.lexsort((e["gk"], e["gn"], e["gm"], e["gg"], e["mem"], e["cycles"]))  # deterministic
     order = order[ok[order]]
-    opts = Options(n, {f: np.asarray(e[f][order], np.int64) for f in (*GRID_FIELDS, "recv", "rest")})
+    opts = Options(n, {f: np.asarray(e[f][order], np.int64) for f in (*GRID_FIELDS, "recv", "rest", "recv_a", "b_blk")})
     lean = int(e["mem"].min()) if len(e["mem"]) else 0
     return opts, rejected, len(e["mb"]) + e["rejected_grid"], lean
+
+
+def stationary_counts(g, options: dict) -> dict:
+    """Matmul -> member count of its weight, for the matmuls whose weights can stay put."""
+    still = stationary_weights(g)
+    count = g.repeat.count if g.repeat else 1
+    return {n: count for n in options if g.ops[n].inputs[1] in still}
+
+
+def resident_budget(t: Target) -> int:
+    """Region-1 bytes resident weights may take: all of it but two element pairs, one
+    for the other 128-bit operands (gathered b blocks), one for rounding the resident
+    request up to the element pairs it owns (expand screens the exact figure)."""
+    return t.memory_end - t.region0_end - 4 * t.element_bytes
 
 
 def rank_aligned(options: dict, keep: int) -> list:
@@ -119,11 +139,16 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
                      "deficit_bytes": max(0, lean - avail)})
             return res
         options[n] = opts
-    if policy.plan_beam:
-        found = beam_search(g, target, options, policy.plan_beam, policy.plan_candidates)
+    k = policy.plan_candidates
+    if not policy.plan_beam:
+        found = [(*f, False) for f in rank_aligned(options, k)]
     else:
-        found = rank_aligned(options, policy.plan_candidates)
-    cands = [Candidate(tuple((n, options[n].grid(i)) for n, i in choice), int(cyc)) for cyc, choice in found]
+        still = stationary_counts(g, options) if policy.weight_stationary else {}
+        found = [(*f, True) for f in beam_search(g, target, options, policy.plan_beam, k // 2, still,
+                                                  resident_budget(target))] if still else []
+        found += [(*f, False) for f in beam_search(g, target, options, policy.plan_beam, k - len(found))]
+        found.sort(key=lambda f: f[0])                                      # stable: ties keep homes last
+    cands = [Candidate(tuple((n, options[n].grid(i)) for n, i in choice), int(cyc), st) for cyc, choice, st in found]
     res = PlanResult(cands, considered, dict(sorted(rejected.items())))
     if not cands:
         res.rejection = Rejection("plan", "unencodable", f"no state of the beam (width {policy.plan_beam}) can "

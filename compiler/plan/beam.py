@@ -187,8 +187,9 @@ def per_tile_cost(blocks, fn, T: int) -> int:
 class Costs:
     """Cost terms of a graph on a target, cached by the layouts they depend on."""
 
-    def __init__(self, graph, target: Target, options: dict[int, Options]):
+    def __init__(self, graph, target: Target, options: dict[int, Options], stationary=frozenset()):
         self.g, self.t, self.opt = graph, target, options
+        self.stationary = stationary          # matmuls whose weights stay where they are read
         self.cache = {}
 
     def _memo(self, key, fn):
@@ -217,17 +218,18 @@ class Costs:
         an input's layout cannot be gathered in whole words."""
         def make():
             op, o = self.g.ops[n], self.opt[n]
+            still = n in self.stationary            # then only A moves: B is resident
             per_bus = []
-            for which, (name, d) in enumerate(zip(op.inputs, descs)):
+            for which, (name, d) in enumerate(zip(op.inputs[:1] if still else op.inputs, descs)):
                 e = DTYPE_BYTES[self.g.tensors[name].dtype]
                 b, w = self.blocks(name, d), operand_windows(op, which)
                 if not word_aligned(b, w, e):
                     return np.full(len(o), np.inf)
                 per_bus.append(bus_bytes(tile_elems(b, w, self.t.tiles) * e, self.t.supertile_tiles))
-            U = pareto(np.stack(per_bus, 1))                     # [rows, 2]
-            rep = np.stack([o.a["gn"], o.a["gm"]])               # [2, grids]
+            U = pareto(np.stack(per_bus, 1)) if len(per_bus) == 2 else per_bus[0].max(keepdims=True)[:, None]
+            rep = np.stack([o.a["gn"], o.a["gm"]][:len(per_bus)])  # [operands, grids]
             send = (U @ rep).max(0)
-            return self.exchange(o.a["recv"], send) + o.a["rest"]
+            return self.exchange(o.a["recv_a" if still else "recv"], send) + o.a["rest"]
         return self._memo(("matmul", n, descs), make)
 
     def convert(self, name: str, src, dst) -> int:
@@ -262,6 +264,7 @@ class State:
     cycles: int
     choice: tuple          # (op index, grid index) per matmul so far
     lay: dict              # tensor -> layout descriptor
+    resident: int = 0      # weight-stationary bytes on the fullest tile so far
 
 
 def step(c: Costs, n: int, op, s: State) -> State:
@@ -282,10 +285,10 @@ def step(c: Costs, n: int, op, s: State) -> State:
             out = ROWS
     else:
         lay[op.outputs[0]] = ROWS
-        return State(s.cycles, s.choice, lay)
+        return State(s.cycles, s.choice, lay, s.resident)
     cyc += c.compute(n, out)
     lay[op.outputs[0]] = out
-    return State(s.cycles + cyc, s.choice, lay)
+    return State(s.cycles + cyc, s.choice, lay, s.resident)
 
 
 def best(totals: np.ndarray, k: int) -> np.ndarray:
@@ -297,10 +300,22 @@ def best(totals: np.ndarray, k: int) -> np.ndarray:
     return cand[np.lexsort((cand, flat[cand]))][:k]
 
 
-def beam_search(graph, target: Target, options: dict[int, Options], width: int, keep: int):
+def beam_search(graph, target: Target, options: dict[int, Options], width: int, keep: int,
+                stationary: dict | None = None, budget: int = 0):
     """The `keep` cheapest complete states of a beam of `width` (best first), each as
-    (estimated cycles, ((op index, grid index), ...))."""
-    c = Costs(graph, target, options)
+    (estimated cycles, ((op index, grid index), ...)).
+
+    Weight-stationary mode: `stationary` maps a matmul to its weight's member count;
+    its B never moves, and every tile keeps count × its B block resident. Tile 0 holds
+    a block of every grid, so the resident bytes add up there, within `budget` (what
+    region 1 can give them). The budget is shared in proportion to the weights' sizes:
+    a first-come split lets the first matmul's cheapest (largest-block) grids starve
+    the ones after it, which a beam pruned on cost alone never recovers from."""
+    stationary = stationary or {}
+    c = Costs(graph, target, options, frozenset(stationary))
+    need = {n: cnt * (-(-options[n].a["b_blk"] // 16) * 16) for n, cnt in stationary.items()}
+    size = {n: graph.tensors[graph.ops[n].inputs[1]].nbytes for n in stationary}
+    share = {n: budget * size[n] // max(1, sum(size.values())) for n in stationary}
     lay = {n: ROWS for n, t in graph.tensors.items() if t.kind in ("input", "param")}
     states = [State(0, (), lay)]
     last = max(options, default=-1)
@@ -312,13 +327,16 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
             continue
         totals = np.stack([s.cycles + c.matmul(n, tuple(s.lay[x] for x in op.inputs)) for s in states])
         N = totals.shape[1]
+        own = need.get(n, np.zeros(N, np.int64))
+        resident = np.array([s.resident for s in states])[:, None] + own[None, :]
+        totals = np.where((own > share.get(n, 0))[None, :] | (resident > budget), np.inf, totals)
         nxt = []
         for f in best(totals, max(width, keep) if n == last else width):
             if not np.isfinite(totals.flat[f]):
                 break                                 # the rest cannot be gathered either
             s, i = states[f // N], int(f % N)
             nxt.append(State(totals.flat[f], s.choice + ((n, i),),
-                             {**s.lay, op.outputs[0]: ("out", n, i)}))
+                             {**s.lay, op.outputs[0]: ("out", n, i)}, int(resident.flat[f])))
         states = nxt
     states = sorted((s for s in states if np.isfinite(s.cycles)), key=lambda s: s.cycles)  # stable
     return [(int(s.cycles), s.choice) for s in states[:keep]]

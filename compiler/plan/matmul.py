@@ -100,4 +100,17 @@ def enumerate_grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, 
     # recv and rest split the estimate for the beam (plan/beam.py), which replaces the
     # balanced send term above by the producers' actual layouts
     return dict(gg=gg, gm=gm, gn=gn, gk=gk, gb=gb, mb=mb, kb=kb, nb=nb, cycles=cycles, mem=mem,
-                recv=recv_in, rest=cycles - ex_in, reason=reason, rejected_grid=int((~fits).sum()))
+                recv=recv_in, rest=cycles - ex_in, recv_a=a_blk, b_blk=b_blk, reason=reason,
+                rejected_grid=int((~fits).sum()))
+
+
+def stationary_weights(graph) -> set[str]:
+    """Parameters that can stay where their matmul reads them (weight-stationary):
+    read once, as the b operand of an ungrouped matmul (and, inside a Repeat, a
+    sequence member, read in place through a relocated operand address)."""
+    reads = [n for op in graph.ops for n in op.inputs]
+    seq = set(graph.repeat.sequences) if graph.repeat else None
+    return {op.inputs[1] for op in graph.ops
+            if op.kind == "matmul" and graph.tensors[op.inputs[1]].kind == "param"
+            and (seq is None or op.inputs[1] in seq)
+            and reads.count(op.inputs[1]) == 1 and len(op.attr("groups", ((0,) * 6,))) == 1}

@@ -27,16 +27,16 @@ def repo(tmp_path_factory):
 
 
 def test_queued_two_point_sweep_exp_show_and_diffs(repo):
-    q = sh("dvc exp run --queue -S 'policy.exchange_table_cap=65536,2048'", repo)
+    q = sh("dvc exp run --queue -S 'policy.exchange_table_cap=65536,16'", repo)
     assert q.stdout.count("Queued experiment") == 2
     sh("dvc exp run --run-all -j 1", repo)
     rows = list(csv.DictReader(io.StringIO(sh(SHOW, repo).stdout)))
     exps = {r["policy.exchange_table_cap"]: r for r in rows if r["Experiment"]}
-    assert set(exps) == {"65536", "2048"}, rows
+    assert set(exps) == {"65536", "16"}, rows
     assert all(r["State"] == "Success" for r in exps.values())
-    ok, rej = exps["65536"], exps["2048"]
+    ok, rej = exps["65536"], exps["16"]
     assert ok["status"] == "ok" and int(ok["run.cycles"]) > 0
-    assert int(ok["expand.exchange_table_max_bytes"]) > 2048
+    assert int(ok["expand.exchange_table_max_bytes"]) > 16
     assert rej["status"] == "rejected" and rej["rejected.reason"] == "exchange_table_cap"
 
     # experiments are commits: diff main against them by DESIGN §6's stable names
@@ -53,7 +53,7 @@ def test_queued_two_point_sweep_exp_show_and_diffs(repo):
     assert t["rejected.phase"]["new"] == "expand" and t["rejected.deficit_bytes"]["new"] > 0
     pd = json.loads(sh(f"dvc params diff main {rej['Experiment']} --json", repo).stdout)
     assert {k: pd["params.yaml"]["policy.exchange_table_cap"][k] for k in ("old", "new")} == \
-        {"old": 81920, "new": 2048}
+        {"old": 81920, "new": 16}
     plots = sh("dvc plots show --json", repo).stdout
     assert "metrics/plots/supersteps.csv" in plots and "metrics/plots/tiles.csv" in plots
 

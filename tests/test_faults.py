@@ -55,7 +55,7 @@ def test_machine_refuses_over_cap_table(trial):
 def test_machine_refuses_misaligned_operand(trial):
     tg = trial["place"].tilegraph
     addr = trial["place"].placement.addr.copy()
-    (b,) = _rows(tg, "C.b", 0)
+    (b,) = np.concatenate([_rows(tg, n, 0) for n in ("C.b", "weights.resident")])   # gathered or stationary
     addr[b] += 4                                              # MATMUL b needs 16-byte alignment
     _, lo = _relower(trial, addr)
     with pytest.raises(MachineFault, match="align"):

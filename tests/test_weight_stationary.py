@@ -79,3 +79,23 @@ def test_plan_offers_both_modes_within_the_resident_budget():
             assert not deep or held > resident_budget(t)
     off = plan(m, t, policy_of(cfg(weight_stationary=False)))
     assert not any(k.stationary for k in off.candidates)
+
+
+def test_homes_fallback_when_resident_weights_fail_placement(monkeypatch):
+    """The shortlist ends with the best homes candidate when every finalist keeps its
+    weights resident; if placement fails for those (injected here), it is placed."""
+    from compiler.place import phase as place_phase
+    real = place_phase.place_finalist
+
+    def refuse_resident(tg, *a, **k):
+        support, addr, counts, worst, free = real(tg, *a, **k)
+        if "stationary" in tg.label:                    # injected: a tile that did not fit
+            worst = (0, None)
+        return support, addr, counts, worst, free
+
+    monkeypatch.setattr(place_phase, "place_finalist", refuse_resident)
+    r = compile_trial(cfg())
+    fins = r["expand"].finalists
+    assert [f.candidate.stationary for f in fins] == [True] * (len(fins) - 1) + [False]
+    assert r["place"].placement.finalist == len(fins) - 1
+    assert r["run"].metrics()["validated"]

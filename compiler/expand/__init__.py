@@ -110,6 +110,10 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
     first_failure = {}
 
     costs = {}                                   # admitted candidate -> its per-op cycles
+    # fallback: the best homes candidate, placed if every finalist with resident weights
+    # fails placement (expand screens their memory, placement alone proves it)
+    homes = mappers.keep_best(1, lambda e: None if e.reason or e.candidate.stationary else e.analysis["cycles"])
+    fallback = []
 
     def reduce(acc, i, e: Expanded):
         if e.reason:
@@ -117,6 +121,7 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
             first_failure[e.reason] = min(first_failure.get(e.reason, (i, e)), (i, e), key=lambda p: p[0])
         else:
             costs[i] = e.op_cycles
+        fallback[:] = homes(fallback, i, e)
         return keep(acc, i, e)
 
     shared = dict(graph=model.graph, target=target, policy=policy)
@@ -128,7 +133,10 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
         if composed is not None:
             best = reduce(best, n, expand_one(composed, **shared))
             n += 1
-    res = ExpandResult([e for _, e in best], n, dict(sorted(failures.items())))
+    short = [e for _, e in best]
+    if short and all(e.candidate.stationary for e in short):
+        short += [e for _, e in fallback]
+    res = ExpandResult(short, n, dict(sorted(failures.items())))
     if not res.finalists:
         reason = max(failures, key=lambda r: (failures[r], r))
         first = first_failure[reason][1]

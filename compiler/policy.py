@@ -12,12 +12,13 @@ class Policy:
     exchange_table_cap: int = 81920   # encoded exchange-table bytes per tile (80 KiB)
     plan_candidates: int = 8          # ranked plan candidates handed to expand
     plan_beam: int = 64               # plan's beam width over the graph; 0 = no beam (rank-aligned grids)
+    serial_passes: int = 4            # also plan matmuls as 2, 4, .. (up to this) serial row passes; 1 = off
     finalists: int = 2                # expanded candidates admitted to placement
     compose_candidates: bool = True   # also try each matmul's measured-cheapest grid, mixed
     home_rotation: bool = True        # rotate parameter homes away from input homes
     vector_homes: bool = True         # vectors (LayerNorm γ, β): replicated homes of 256-byte shards
     weight_stationary: bool = True    # also expand each candidate with weights resident where used
-    grid: str = ""                    # force one GEMM grid "GMxGNxGK" (tests, studies); "" = search
+    grid: str = ""                    # force one GEMM grid "GMxGNxGK[/SP]" (tests, studies); "" = search
     place: dict = field(default_factory=dict)  # compiler.place.PlaceConfig overrides
 
     @classmethod
@@ -27,19 +28,30 @@ class Policy:
         if unknown:
             raise ConfigError(f"unknown config key policy.{unknown[0]}")
         p = cls(**{k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()})
-        for k in ("exchange_table_cap", "plan_candidates", "finalists"):
+        for k in ("exchange_table_cap", "plan_candidates", "finalists", "serial_passes"):
             v = getattr(p, k)
             if not isinstance(v, int) or v <= 0:
                 raise ConfigError(f"policy.{k}={v!r}: must be a positive integer")
         if not isinstance(p.plan_beam, int) or isinstance(p.plan_beam, bool) or p.plan_beam < 0:
             raise ConfigError(f"policy.plan_beam={p.plan_beam!r}: must be a non-negative integer")
-        if p.grid and len(p.grid_dims) != 3:
-            raise ConfigError(f"policy.grid={p.grid!r}: expected GMxGNxGK, e.g. 2x4x2")
+        if p.grid and not p.grid_dims:
+            raise ConfigError(f"policy.grid={p.grid!r}: expected GMxGNxGK or GMxGNxGK/SP (serial passes), "
+                              f"e.g. 2x4x2 or 2x4x2/2")
         return p
 
     @property
+    def passes(self) -> tuple[int, ...]:
+        """Serial pass counts plan considers: 1, 2, 4, .. up to serial_passes."""
+        return tuple(1 << i for i in range(self.serial_passes.bit_length()) if 1 << i <= self.serial_passes)
+
+    @property
     def grid_dims(self) -> tuple[int, ...]:
+        """(gm, gn, gk, serial passes) of policy.grid "GMxGNxGK[/SP]"; () if unset or malformed."""
+        if not self.grid:
+            return ()
+        dims, _, sp = self.grid.lower().partition("/")
         try:
-            return tuple(int(x) for x in self.grid.lower().split("x")) if self.grid else ()
+            d = tuple(int(x) for x in dims.split("x")) + (int(sp or 1),)
         except ValueError:
             return ()
+        return d if len(d) == 4 else ()

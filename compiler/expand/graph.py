@@ -106,52 +106,86 @@ class Ctx:
 
 
 def expand_matmul(c: Ctx, op, grid: Grid, scale: float):
+    """The grid's tiles compute C in grid.sp serial passes over the rows (one is the
+    usual case), each pass an exchange of its A blocks and a compute superstep (and a
+    reduction with a k-split); B is gathered once, in the first pass, or resident."""
     g, bld = c.g, c.bld
     A, B = (g.tensors[x] for x in op.inputs)
-    C = g.tensors[op.outputs[0]]
     M, K, N = op.attr("m"), op.attr("k"), op.attr("n")
     groups = np.asarray(op.attr("groups", ((0, 0, 0, 0, 0, 0),)), np.int64)
     tb = bool(op.attr("transpose_b", False))
-    ea, eb = DTYPE_BYTES[A.dtype], DTYPE_BYTES[B.dtype]
+    eb = DTYPE_BYTES[B.dtype]
     G = len(groups)
-    gs, ms, ks, ns = (np.arange(0, d, b) for d, b in ((G, grid.gb), (M, grid.mb), (K, grid.kb), (N, grid.nb)))
-    gg, gm, gk, gn = len(gs), len(ms), len(ks), len(ns)
-    glen, mlen = np.diff(np.append(gs, G)), np.diff(np.append(ms, M))
-    klen, nlen = np.diff(np.append(ks, K)), np.diff(np.append(ns, N))
-    q, i, j, l = (x.ravel() for x in np.meshgrid(*map(np.arange, (gg, gm, gn, gk)), indexing="ij"))
-    tile = ((q * gm + i) * gn + j) * gk + l
-    ng, mi, kl, nj = glen[q], mlen[i], klen[l], nlen[j]
-    # per-group strides inside each tile's buffers, padded to the kernel alignment
-    sa, sb, sp = pad(mi * kl * ea, 8), pad(kl * nj * eb, 16), pad(mi * nj * OUT_BYTES, 8)
-    spec = isa.OPERANDS[isa.MATMUL]
+    gs, ks, ns = (np.arange(0, d, b) for d, b in ((G, grid.gb), (K, grid.kb), (N, grid.nb)))
+    glen, klen, nlen = np.diff(np.append(gs, G)), np.diff(np.append(ks, K)), np.diff(np.append(ns, N))
+    q, i, j, l = (x.ravel() for x in np.meshgrid(*map(np.arange, (len(gs), grid.gm, len(ns), len(ks))),
+                                                 indexing="ij"))
+    tile = ((q * grid.gm + i) * len(ns) + j) * len(ks) + l
+    ng, kl, nj = glen[q], klen[l], nlen[j]
+    sb = pad(kl * nj * eb, 16)                      # per-group stride of the b buffer
     x = c.exchange_step()
-    a_blk = bld.alloc(f"{op.outputs[0]}.a", tile, ng * sa, *spec["a"], x)
+    T = c.t.tiles
+    sb_of = np.zeros(T, np.int64)
+    sb_of[tile] = sb
     if c.op in c.resident:      # weight-stationary: b is read in place, member i at + i·stride
         b_blk, off, stride = c.resident[c.op]
-        b_off, b_reloc = off[tile], stride[tile]
+        b = (b_blk, off, stride, sb_of)                     # per tile id
     else:
-        b_blk = bld.alloc(f"{op.outputs[0]}.b", tile, ng * sb, *spec["b"], x)
-        b_off, b_reloc = np.zeros_like(tile), np.zeros_like(tile)
-    bld.bank.append(np.stack([a_blk[tile], b_blk[tile]], 1))
+        b_blk = bld.alloc(f"{op.outputs[0]}.b", tile, ng * sb, *isa.OPERANDS[isa.MATMUL]["b"], x)
+        b = (b_blk, np.zeros(T, np.int64), np.zeros(T, np.int64), sb_of)
+        for gl in range(int(glen.max())):                   # group gl of every tile's chunk
+            has = gl < ng
+            gi = gs[q[has]] + gl
+            br, bc, tt = groups[gi, 2], groups[gi, 3], tile[has]
+            if tb:   # B_g is [N, K]: the block is nj rows of kl, exactly the transposed-b operand
+                gather(bld, c.lay[B.name], x, br + ns[j[has]], br + ns[j[has]] + nj[has], bc + ks[l[has]],
+                       bc + ks[l[has]] + kl[has], tt, b_blk[tt], gl * sb[has], kl[has] * eb)
+            else:
+                gather(bld, c.lay[B.name], x, br + ks[l[has]], br + ks[l[has]] + kl[has], bc + ns[j[has]],
+                       bc + ns[j[has]] + nj[has], tt, b_blk[tt], gl * sb[has], nj[has] * eb)
+    c.exchanged_at[op.outputs[0]] = x
+    Mp, cells = -(-M // grid.sp), []
+    for p in range(grid.sp):
+        rows = min(Mp, M - p * Mp)
+        cells += _matmul_pass(c, op, grid, scale, x if p == 0 else c.exchange_step(), p * Mp,
+                              np.arange(0, rows, grid.mb), rows, b)
+    c.lay[op.outputs[0]] = _layout_of_cells(g.tensors[op.outputs[0]], cells)
+
+
+def _matmul_pass(c: Ctx, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows: int, b):
+    """One pass: the output rows [r0, r0 + rows) in row blocks `mstarts` (relative),
+    A gathered in exchange step x; returns the output cells."""
+    g, bld = c.g, c.bld
+    A, B = (g.tensors[n] for n in op.inputs)
+    K, N = op.attr("k"), op.attr("n")
+    groups = np.asarray(op.attr("groups", ((0, 0, 0, 0, 0, 0),)), np.int64)
+    tb = bool(op.attr("transpose_b", False))
+    ea = DTYPE_BYTES[A.dtype]
+    G = len(groups)
+    gs, ks, ns = (np.arange(0, d, bs) for d, bs in ((G, grid.gb), (K, grid.kb), (N, grid.nb)))
+    ms = r0 + mstarts
+    glen, mlen = np.diff(np.append(gs, G)), np.diff(np.append(ms, r0 + rows))
+    klen, nlen = np.diff(np.append(ks, K)), np.diff(np.append(ns, N))
+    gm, gn, gk = grid.gm, len(ns), len(ks)
+    q, i, j, l = (v.ravel() for v in np.meshgrid(*map(np.arange, (len(gs), len(ms), gn, gk)), indexing="ij"))
+    tile = ((q * gm + i) * gn + j) * gk + l
+    ng, mi, kl, nj = glen[q], mlen[i], klen[l], nlen[j]
+    b_blk, b_off, b_reloc, sb = (v[tile] for v in b)        # b's request, offset, stride per tile id
+    # per-group strides inside each tile's buffers, padded to the kernel alignment
+    sa, so = pad(mi * kl * ea, 8), pad(mi * nj * OUT_BYTES, 8)
+    spec = isa.OPERANDS[isa.MATMUL]
+    a_blk = bld.alloc(f"{op.outputs[0]}.a", tile, ng * sa, *spec["a"], x)
+    bld.bank.append(np.stack([a_blk[tile], b_blk], 1))
     for gl in range(int(glen.max())):                       # group gl of every tile's chunk
         has = gl < ng
         gi = gs[q[has]] + gl
-        ar, ac, br, bc = (groups[gi, k] for k in range(4))
-        tt = tile[has]
+        ar, ac, tt = groups[gi, 0], groups[gi, 1], tile[has]
         gather(bld, c.lay[A.name], x, ar + ms[i[has]], ar + ms[i[has]] + mi[has], ac + ks[l[has]],
                ac + ks[l[has]] + kl[has], tt, a_blk[tt], gl * sa[has], kl[has] * ea)
-        if c.op in c.resident:
-            pass
-        elif tb:   # B_g is [N, K]: the block is nj rows of kl, exactly the transposed-b operand
-            gather(bld, c.lay[B.name], x, br + ns[j[has]], br + ns[j[has]] + nj[has], bc + ks[l[has]],
-                   bc + ks[l[has]] + kl[has], tt, b_blk[tt], gl * sb[has], kl[has] * eb)
-        else:
-            gather(bld, c.lay[B.name], x, br + ks[l[has]], br + ks[l[has]] + kl[has], bc + ns[j[has]],
-                   bc + ns[j[has]] + nj[has], tt, b_blk[tt], gl * sb[has], nj[has] * eb)
     s = c.compute_step()
-    p_blk = bld.alloc(f"{op.outputs[0]}.p" if gk > 1 else op.outputs[0], tile, ng * sp, *spec["out"], s)
+    p_blk = bld.alloc(f"{op.outputs[0]}.p" if gk > 1 else op.outputs[0], tile, ng * so, *spec["out"], s)
     bld.reads(a_blk[tile], s)
-    bld.reads(b_blk[tile], s)
+    bld.reads(b_blk, s)
     cells = []
     for gl in range(int(glen.max())):
         has = gl < ng
@@ -159,25 +193,24 @@ def expand_matmul(c: Ctx, op, grid: Grid, scale: float):
         dt2 = 0 if A.dtype == B.dtype else isa.DTYPES[A.dtype]      # 0: same as b's
         c.kernel(step=s, tile=tt, op=isa.MATMUL, dtype=isa.DTYPES[B.dtype] | dt2 << 8
                  | (isa.F_TRANSPOSE_B << 16 if tb else 0),
-                 r0=a_blk[tt], o0=gl * sa[has], r1=b_blk[tt], o1=(gl * sb + b_off)[has], r2=p_blk[tt],
-                 o2=gl * sp[has], i0=mi[has], i1=kl[has], i2=nj[has], scale=scale * A.scale * B.scale,
+                 r0=a_blk[tt], o0=gl * sa[has], r1=b_blk[has], o1=(gl * sb + b_off)[has], r2=p_blk[tt],
+                 o2=gl * so[has], i0=mi[has], i1=kl[has], i2=nj[has], scale=scale * A.scale * B.scale,
                  reloc=b_reloc[has])
         if gk == 1:
             gi = gs[q[has]] + gl
-            cells.append((groups[gi, 4] + ms[i[has]], groups[gi, 5] + ns[j[has]], tt, p_blk[tt], gl * sp[has]))
+            cells.append((groups[gi, 4] + ms[i[has]], groups[gi, 5] + ns[j[has]], tt, p_blk[tt], gl * so[has]))
     if gk > 1:
-        cells = _reduce(c, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_blk, groups, glen)
-    c.lay[C.name] = _layout_of_cells(C, cells)
-    c.exchanged_at[C.name] = x
+        cells = _reduce(c, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, so, p_blk, groups, glen)
+    return cells
 
 
 def _b_blocks(op, grid: Grid):
     """Tile and rectangle (row, rows, col, cols) of B that each tile of an ungrouped
     matmul's grid reads (tiles numbered as expand_matmul numbers them)."""
-    M, K, N = op.attr("m"), op.attr("k"), op.attr("n")
-    (ms, _), (ks, kl), (ns, nl) = ((np.arange(0, d, b), np.diff(np.append(np.arange(0, d, b), d)))
-                                   for d, b in ((M, grid.mb), (K, grid.kb), (N, grid.nb)))
-    i, j, l = (x.ravel() for x in np.meshgrid(*map(np.arange, (len(ms), len(ns), len(ks))), indexing="ij"))
+    K, N = op.attr("k"), op.attr("n")
+    (ks, kl), (ns, nl) = ((np.arange(0, d, b), np.diff(np.append(np.arange(0, d, b), d)))
+                          for d, b in ((K, grid.kb), (N, grid.nb)))
+    i, j, l = (x.ravel() for x in np.meshgrid(*map(np.arange, (grid.gm, len(ns), len(ks))), indexing="ij"))
     _, _, br, bc, _, _ = op.attr("groups", ((0,) * 6,))[0]
     tile = (i * len(ns) + j) * len(ks) + l
     if op.attr("transpose_b", False):
@@ -222,7 +255,7 @@ def resident_weights(c: Ctx, strategy: dict):
 def _reduce(c: Ctx, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_blk, groups, glen):
     """k-split: tile l of each block sums rows [l·rr, (l+1)·rr) of the gk partials."""
     bld, gk, gn = c.bld, grid.gk, len(ns)
-    gm = len(ms)
+    gm = grid.gm                                             # per pass: a short last pass has fewer
     rr = reduce_rows(grid.mb, gk)
     r0 = l * rr
     rows = np.clip(mi - r0, 0, rr)

@@ -73,11 +73,11 @@ def matmul_options(g, n: int, target: Target, policy: Policy, homes: int):
     A, B = (g.tensors[x] for x in op.inputs)
     G = len(op.attr("groups", ((0,) * 6,)))
     e = enumerate_grids(G, op.attr("m"), op.attr("k"), op.attr("n"), A.dtype, B.dtype,
-                        bool(op.attr("transpose_b", False)), target, homes)
+                        bool(op.attr("transpose_b", False)), target, homes, policy.passes)
     ok = e["reason"] == ""
     forced = policy.grid_dims
-    if forced:   # a forced grid (gm, gn, gk): every other grid is set aside (not counted as rejected)
-        ok &= (e["gm"] == forced[0]) & (e["gn"] == forced[1]) & (e["gk"] == forced[2])
+    if forced:   # a forced grid (gm, gn, gk, sp): every other grid is set aside (not counted as rejected)
+        ok &= (e["gm"] == forced[0]) & (e["gn"] == forced[1]) & (e["gk"] == forced[2]) & (e["sp"] == forced[3])
     rejected = {"tiles": e["rejected_grid"]}
     for r in ("memory", "max_alloc"):
         rejected[r] = int((e["reason"] == r).sum())

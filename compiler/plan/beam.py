@@ -43,7 +43,7 @@ from ..target import DTYPE_BYTES, Target
 from .matmul import OUT_BYTES, Grid, reduce_rows
 
 ROWS = ("rows",)          # layout descriptor: whole rows over all tiles
-GRID_FIELDS = ("gg", "gm", "gn", "gk", "gb", "mb", "kb", "nb", "cycles", "mem")
+GRID_FIELDS = ("gg", "gm", "gn", "gk", "gb", "mb", "kb", "nb", "cycles", "mem", "sp")
 
 
 @dataclass
@@ -87,17 +87,19 @@ def groups_of(op) -> np.ndarray:
 
 
 def out_blocks(op, o: Options, i: int):
-    """Blocks of matmul `op`'s output under grid i: per group g (chunk q = g // gb) and
-    tile (q, bi, j, l), rows cr + bi·mb (+ l·rr when k-split), columns cc + j·nb."""
+    """Blocks of matmul `op`'s output under grid i: per group g (chunk q = g // gb),
+    serial pass p and tile (q, bi, j, l), rows cr + p·Mp + bi·mb (+ l·rr when k-split),
+    columns cc + j·nb (Mp = rows per pass; every pass on the same tiles)."""
     gr = groups_of(op)
     M, N = op.attr("m"), op.attr("n")
-    gm, gn, gk, gb, mb, nb = (int(o.a[f][i]) for f in ("gm", "gn", "gk", "gb", "mb", "nb"))
-    g, bi, j, l = (x.ravel() for x in np.meshgrid(np.arange(len(gr)), np.arange(gm), np.arange(gn),
-                                                  np.arange(gk), indexing="ij"))
+    gm, gn, gk, gb, mb, nb, sp = (int(o.a[f][i]) for f in ("gm", "gn", "gk", "gb", "mb", "nb", "sp"))
+    Mp = -(-M // sp)
+    g, p, bi, j, l = (x.ravel() for x in np.meshgrid(np.arange(len(gr)), np.arange(sp), np.arange(gm),
+                                                     np.arange(gn), np.arange(gk), indexing="ij"))
     tile = (((g // gb) * gm + bi) * gn + j) * gk + l
-    mi = np.minimum(mb, M - bi * mb)
+    mi = np.minimum(mb, np.minimum(Mp, M - p * Mp) - bi * mb)
     nc = np.minimum(nb, N - j * nb)
-    r0 = gr[g, 4] + bi * mb
+    r0 = gr[g, 4] + p * Mp + bi * mb
     if gk > 1:
         rr = reduce_rows(mb, gk)
         r0, mi = r0 + l * rr, np.clip(mi - l * rr, 0, rr)

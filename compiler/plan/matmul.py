@@ -6,6 +6,11 @@ GEMM has G = 1): C_g[M, N] = A_g[M, K] · B_g[K, N] (B_g stored [N, K] when tran
 Grid (gg, gm, gn, gk): tile (q, i, j, l) computes the partials of the groups of chunk
 q for output block (i, j) over the k slice l. With gk > 1 the partials are reduced:
 tile l of a block sums rows [l·rr, (l+1)·rr) of the gk partials (rr = reduce_rows).
+
+Serial passes (sp > 1, ungrouped matmuls, policy.serial_passes): the rows are cut
+into sp token blocks processed one after another on the same tiles, each pass its
+own exchange and compute supersteps (B gathered once, in the first). A pass holds
+1/sp of the A block and of the partials: supersteps traded for working memory.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ class Grid:
     nb: int
     cycles: int      # estimate; expand computes the exact figure
     mem_bytes: int   # screened bytes on the fullest tile
+    sp: int = 1      # serial passes over the rows (mb, gm are per pass)
 
     @property
     def tiles(self) -> int:
@@ -38,7 +44,7 @@ class Grid:
     @property
     def label(self) -> str:
         g = f"{self.gg}x" if self.gg > 1 else ""
-        return f"{g}{self.gm}x{self.gn}x{self.gk}"
+        return f"{g}{self.gm}x{self.gn}x{self.gk}" + (f"/{self.sp}" if self.sp > 1 else "")
 
 
 def reduce_rows(mb, gk):
@@ -60,18 +66,16 @@ def word_elems(dtype: str) -> int:
     return max(1, 4 // DTYPE_BYTES[dtype])
 
 
-def enumerate_grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose_b: bool,
-                    t: Target, home_bytes: int = 0):
-    """Every grid with estimated cycles, peak memory and rejection reason. `cycles`
-    assumes the operand sends balanced over all tiles; `recv` (operand bytes a tile
-    receives) and `rest` (cycles besides the operand exchange) let the beam cost the
-    operand exchange from the producers' layouts instead."""
+def _grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose_b: bool,
+           t: Target, home_bytes: int, sp: int):
+    """The grids of `sp` serial passes (see enumerate_grids)."""
     qk = max(word_elems(a_dtype), word_elems(b_dtype) if transpose_b else 1)
     qn = max(2, 1 if transpose_b else word_elems(b_dtype))
-    opts = [block_options(G, 1, t.tiles), block_options(M, 1, t.tiles),
+    Mp = -(-M // sp)                                  # rows per pass
+    opts = [block_options(G, 1, t.tiles), block_options(Mp, 1, t.tiles),
             block_options(K, qk, t.tiles), block_options(N, qn, t.tiles)]
     gb, mb, kb, nb = (x.ravel() for x in np.meshgrid(*opts, indexing="ij"))
-    gg, gm, gk, gn = -(-G // gb), -(-M // mb), -(-K // kb), -(-N // nb)
+    gg, gm, gk, gn = -(-G // gb), -(-Mp // mb), -(-K // kb), -(-N // nb)
     fits = gg * gm * gn * gk <= t.tiles
     gb, mb, kb, nb, gg, gm, gk, gn = (x[fits] for x in (gb, mb, kb, nb, gg, gm, gk, gn))
     ea, eb = DTYPE_BYTES[a_dtype], DTYPE_BYTES[b_dtype]
@@ -80,6 +84,7 @@ def enumerate_grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, 
     recv_in = a_blk + b_blk
     send_in = -(-(gg * gm * gn * gk * recv_in) // T)
     ex_in = t.exchange_phase_cycles + -(-np.maximum(recv_in, send_in) // bw)
+    ex_later = (sp - 1) * (t.exchange_phase_cycles + -(-np.maximum(a_blk, -(-(gg * gm * gn * gk * a_blk) // T)) // bw))
     rate = min(t.amp_macs_per_cycle[a_dtype], t.amp_macs_per_cycle[b_dtype])
     mm = gb * (t.kernel_overhead_cycles + -(-(mb * kb * nb) // rate))
     rr = reduce_rows(mb, gk)
@@ -89,9 +94,10 @@ def enumerate_grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, 
     add = reducing * gb * (t.kernel_overhead_cycles
                            + -(-((gk + 1) * rr * nb * OUT_BYTES) // t.vector_bytes_per_cycle))
     steps = np.where(reducing, 4, 2)
-    cycles = ex_in + mm + ex_red + add + steps * t.sync_cycles
+    cycles = ex_in + ex_later + sp * (mm + ex_red + add + steps * t.sync_cycles)
     c_blk = gb * rr * nb * OUT_BYTES
-    peak = np.maximum(a_blk + b_blk + p_blk, p_blk + red + c_blk * reducing)
+    done = (sp - 1) * np.where(reducing, c_blk, p_blk)    # earlier passes' outputs, live
+    peak = b_blk + done + np.maximum(a_blk + p_blk, p_blk + red + c_blk * reducing)
     mem = home_bytes + peak + 1024 + 16 * gb * 5           # support + per-group alignment slack
     reason = np.full(len(mb), "", dtype=object)
     reason[mem > t.tile_bytes] = "memory"
@@ -100,8 +106,23 @@ def enumerate_grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, 
     # recv and rest split the estimate for the beam (plan/beam.py), which replaces the
     # balanced send term above by the producers' actual layouts
     return dict(gg=gg, gm=gm, gn=gn, gk=gk, gb=gb, mb=mb, kb=kb, nb=nb, cycles=cycles, mem=mem,
+                sp=np.full(len(mb), sp, np.int64),
                 recv=recv_in, rest=cycles - ex_in, recv_a=a_blk, b_blk=b_blk, reason=reason,
                 rejected_grid=int((~fits).sum()))
+
+
+def enumerate_grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose_b: bool,
+                    t: Target, home_bytes: int = 0, passes: tuple = (1,)):
+    """Every grid (for each serial pass count of `passes`; ungrouped matmuls only) with
+    estimated cycles, peak memory and rejection reason. `cycles` assumes the operand
+    sends balanced over all tiles; `recv` (operand bytes a tile receives in the first
+    exchange) and `rest` (cycles besides it) let the beam cost that exchange from the
+    producers' layouts instead."""
+    parts = [_grids(G, M, K, N, a_dtype, b_dtype, transpose_b, t, home_bytes, sp)
+             for sp in passes if sp == 1 or (G == 1 and M >= 2 * sp)]
+    out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "rejected_grid"}
+    out["rejected_grid"] = sum(p["rejected_grid"] for p in parts)
+    return out
 
 
 def stationary_weights(graph) -> set[str]:

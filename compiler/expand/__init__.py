@@ -13,11 +13,11 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from .. import mapper as mappers
+from ..plan.matmul import stationary_weights
 from ..policy import Policy
 from ..result import Rejection
 from ..target import Target
 from .analysis import analyse
-from ..plan.matmul import stationary_weights
 from .graph import expand_graph
 from .tilegraph import TileGraph
 

@@ -1,7 +1,7 @@
 """plan: choose a strategy per op and rank whole-graph candidates (DESIGN §3.2).
 
 Each matmul's grids are enumerated, costed and memory-screened with numpy
-(plan/matmul.py). A beam search over the graph (plan/beam.py) then chooses one grid
+(plan/matmul.py), each also as 2, 4, .. serial row passes (policy.serial_passes). A beam search over the graph (plan/beam.py) then chooses one grid
 per matmul with its neighbours in view: a producer's output layout decides what its
 tiles must send to the consumer's grid, and other ops follow their producer's layout
 (or convert to whole rows). The `plan_candidates` cheapest complete states are the

@@ -81,7 +81,7 @@ def start(mach, step, tiles, pc, w) -> Loop:
     """Validate the REPEAT every tile in `tiles` (all of them) fetched at pc, and
     build the loop state. Static checks on the stored body and table; the run
     loop repeats the cheap checks dynamically."""
-    m, t = mach.m, mach.t
+    m = mach.m
     count, body, reloc, nreloc = (w[:, j] for j in range(1, 5))
     ff = lambda bad, msg: first_fault(bad, msg, tiles, step, pc)
     mc = mode(count)

@@ -1,5 +1,4 @@
 """The interface the place phase calls: PlaceConfig, solve, bad input."""
-import numpy as np
 import pytest
 
 from compiler.place import (INFEASIBLE, PLACED, PlaceConfig, Problem, ProblemError, solve,

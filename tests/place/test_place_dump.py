@@ -6,7 +6,7 @@ import pytest
 
 from compiler.place import PLACED, solve, validate
 from compiler.place.__main__ import main
-from compiler.place.dump import DumpError, from_dict, load, read_csv, save, to_dict
+from compiler.place.dump import DumpError, from_dict, load, read_csv, save
 from place_cases import random_problem
 
 

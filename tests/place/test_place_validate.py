@@ -1,6 +1,5 @@
 """Fault injection: each kind of illegal placement must be caught by the
 independent validator, and a legal one must pass."""
-import numpy as np
 import pytest
 
 from compiler.place import Problem, validate

@@ -8,7 +8,7 @@ import pytest
 from compiler import isa, sim
 from compiler.sim import MachineFault
 
-from .asm import CODE, R0_DATA, R0_DATA2, R1, Asm
+from .asm import R0_DATA, R0_DATA2, R1, Asm
 
 W = list(range(8))              # working tiles; the others only SYNC
 m, k, n = 8, 16, 16

@@ -21,8 +21,9 @@ def shortlist(res):
 
 def expanded(p):
     """Plan's candidates, and each homes one once more with stationary weights."""
-    still = {k.strategy for k in p.candidates if k.stationary}
-    return len(p.candidates) + sum(not k.stationary and k.strategy not in still for k in p.candidates)
+    every = frozenset(n for n, _ in p.candidates[0].strategy)     # the MLP: every matmul's weight can stay
+    seen = {(k.strategy, k.resident) for k in p.candidates}
+    return len(p.candidates) + sum(not k.resident and (k.strategy, every) not in seen for k in p.candidates)
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from compiler import lower as lower_mod
 from compiler.expand import expand_one
 from compiler.phases import compile_trial, model_phase, policy_of, target_of
 from compiler.plan import plan
+from compiler.plan.matmul import stationary_weights
 from helpers import target_cfg
 
 VIT = dict(name="vit", preset="custom", width=32, hidden=64, heads=2, tokens=16, layers=3)
@@ -53,32 +54,34 @@ def test_deep_model_falls_back_to_homes_for_memory():
     m = model_phase(c)
     shared = dict(graph=m.graph, target=target_of(c), policy=policy_of(c))
     cands = plan(m, target_of(c), policy_of(c)).candidates
-    homes = [expand_one(replace(k, stationary=False), **shared).reason for k in cands]
-    still = [expand_one(replace(k, stationary=True), **shared).reason for k in cands]
+    every = frozenset(n for n, _ in cands[0].strategy if m.graph.ops[n].inputs[1] in stationary_weights(m.graph))
+    homes = [expand_one(replace(k, resident=frozenset()), **shared).reason for k in cands]
+    still = [expand_one(replace(k, resident=every), **shared).reason for k in cands]
     assert set(homes) == {""} and "memory" in still
 
 
-def test_plan_offers_both_modes_within_the_resident_budget():
-    """Half the candidates come from each mode; a stationary one keeps count × its b
-    blocks on tile 0 (which every grid covers) within the region-1 budget; on a deep
-    model no grid fits the budget and homes take every place."""
+def test_plan_chooses_resident_weights_per_matmul_within_the_budget():
+    """Half the candidates come from the beam that may keep each weight resident; a
+    candidate's resident weights (count × its b blocks on tile 0, which every grid
+    covers) stay within the region-1 budget. On a deep model keeping every weight
+    resident does not fit (some could, where it pays)."""
     from compiler.plan import resident_budget
-    from compiler.plan.matmul import stationary_weights
     for model, deep in ((VIT, False), (dict(VIT, width=128, hidden=512, layers=24), True)):
         c = cfg(model)
         m = model_phase(c)
         g, t = m.graph, target_of(c)
         p = plan(m, t, policy_of(c))
-        modes = [k.stationary for k in p.candidates]
-        assert modes.count(True) == (0 if deep else len(modes) // 2) and False in modes
+        assert (deep or any(k.resident for k in p.candidates)) and any(not k.resident for k in p.candidates)
         still = stationary_weights(g)
         for k in p.candidates:
-            held = sum(model["layers"] * -(-gr.kb * gr.nb // 16) * 16     # fp8 weights: 1 byte
-                       for n, gr in k.strategy if g.ops[n].inputs[1] in still)
-            assert not k.stationary or held <= resident_budget(t)
-            assert not deep or held > resident_budget(t)
+            held = lambda ops: sum(model["layers"] * -(-gr.kb * gr.nb // 16) * 16   # fp8 weights: 1 byte
+                                   for n, gr in k.strategy if n in ops)
+            assert held(k.resident) <= resident_budget(t)
+            assert k.resident <= {n for n, _ in k.strategy if g.ops[n].inputs[1] in still}
+            if deep and not k.resident:
+                assert held({n for n, _ in k.strategy if g.ops[n].inputs[1] in still}) > resident_budget(t)
     off = plan(m, t, policy_of(cfg(weight_stationary=False)))
-    assert not any(k.stationary for k in off.candidates)
+    assert not any(k.resident for k in off.candidates)
 
 
 def test_homes_fallback_when_resident_weights_fail_placement(monkeypatch):

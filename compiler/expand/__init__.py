@@ -1,12 +1,12 @@
 """expand: candidates -> tile graphs, analysed and screened in bounded batches,
 keeping only the placement shortlist (DESIGN §3.3).
 
-Candidates keep weights in homes gathered by each matmul, or resident where they are
+Candidates keep each weight in homes gathered by its matmul, or resident where it is
 read (weight-stationary: no exchange, count × the blocks in memory). With
-policy.weight_stationary each homes candidate is also expanded stationary (plan's
-stationary beam splits region 1 between the weights by a fixed rule, so grids it
+policy.weight_stationary each homes candidate is also expanded with every weight
+resident (plan's beam splits region 1 between the weights by a fixed rule, so grids it
 passes over may still fit); the exact cycles and the memory screen choose, so shallow
-models keep weights still and deep ones fall back to homes."""
+models keep weights still and deep ones keep some or all in homes."""
 from __future__ import annotations
 
 from collections import Counter
@@ -34,7 +34,7 @@ class Expanded:
 
 
 def expand_one(cand, graph, target: Target, policy: Policy) -> Expanded:
-    tg = expand_graph(graph, cand.grids, target, policy, cand.label, cand.stationary)
+    tg = expand_graph(graph, cand.grids, target, policy, cand.label, cand.resident)
     a = analyse(tg, target)
     op_cycles = {}
     for op, c in zip(tg.step_op, a["step_cycles"]):
@@ -102,9 +102,12 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
     if plan_res.rejection:
         return ExpandResult(rejection=plan_res.rejection)
     cands = list(plan_res.candidates)
-    if policy.weight_stationary and stationary_weights(model.graph):
-        seen = {(c.strategy, c.stationary) for c in cands}
-        cands += [replace(c, stationary=True) for c in plan_res.candidates if (c.strategy, True) not in seen]
+    still = stationary_weights(model.graph)
+    every = frozenset(n for n, op in enumerate(model.graph.ops) if op.kind == "matmul" and op.inputs[1] in still)
+    if policy.weight_stationary and every:
+        seen = {(c.strategy, c.resident) for c in cands}
+        cands += [replace(c, resident=every) for c in plan_res.candidates
+                  if not c.resident and (c.strategy, every) not in seen]
     keep = mappers.keep_best(policy.finalists, lambda e: e.analysis["cycles"] if not e.reason else None)
     failures = Counter()
     first_failure = {}
@@ -127,8 +130,8 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
     shared = dict(graph=model.graph, target=target, policy=policy)
     best = mapper("expand", expand_one, cands, reduce, [], shared)
     n = len(cands)
-    for st in sorted({c.stationary for c in cands}) if policy.compose_candidates else ():   # within a mode
-        ids = [i for i, c in enumerate(cands) if c.stationary == st]
+    for st in sorted({c.resident for c in cands}, key=sorted) if policy.compose_candidates else ():  # per mode
+        ids = [i for i, c in enumerate(cands) if c.resident == st]
         composed = compose([cands[i] for i in ids], {ids.index(i): costs[i] for i in ids if i in costs})
         if composed is not None:
             best = reduce(best, n, expand_one(composed, **shared))

@@ -455,11 +455,11 @@ def home_rotations(graph, names, seq, count: int, T: int, candidates: int = 64) 
 
 
 def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
-                 stationary: bool = False) -> TileGraph:
+                 resident: frozenset = frozenset()) -> TileGraph:
     """With a Repeat, the supersteps emitted here are its body, run `count` times:
     carried outputs are exchanged back into their inputs' homes at the end of each
     iteration, and the graph's output is read from there after the last. With
-    `stationary`, weights get no homes of their own: they stay where they are read."""
+    `resident` matmuls, weights get no homes of their own: they stay where they are read."""
     c = Ctx(graph, target, policy)
     rep = graph.repeat
     count = rep.count if rep else 1
@@ -467,7 +467,8 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
     c.count, c.seq = count, seq
     carried = dict(rep.carried) if rep else {}
     ins = [t.name for t in graph.tensors.values() if t.kind in ("input", "param")]
-    c.stationary = {n: k for k, n in enumerate(ins) if n in stationary_weights(graph)} if stationary else {}
+    still = stationary_weights(graph) & {graph.ops[n].inputs[1] for n in resident}
+    c.stationary = {n: k for k, n in enumerate(ins) if n in still}
     homed = [n for n in ins if n not in c.stationary]
     resident_weights(c, strategy)
     rots = home_rotations(graph, homed, seq, count, target.tiles) if policy.home_rotation else {}

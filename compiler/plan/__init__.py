@@ -24,7 +24,7 @@ import numpy as np
 from ..policy import Policy
 from ..result import Rejection
 from ..target import DTYPE_BYTES, Target
-from .beam import GRID_FIELDS, Options, beam_search
+from .beam import GRID_FIELDS, Options, beam_search, with_resident
 from .matmul import enumerate_grids, stationary_weights
 
 
@@ -32,15 +32,20 @@ from .matmul import enumerate_grids, stationary_weights
 class Candidate:
     strategy: tuple            # (op index, Grid) for every matmul
     cycles: int                # estimate of the body's cycles (plan/beam.py; rank-aligned: sum of standalone grids)
-    stationary: bool = False   # weights resident where read (expand/graph.py resident_weights)
+    resident: frozenset = frozenset()   # matmuls whose weights stay where read (expand/graph.py resident_weights)
 
     @property
     def grids(self) -> dict:
         return dict(self.strategy)
 
     @property
+    def stationary(self) -> bool:
+        return bool(self.resident)
+
+    @property
     def label(self) -> str:
-        return " ".join(f"op{n}:{g.label}" for n, g in self.strategy) + (" stationary" if self.stationary else "")
+        return " ".join(f"op{n}:{g.label}" + ("*" * (n in self.resident)) for n, g in self.strategy) \
+            + (" stationary" if self.resident else "")
 
 
 @dataclass
@@ -141,14 +146,18 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
         options[n] = opts
     k = policy.plan_candidates
     if not policy.plan_beam:
-        found = [(*f, False) for f in rank_aligned(options, k)]
+        found = [(*f, options) for f in rank_aligned(options, k)]
     else:
         still = stationary_counts(g, options) if policy.weight_stationary else {}
-        found = [(*f, True) for f in beam_search(g, target, options, policy.plan_beam, k // 2, still,
+        mixed = {n: with_resident(o) if n in still else o for n, o in options.items()}
+        found = [(*f, mixed) for f in beam_search(g, target, mixed, policy.plan_beam, k // 2, still,
                                                   resident_budget(target))] if still else []
-        found += [(*f, False) for f in beam_search(g, target, options, policy.plan_beam, k - len(found))]
+        found = [f for f in found if any(mixed[n].a["still"][i] for n, i in f[1] if n in still)]
+        found += [(*f, options) for f in beam_search(g, target, options, policy.plan_beam, k - len(found))]
         found.sort(key=lambda f: f[0])                                      # stable: ties keep homes last
-    cands = [Candidate(tuple((n, options[n].grid(i)) for n, i in choice), int(cyc), st) for cyc, choice, st in found]
+    cands = [Candidate(tuple((n, opts[n].grid(i)) for n, i in choice), int(cyc),
+                       frozenset(n for n, i in choice if "still" in opts[n].a and opts[n].a["still"][i]))
+             for cyc, choice, opts in found]
     res = PlanResult(cands, considered, dict(sorted(rejected.items())))
     if not cands:
         res.rejection = Rejection("plan", "unencodable", f"no state of the beam (width {policy.plan_beam}) can "

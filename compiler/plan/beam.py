@@ -189,9 +189,8 @@ def per_tile_cost(blocks, fn, T: int) -> int:
 class Costs:
     """Cost terms of a graph on a target, cached by the layouts they depend on."""
 
-    def __init__(self, graph, target: Target, options: dict[int, Options], stationary=frozenset()):
+    def __init__(self, graph, target: Target, options: dict[int, Options]):
         self.g, self.t, self.opt = graph, target, options
-        self.stationary = stationary          # matmuls whose weights stay where they are read
         self.cache = {}
 
     def _memo(self, key, fn):
@@ -220,18 +219,21 @@ class Costs:
         an input's layout cannot be gathered in whole words."""
         def make():
             op, o = self.g.ops[n], self.opt[n]
-            still = n in self.stationary            # then only A moves: B is resident
             per_bus = []
-            for which, (name, d) in enumerate(zip(op.inputs[:1] if still else op.inputs, descs)):
+            for which, (name, d) in enumerate(zip(op.inputs, descs)):
                 e = DTYPE_BYTES[self.g.tensors[name].dtype]
                 b, w = self.blocks(name, d), operand_windows(op, which)
                 if not word_aligned(b, w, e):
                     return np.full(len(o), np.inf)
                 per_bus.append(bus_bytes(tile_elems(b, w, self.t.tiles) * e, self.t.supertile_tiles))
-            U = pareto(np.stack(per_bus, 1)) if len(per_bus) == 2 else per_bus[0].max(keepdims=True)[:, None]
-            rep = np.stack([o.a["gn"], o.a["gm"]][:len(per_bus)])  # [operands, grids]
-            send = (U @ rep).max(0)
-            return self.exchange(o.a["recv_a" if still else "recv"], send) + o.a["rest"]
+            U = pareto(np.stack(per_bus, 1))                     # [rows, 2]
+            both = (U @ np.stack([o.a["gn"], o.a["gm"]])).max(0)
+            homes = self.exchange(o.a["recv"], both)
+            if "still" not in o.a:
+                return homes + o.a["rest"]
+            # a resident grid's B never moves: only A is received and sent
+            alone = self.exchange(o.a["recv_a"], per_bus[0].max() * o.a["gn"])
+            return np.where(o.a["still"] == 1, alone, homes) + o.a["rest"]
         return self._memo(("matmul", n, descs), make)
 
     def convert(self, name: str, src, dst) -> int:
@@ -293,6 +295,13 @@ def step(c: Costs, n: int, op, s: State) -> State:
     return State(s.cycles + cyc, s.choice, lay, s.resident)
 
 
+def with_resident(o: Options) -> Options:
+    """The grids of o twice: B gathered from homes (still 0), then B resident (still 1)."""
+    a = {k: np.concatenate([v, v]) for k, v in o.a.items()}
+    a["still"] = np.repeat([0, 1], len(o))
+    return Options(o.op, a)
+
+
 def best(totals: np.ndarray, k: int) -> np.ndarray:
     """Flat indices of the k smallest totals, ties to the lower index (deterministic)."""
     flat = totals.ravel()
@@ -307,15 +316,17 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
     """The `keep` cheapest complete states of a beam of `width` (best first), each as
     (estimated cycles, ((op index, grid index), ...)).
 
-    Weight-stationary mode: `stationary` maps a matmul to its weight's member count;
-    its B never moves, and every tile keeps count × its B block resident. Tile 0 holds
-    a block of every grid, so the resident bytes add up there, within `budget` (what
-    region 1 can give them). The budget is shared in proportion to the weights' sizes:
-    a first-come split lets the first matmul's cheapest (largest-block) grids starve
-    the ones after it, which a beam pruned on cost alone never recovers from."""
+    Weight-stationary choice: `stationary` maps a matmul to its weight's member count,
+    and its options hold every grid twice (`still` 0: B gathered from homes; 1: B
+    resident, never moving, count × its block on every tile). Tile 0 holds a block of
+    every grid, so the resident bytes add up there, within `budget` (what region 1 can
+    give them). The budget is shared in proportion to the weights' sizes: a first-come
+    split lets the first matmul's cheapest (largest-block) grids starve the ones after
+    it, which a beam pruned on cost alone never recovers from."""
     stationary = stationary or {}
-    c = Costs(graph, target, options, frozenset(stationary))
-    need = {n: cnt * (-(-options[n].a["b_blk"] // 16) * 16) for n, cnt in stationary.items()}
+    c = Costs(graph, target, options)
+    need = {n: cnt * (-(-options[n].a["b_blk"] // 16) * 16) * options[n].a["still"]
+            for n, cnt in stationary.items()}
     size = {n: graph.tensors[graph.ops[n].inputs[1]].nbytes for n in stationary}
     share = {n: budget * size[n] // max(1, sum(size.values())) for n in stationary}
     lay = {n: ROWS for n, t in graph.tensors.items() if t.kind in ("input", "param")}

@@ -47,7 +47,7 @@ def main(n: int):
         m = model_phase(cfg)
         p, t_plan = ms(lambda: plan(m, t, pol), n)
         cand = next(c for c in p.candidates if not c.stationary)   # like for like at every depth: homes
-        tg, t_exp = ms(lambda: expand_graph(m.graph, cand.grids, t, pol, cand.label, cand.stationary), n)
+        tg, t_exp = ms(lambda: expand_graph(m.graph, cand.grids, t, pol, cand.label, cand.resident), n)
         _, t_cost = ms(lambda: step_cycles(tg, t), n)
         _, t_foot = ms(lambda: (table_blob_bytes(tg), code_instructions(tg), live_peak(tg)), n)
         print(f"| {name} | {t_plan:.0f} | {t_exp:.0f} | {t_cost:.0f} | {t_foot:.0f} | {len(tg.xfer['src'])} |",

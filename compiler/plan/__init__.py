@@ -7,9 +7,10 @@ tiles must send to the consumer's grid, and other ops follow their producer's la
 (or convert to whole rows). The `plan_candidates` cheapest complete states are the
 candidates, best first; expand's exact screening decides among them.
 
-With policy.weight_stationary the beam runs twice: weights gathered from homes, and
-weights resident where their matmuls read them (no B exchange; count × the B blocks in
-region 1). Half the candidates come from each, so a model too deep for resident
+With policy.weight_stationary the beam runs twice: all weights gathered from homes,
+and a beam that may keep each weight resident where its matmul reads it (no B
+exchange; count × the B blocks in region 1). Up to half the candidates come from the
+second (those keeping at least one weight resident), so a model too deep for resident
 weights still has home candidates.
 
 policy.plan_beam = 0 is the ablation without the beam: candidate c takes the c-th

@@ -5,17 +5,19 @@ then runs its kernels (a compute superstep, shared with the previous op's when n
 exchange came between). Inputs and parameters start in their homes: whole rows
 spread evenly over the tiles, each tensor rotated to balance the fullest tile
 (policy.home_rotation); vectors in replicated 256-byte shards (policy.vector_homes) so that broadcasting them
-to every row tile costs no home tile more than a consumer receives.
+to every row tile costs no home tile more than a consumer receives; weights a candidate
+keeps resident sit where their matmul reads them instead (matmul.py, with the matmuls).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import isa
-from ..plan.matmul import OUT_BYTES, Grid, reduce_rows, stationary_weights
+from ..plan.matmul import OUT_BYTES, stationary_weights
 from ..target import DTYPE_BYTES, STANDARD, Target
 from .layout import Layout, allocate, convert, fill, gather, pad, spread, starts
 from .flash import expand_flash
+from .matmul import expand_matmul, resident_weights
 from .tilegraph import END, Builder, TileGraph
 
 F16 = isa.DTYPES["f16"]
@@ -103,208 +105,6 @@ class Ctx:
             sel = np.arange(len(tiles)) % len(reps) == r
             gather(self.bld, lay, step, 0, 1, c0[sel], c1[sel], tiles[sel], req[sel], off[sel],
                    (c1[sel] - c0[sel]) * e)
-
-
-def expand_matmul(c: Ctx, op, grid: Grid, scale: float):
-    """The grid's tiles compute C in grid.sp serial passes over the rows (one is the
-    usual case), each pass an exchange of its A blocks and a compute superstep (and a
-    reduction with a k-split); B is gathered once, in the first pass, or resident."""
-    g, bld = c.g, c.bld
-    A, B = (g.tensors[x] for x in op.inputs)
-    M, K, N = op.attr("m"), op.attr("k"), op.attr("n")
-    groups = np.asarray(op.attr("groups", ((0, 0, 0, 0, 0, 0),)), np.int64)
-    tb = bool(op.attr("transpose_b", False))
-    eb = DTYPE_BYTES[B.dtype]
-    G = len(groups)
-    gs, ks, ns = (np.arange(0, d, b) for d, b in ((G, grid.gb), (K, grid.kb), (N, grid.nb)))
-    glen, klen, nlen = np.diff(np.append(gs, G)), np.diff(np.append(ks, K)), np.diff(np.append(ns, N))
-    q, i, j, l = (x.ravel() for x in np.meshgrid(*map(np.arange, (len(gs), grid.gm, len(ns), len(ks))),
-                                                 indexing="ij"))
-    tile = ((q * grid.gm + i) * len(ns) + j) * len(ks) + l
-    ng, kl, nj = glen[q], klen[l], nlen[j]
-    sb = pad(kl * nj * eb, 16)                      # per-group stride of the b buffer
-    x = c.exchange_step()
-    T = c.t.tiles
-    sb_of = np.zeros(T, np.int64)
-    sb_of[tile] = sb
-    if c.op in c.resident:      # weight-stationary: b is read in place, member i at + i·stride
-        b_blk, off, stride = c.resident[c.op]
-        b = (b_blk, off, stride, sb_of)                     # per tile id
-    else:
-        b_blk = bld.alloc(f"{op.outputs[0]}.b", tile, ng * sb, *isa.OPERANDS[isa.MATMUL]["b"], x)
-        b = (b_blk, np.zeros(T, np.int64), np.zeros(T, np.int64), sb_of)
-        for gl in range(int(glen.max())):                   # group gl of every tile's chunk
-            has = gl < ng
-            gi = gs[q[has]] + gl
-            br, bc, tt = groups[gi, 2], groups[gi, 3], tile[has]
-            if tb:   # B_g is [N, K]: the block is nj rows of kl, exactly the transposed-b operand
-                gather(bld, c.lay[B.name], x, br + ns[j[has]], br + ns[j[has]] + nj[has], bc + ks[l[has]],
-                       bc + ks[l[has]] + kl[has], tt, b_blk[tt], gl * sb[has], kl[has] * eb)
-            else:
-                gather(bld, c.lay[B.name], x, br + ks[l[has]], br + ks[l[has]] + kl[has], bc + ns[j[has]],
-                       bc + ns[j[has]] + nj[has], tt, b_blk[tt], gl * sb[has], nj[has] * eb)
-    c.exchanged_at[op.outputs[0]] = x
-    Mp, cells = -(-M // grid.sp), []
-    for p in range(grid.sp):
-        rows = min(Mp, M - p * Mp)
-        cells += _matmul_pass(c, op, grid, scale, x if p == 0 else c.exchange_step(), p * Mp,
-                              np.arange(0, rows, grid.mb), rows, b)
-    c.lay[op.outputs[0]] = _layout_of_cells(g.tensors[op.outputs[0]], cells)
-
-
-def _matmul_pass(c: Ctx, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows: int, b):
-    """One pass: the output rows [r0, r0 + rows) in row blocks `mstarts` (relative),
-    A gathered in exchange step x; returns the output cells."""
-    g, bld = c.g, c.bld
-    A, B = (g.tensors[n] for n in op.inputs)
-    K, N = op.attr("k"), op.attr("n")
-    groups = np.asarray(op.attr("groups", ((0, 0, 0, 0, 0, 0),)), np.int64)
-    tb = bool(op.attr("transpose_b", False))
-    ea = DTYPE_BYTES[A.dtype]
-    G = len(groups)
-    gs, ks, ns = (np.arange(0, d, bs) for d, bs in ((G, grid.gb), (K, grid.kb), (N, grid.nb)))
-    ms = r0 + mstarts
-    glen, mlen = np.diff(np.append(gs, G)), np.diff(np.append(ms, r0 + rows))
-    klen, nlen = np.diff(np.append(ks, K)), np.diff(np.append(ns, N))
-    gm, gn, gk = grid.gm, len(ns), len(ks)
-    q, i, j, l = (v.ravel() for v in np.meshgrid(*map(np.arange, (len(gs), len(ms), gn, gk)), indexing="ij"))
-    tile = ((q * gm + i) * gn + j) * gk + l
-    ng, mi, kl, nj = glen[q], mlen[i], klen[l], nlen[j]
-    b_blk, b_off, b_reloc, sb = (v[tile] for v in b)        # b's request, offset, stride per tile id
-    # per-group strides inside each tile's buffers, padded to the kernel alignment
-    sa, so = pad(mi * kl * ea, 8), pad(mi * nj * OUT_BYTES, 8)
-    spec = isa.OPERANDS[isa.MATMUL]
-    a_blk = bld.alloc(f"{op.outputs[0]}.a", tile, ng * sa, *spec["a"], x)
-    bld.bank.append(np.stack([a_blk[tile], b_blk], 1))
-    for gl in range(int(glen.max())):                       # group gl of every tile's chunk
-        has = gl < ng
-        gi = gs[q[has]] + gl
-        ar, ac, tt = groups[gi, 0], groups[gi, 1], tile[has]
-        gather(bld, c.lay[A.name], x, ar + ms[i[has]], ar + ms[i[has]] + mi[has], ac + ks[l[has]],
-               ac + ks[l[has]] + kl[has], tt, a_blk[tt], gl * sa[has], kl[has] * ea)
-    s = c.compute_step()
-    p_blk = bld.alloc(f"{op.outputs[0]}.p" if gk > 1 else op.outputs[0], tile, ng * so, *spec["out"], s)
-    bld.reads(a_blk[tile], s)
-    bld.reads(b_blk, s)
-    cells = []
-    for gl in range(int(glen.max())):
-        has = gl < ng
-        tt = tile[has]
-        dt2 = 0 if A.dtype == B.dtype else isa.DTYPES[A.dtype]      # 0: same as b's
-        c.kernel(step=s, tile=tt, op=isa.MATMUL, dtype=isa.DTYPES[B.dtype] | dt2 << 8
-                 | (isa.F_TRANSPOSE_B << 16 if tb else 0),
-                 r0=a_blk[tt], o0=gl * sa[has], r1=b_blk[has], o1=(gl * sb + b_off)[has], r2=p_blk[tt],
-                 o2=gl * so[has], i0=mi[has], i1=kl[has], i2=nj[has], scale=scale * A.scale * B.scale,
-                 reloc=b_reloc[has])
-        if gk == 1:
-            gi = gs[q[has]] + gl
-            cells.append((groups[gi, 4] + ms[i[has]], groups[gi, 5] + ns[j[has]], tt, p_blk[tt], gl * so[has]))
-    if gk > 1:
-        cells = _reduce(c, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, so, p_blk, groups, glen)
-    return cells
-
-
-def _b_blocks(op, grid: Grid):
-    """Tile and rectangle (row, rows, col, cols) of B that each tile of an ungrouped
-    matmul's grid reads (tiles numbered as expand_matmul numbers them)."""
-    K, N = op.attr("k"), op.attr("n")
-    (ks, kl), (ns, nl) = ((np.arange(0, d, b), np.diff(np.append(np.arange(0, d, b), d)))
-                          for d, b in ((K, grid.kb), (N, grid.nb)))
-    i, j, l = (x.ravel() for x in np.meshgrid(*map(np.arange, (grid.gm, len(ns), len(ks))), indexing="ij"))
-    _, _, br, bc, _, _ = op.attr("groups", ((0,) * 6,))[0]
-    tile = (i * len(ns) + j) * len(ks) + l
-    if op.attr("transpose_b", False):
-        return tile, (br + ns[j], nl[j], bc + ks[l], kl[l])
-    return tile, (br + ks[l], kl[l], bc + ns[j], nl[j])
-
-
-def resident_weights(c: Ctx, strategy: dict):
-    """Weight-stationary: every tile's blocks of the stationary weights, resident where
-    their matmuls read them (replicated over tiles that share a block), written once by
-    the host; no exchange moves them. One request per tile holds them all, member i of
-    every weight in member i of the request: a bank-separated sequence owns each memory
-    element it touches, so one request wastes at most one element pair, not one per
-    weight. Member i is read in place through an operand address the REPEAT relocates."""
-    T, count = c.t.tiles, c.count
-    parts, used = [], np.zeros(T, np.int64)
-    for n, op in enumerate(c.g.ops):
-        if op.kind == "matmul" and op.inputs[1] in c.stationary:
-            B = c.g.tensors[op.inputs[1]]
-            tile, (r0, nr, c0, nc) = _b_blocks(op, strategy[n])
-            off = used[tile].copy()
-            used[tile] += pad(nr * nc * DTYPE_BYTES[B.dtype], 16)
-            parts.append((n, B, tile, off, r0, nr, c0, nc))
-    if not parts:
-        return
-    align, region = isa.OPERANDS[isa.MATMUL]["b"]
-    has = np.flatnonzero(used)
-    stride = pad(used, align) * (count > 1)
-    req = np.full(T, -1, np.int64)
-    req[has] = c.bld.alloc_rows("weights.resident", has, used[has], align, region, 0, END, count, stride[has])
-    i = np.arange(count)[:, None]
-    for n, B, tile, off, r0, nr, c0, nc in parts:
-        e, rep = DTYPE_BYTES[B.dtype], (lambda v: np.broadcast_to(v, (count, len(tile))).ravel())
-        c.bld.add("hin", stream=c.stationary[B.name], host_off=(i * B.nbytes + (r0 * B.shape[1] + c0) * e).ravel(),
-                  req=rep(req[tile]), off=(i * stride[tile] + off).ravel(), row_bytes=rep(nc * e), rows=rep(nr),
-                  host_stride=B.shape[1] * e, tile_stride=rep(nc * e))
-        o = np.zeros(T, np.int64)
-        o[tile] = off
-        c.resident[n] = (req, o, stride)
-
-
-def _reduce(c: Ctx, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_blk, groups, glen):
-    """k-split: tile l of each block sums rows [l·rr, (l+1)·rr) of the gk partials."""
-    bld, gk, gn = c.bld, grid.gk, len(ns)
-    gm = grid.gm                                             # per pass: a short last pass has fewer
-    rr = reduce_rows(grid.mb, gk)
-    r0 = l * rr
-    rows = np.clip(mi - r0, 0, rr)
-    red = rows > 0
-    nbytes = rows * nj * OUT_BYTES
-    slot = pad(nbytes, 8)                                    # received slices start 8-byte aligned
-    sc = pad(nbytes, 8)
-    x = c.exchange_step()
-    t = tile[red]
-    recv = bld.alloc(f"{op.outputs[0]}.recv", t, (ng * (gk - 1) * slot)[red], 8, STANDARD, x)
-    bld.reads(p_blk[tile], x)
-    for gl in range(int(glen.max())):
-        for d in range(1, gk):                               # peer l' = (l + d) mod gk, slot d - 1
-            sel = red & (gl < ng)
-            peer = ((q * gm + i) * gn + j) * gk + (l + d) % gk
-            bld.add("xfer", step=x, src=peer[sel], dst=tile[sel], sreq=p_blk[peer[sel]],
-                    soff=(gl * sp + r0 * nj * OUT_BYTES)[sel], dreq=recv[tile[sel]],
-                    doff=((gl * (gk - 1) + d - 1) * slot)[sel], s_row_bytes=nbytes[sel], s_rows=1, s_stride=0,
-                    d_row_bytes=nbytes[sel], d_rows=1, d_stride=0)
-    s = c.compute_step()
-    out = bld.alloc(op.outputs[0], t, (ng * sc)[red], 8, STANDARD, s)
-    bld.reads(recv[t], s)
-    bld.reads(p_blk[t], s)
-    cells = []
-    for gl in range(int(glen.max())):
-        sel = red & (gl < ng)
-        tt = tile[sel]
-        c.kernel(step=s, tile=tt, op=isa.ADD, dtype=F16, r0=out[tt], o0=(gl * sc)[sel], r1=p_blk[tt],
-                 o1=(gl * sp + r0 * nj * OUT_BYTES)[sel], r2=recv[tt], o2=(gl * (gk - 1) * slot)[sel],
-                 i0=gk - 1, i1=(rows * nj)[sel], i2=slot[sel])
-        gi = gs[q[sel]] + gl
-        cells.append((groups[gi, 4] + ms[i[sel]] + r0[sel], groups[gi, 5] + ns[j[sel]], tt, out[tt],
-                      (gl * sc)[sel]))
-    return cells
-
-
-def _layout_of_cells(T, cells) -> Layout:
-    """The output grid from its blocks (row start, col start, tile, request, offset)."""
-    r0, c0, tile, req, off = (np.concatenate([np.asarray(cl[k]) for cl in cells]) for k in range(5))
-    rows, cols = T.shape
-    rs, cs = np.unique(r0), np.unique(c0)
-    a, b = np.searchsorted(rs, r0), np.searchsorted(cs, c0)
-    shape = (len(rs), len(cs))
-    if len(r0) != shape[0] * shape[1] or len(set(zip(a.tolist(), b.tolist()))) != len(r0):
-        raise AssertionError(f"{T.name}: output blocks do not form a grid")
-    lay = Layout(rows, cols, rs, cs, np.zeros(shape, np.int64), np.zeros(shape, np.int64), OUT_BYTES,
-                 np.zeros(shape, np.int64))
-    lay.tile[a, b], lay.req[a, b], lay.off[a, b] = tile, req, off
-    return lay
 
 
 def _blocks(lay: Layout):

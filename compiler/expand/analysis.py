@@ -99,13 +99,18 @@ def table_blob_bytes(tg: TileGraph) -> np.ndarray:
     return isa.table_bytes(table_entries(tg)) + reloc_entries(tg) * isa.RELOC_BYTES
 
 
+def _span(r: dict) -> np.ndarray:
+    """Bytes each request may occupy: its whole sequence extent plus alignment slack."""
+    return r["stride"] * (r["count"] - 1) + r["size"] + r["align"] - 1
+
+
 def live_peak(tg: TileGraph, sz: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Peak live request bytes per tile (sizes padded to alignment, or `sz` per
     request) and its event."""
     r = tg.req
     live = np.zeros((tg.tiles, tg.end_event + 1), np.int64)
     if sz is None:
-        sz = r["stride"] * (r["count"] - 1) + r["size"] + r["align"] - 1
+        sz = _span(r)
     np.add.at(live, (r["tile"], r["start"]), sz)
     np.add.at(live, (r["tile"], r["end"]), -sz)
     live = np.cumsum(live, axis=1)
@@ -116,7 +121,7 @@ def interleaved_peak(tg: TileGraph, t) -> np.ndarray:
     """Peak live bytes per tile that must sit in region 1 (128-bit operands), a
     bank-separated sequence in whole element pairs: it owns every unit it touches."""
     r = tg.req
-    sz = r["stride"] * (r["count"] - 1) + r["size"] + r["align"] - 1
+    sz = _span(r)
     unit = 2 * t.element_bytes
     owns = np.zeros(len(sz), bool)
     owns[tg.bank.ravel()] = True

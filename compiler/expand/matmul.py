@@ -14,24 +14,39 @@ from .tilegraph import END
 F16 = isa.DTYPES["f16"]
 
 
+class GridTiles:
+    """A matmul grid's blocks along groups, k and n (starts, lengths), and its tiles
+    (q, i, j, l) for `row_blocks` row blocks, numbered as every pass numbers them:
+    tile = ((q·gm + i)·gn + j)·gk + l."""
+
+    def __init__(self, op, grid: Grid, row_blocks: int):
+        self.groups = np.asarray(op.attr("groups", ((0, 0, 0, 0, 0, 0),)), np.int64)
+        self.tb = bool(op.attr("transpose_b", False))
+        dims = ((len(self.groups), grid.gb), (op.attr("k"), grid.kb), (op.attr("n"), grid.nb))
+        self.gs, self.ks, self.ns = (np.arange(0, d, b) for d, b in dims)
+        self.glen, self.klen, self.nlen = (np.diff(np.append(s, d)) for s, (d, _) in
+                                           zip((self.gs, self.ks, self.ns), dims))
+        self.q, self.i, self.j, self.l = (x.ravel() for x in np.meshgrid(
+            *map(np.arange, (len(self.gs), row_blocks, len(self.ns), len(self.ks))), indexing="ij"))
+        self.tile = ((self.q * grid.gm + self.i) * len(self.ns) + self.j) * len(self.ks) + self.l
+
+    def b_rect(self, gi):
+        """B's rectangle (row, rows, col, cols) that each tile reads, for group gi of each."""
+        br, bc, ks, kl = self.groups[gi, 2], self.groups[gi, 3], self.ks[self.l], self.klen[self.l]
+        ns, nl = self.ns[self.j], self.nlen[self.j]
+        return (br + ns, nl, bc + ks, kl) if self.tb else (br + ks, kl, bc + ns, nl)
+
+
 def expand_matmul(c, op, grid: Grid, scale: float):
     """The grid's tiles compute C in grid.sp serial passes over the rows (one is the
     usual case), each pass an exchange of its A blocks and a compute superstep (and a
     reduction with a k-split); B is gathered once, in the first pass, or resident."""
     g, bld = c.g, c.bld
-    A, B = (g.tensors[x] for x in op.inputs)
-    M, K, N = op.attr("m"), op.attr("k"), op.attr("n")
-    groups = np.asarray(op.attr("groups", ((0, 0, 0, 0, 0, 0),)), np.int64)
-    tb = bool(op.attr("transpose_b", False))
-    eb = DTYPE_BYTES[B.dtype]
-    G = len(groups)
-    gs, ks, ns = (np.arange(0, d, b) for d, b in ((G, grid.gb), (K, grid.kb), (N, grid.nb)))
-    glen, klen, nlen = np.diff(np.append(gs, G)), np.diff(np.append(ks, K)), np.diff(np.append(ns, N))
-    q, i, j, l = (x.ravel() for x in np.meshgrid(*map(np.arange, (len(gs), grid.gm, len(ns), len(ks))),
-                                                 indexing="ij"))
-    tile = ((q * grid.gm + i) * len(ns) + j) * len(ks) + l
-    ng, kl, nj = glen[q], klen[l], nlen[j]
-    sb = pad(kl * nj * eb, 16)                      # per-group stride of the b buffer
+    B = g.tensors[op.inputs[1]]
+    M, eb = op.attr("m"), DTYPE_BYTES[B.dtype]
+    gt = GridTiles(op, grid, grid.gm)
+    tile, ng = gt.tile, gt.glen[gt.q]
+    sb = pad(gt.klen[gt.l] * gt.nlen[gt.j] * eb, 16)          # per-group stride of the b buffer
     x = c.exchange_step()
     T = c.t.tiles
     sb_of = np.zeros(T, np.int64)
@@ -42,16 +57,12 @@ def expand_matmul(c, op, grid: Grid, scale: float):
     else:
         b_blk = bld.alloc(f"{op.outputs[0]}.b", tile, ng * sb, *isa.OPERANDS[isa.MATMUL]["b"], x)
         b = (b_blk, np.zeros(T, np.int64), np.zeros(T, np.int64), sb_of)
-        for gl in range(int(glen.max())):                   # group gl of every tile's chunk
+        for gl in range(int(gt.glen.max())):                # group gl of every tile's chunk
             has = gl < ng
-            gi = gs[q[has]] + gl
-            br, bc, tt = groups[gi, 2], groups[gi, 3], tile[has]
-            if tb:   # B_g is [N, K]: the block is nj rows of kl, exactly the transposed-b operand
-                gather(bld, c.lay[B.name], x, br + ns[j[has]], br + ns[j[has]] + nj[has], bc + ks[l[has]],
-                       bc + ks[l[has]] + kl[has], tt, b_blk[tt], gl * sb[has], kl[has] * eb)
-            else:
-                gather(bld, c.lay[B.name], x, br + ks[l[has]], br + ks[l[has]] + kl[has], bc + ns[j[has]],
-                       bc + ns[j[has]] + nj[has], tt, b_blk[tt], gl * sb[has], nj[has] * eb)
+            # (B_g is [N, K] when transposed: nj rows of kl, exactly the transposed-b operand)
+            r0, nr, c0, nc = (v[has] for v in gt.b_rect(np.minimum(gt.gs[gt.q] + gl, len(gt.groups) - 1)))
+            gather(bld, c.lay[B.name], x, r0, r0 + nr, c0, c0 + nc, tile[has], b_blk[tile[has]], gl * sb[has],
+                   nc * eb)
     c.exchanged_at[op.outputs[0]] = x
     Mp, cells = -(-M // grid.sp), []
     for p in range(grid.sp):
@@ -66,19 +77,14 @@ def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows
     A gathered in exchange step x; returns the output cells."""
     g, bld = c.g, c.bld
     A, B = (g.tensors[n] for n in op.inputs)
-    K, N = op.attr("k"), op.attr("n")
-    groups = np.asarray(op.attr("groups", ((0, 0, 0, 0, 0, 0),)), np.int64)
-    tb = bool(op.attr("transpose_b", False))
     ea = DTYPE_BYTES[A.dtype]
-    G = len(groups)
-    gs, ks, ns = (np.arange(0, d, bs) for d, bs in ((G, grid.gb), (K, grid.kb), (N, grid.nb)))
     ms = r0 + mstarts
-    glen, mlen = np.diff(np.append(gs, G)), np.diff(np.append(ms, r0 + rows))
-    klen, nlen = np.diff(np.append(ks, K)), np.diff(np.append(ns, N))
-    gm, gn, gk = grid.gm, len(ns), len(ks)
-    q, i, j, l = (v.ravel() for v in np.meshgrid(*map(np.arange, (len(gs), len(ms), gn, gk)), indexing="ij"))
-    tile = ((q * gm + i) * gn + j) * gk + l
-    ng, mi, kl, nj = glen[q], mlen[i], klen[l], nlen[j]
+    gt = GridTiles(op, grid, len(ms))
+    groups, tb, gs, ks, ns, glen = gt.groups, gt.tb, gt.gs, gt.ks, gt.ns, gt.glen
+    q, i, j, l, tile = gt.q, gt.i, gt.j, gt.l, gt.tile
+    gk = len(ks)
+    mlen = np.diff(np.append(ms, r0 + rows))
+    ng, mi, kl, nj = glen[q], mlen[i], gt.klen[l], gt.nlen[j]
     b_blk, b_off, b_reloc, sb = (v[tile] for v in b)        # b's request, offset, stride per tile id
     # per-group strides inside each tile's buffers, padded to the kernel alignment
     sa, so = pad(mi * kl * ea, 8), pad(mi * nj * OUT_BYTES, 8)
@@ -113,20 +119,6 @@ def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows
     return cells
 
 
-def _b_blocks(op, grid: Grid):
-    """Tile and rectangle (row, rows, col, cols) of B that each tile of an ungrouped
-    matmul's grid reads (tiles numbered as expand_matmul numbers them)."""
-    K, N = op.attr("k"), op.attr("n")
-    (ks, kl), (ns, nl) = ((np.arange(0, d, b), np.diff(np.append(np.arange(0, d, b), d)))
-                          for d, b in ((K, grid.kb), (N, grid.nb)))
-    i, j, l = (x.ravel() for x in np.meshgrid(*map(np.arange, (grid.gm, len(ns), len(ks))), indexing="ij"))
-    _, _, br, bc, _, _ = op.attr("groups", ((0,) * 6,))[0]
-    tile = (i * len(ns) + j) * len(ks) + l
-    if op.attr("transpose_b", False):
-        return tile, (br + ns[j], nl[j], bc + ks[l], kl[l])
-    return tile, (br + ks[l], kl[l], bc + ns[j], nl[j])
-
-
 def resident_weights(c, strategy: dict):
     """Weight-stationary: every tile's blocks of the stationary weights, resident where
     their matmuls read them (replicated over tiles that share a block), written once by
@@ -139,7 +131,8 @@ def resident_weights(c, strategy: dict):
     for n, op in enumerate(c.g.ops):
         if op.kind == "matmul" and op.inputs[1] in c.stationary:
             B = c.g.tensors[op.inputs[1]]
-            tile, (r0, nr, c0, nc) = _b_blocks(op, strategy[n])
+            gt = GridTiles(op, strategy[n], strategy[n].gm)        # ungrouped: group 0 only
+            tile, (r0, nr, c0, nc) = gt.tile, gt.b_rect(np.zeros_like(gt.tile))
             off = used[tile].copy()
             used[tile] += pad(nr * nc * DTYPE_BYTES[B.dtype], 16)
             parts.append((n, B, tile, off, r0, nr, c0, nc))

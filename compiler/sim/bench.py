@@ -74,6 +74,11 @@ def synthetic_program(t: Target, rounds: int = 3, m: int = 128, k: int = 256, n:
     return p, {"a": w_a, "b": w_b}
 
 
+def _panels(w: np.ndarray, P: int) -> np.ndarray:
+    """Weight bytes as MATMUL reads b: micro-panel order of height P (0: row-major)."""
+    return (isa.panel_order(w, P) if P else w).view(np.uint8).reshape(-1)
+
+
 def repeat_program(t: Target, iters: int = 27, r: int = 32, h: int = 32) -> tuple[Program, dict]:
     """Every tile: REPEAT iters x [layer body], one weight copy per layer, relocated.
     About 45 body instructions (6 SYNCs) + 4 outside the loop per tile."""
@@ -92,6 +97,7 @@ def repeat_program(t: Target, iters: int = 27, r: int = 32, h: int = 32) -> tupl
     prof = t.memory_end - 256
     assert ST + 2048 + 2 * h <= t.region0_end and WB + iters * layer <= prof, "shape too big"
     one, sc = isa.f32_bits(1.0), isa.f32_bits(1 / np.sqrt(h))
+    P8 = t.amp_panel_elems.get("fp8", 0)                 # the fp8 weight w1 in micro-panels if the target needs it
     I = isa.instr
     body = [I(isa.LAYERNORM, XN, X, ST + 1024, ST + 2048, r, h, isa.f32_bits(1e-5)),
             I(isa.MATMUL, XN, wq, Q, r, h, h, one, dtype="f16"),
@@ -111,7 +117,7 @@ def repeat_program(t: Target, iters: int = 27, r: int = 32, h: int = 32) -> tupl
              I(isa.ADD, X, X, O, 1, r * h, 0, dtype="f16"),
              I(isa.LAYERNORM, XN, X, ST + 1024, ST + 2048, r, h, isa.f32_bits(1e-5)),
              I(isa.CAST, H8, XN, r * h, isa.f32_bits(1 / 16), dtype="fp8", dtype2="f16"),
-             I(isa.MATMUL, H8, w1, F1, r, h, 2 * h, isa.f32_bits(16), dtype="fp8"),
+             I(isa.MATMUL, H8, w1, F1, r, h, 2 * h, isa.f32_bits(16), dtype="fp8", flags=isa.F_PANEL_B if P8 else 0),
              I(isa.GELU, F1, F1, 2 * r * h),
              I(isa.SYNC),
              I(isa.MATMUL, F1, w2, O, r, 2 * h, h, isa.f32_bits(1 / 8), dtype="f16", flags=isa.F_TRANSPOSE_B),
@@ -136,7 +142,7 @@ def repeat_program(t: Target, iters: int = 27, r: int = 32, h: int = 32) -> tupl
     w = []
     for _ in range(iters):
         w += [(rng.standard_normal(4 * h * h) / np.sqrt(h)).astype(np.float16).view(np.uint8),
-              (rng.standard_normal(2 * h * h) * 16 / np.sqrt(h)).astype(ml_dtypes.float8_e4m3fn).view(np.uint8),
+              _panels((rng.standard_normal((h, 2 * h)) * 16 / np.sqrt(h)).astype(ml_dtypes.float8_e4m3fn), P8),
               (rng.standard_normal(2 * h * h) / np.sqrt(2 * h)).astype(np.float16).view(np.uint8)]
     w = np.concatenate(w)
     assert len(w) == iters * layer

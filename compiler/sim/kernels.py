@@ -1,5 +1,5 @@
 """The compute kernels, executed batched across tiles: MATMUL (f16/fp8/f32,
-mixed f16/fp8, transposed b), ADD, COPY, and the vector kernels GELU, LAYERNORM,
+mixed f16/fp8, transposed or micro-panel b), ADD, COPY, and the vector kernels GELU, LAYERNORM,
 SOFTMAX, CAST, ONLINE_SOFTMAX, ROWSCALE (f32 arithmetic in fmath.py).
 
 One call executes one instruction on each of a set of tiles (the same round of
@@ -93,6 +93,9 @@ class Kernels:
     def __init__(self, m: Memory, target):
         self.m = m
         self.t = target
+        self.panel_h = np.zeros(256, I64)        # MATMUL b dtype code -> micro-panel height (0: none)
+        for d, h in target.amp_panel_elems.items():
+            self.panel_h[isa.DTYPES[d]] = h
 
     # ---- operand rules ------------------------------------------------------
     def check_operands(self, op, step, tiles, pcs, operands: dict, note: str = ""):
@@ -152,20 +155,37 @@ class Kernels:
                              "out": (out, M * N * 2, None)})
         scale = w[:, 7].astype(np.uint32).view(np.float32)
         tr = (fl & isa.F_TRANSPOSE_B) != 0
+        pan = (fl & isa.F_PANEL_B) != 0
+        # The AMP engine loads a b dtype the target lists in amp_panel_elems only as
+        # micro-panels (isa.panel_order): such b must be flagged F_PANEL_B, and no other
+        # b layout (row-major, transposed) or dtype has a panel mode to fall back on.
+        panel_h = self.panel_h
+        listed = panel_h[dt] > 0
+        ff = lambda bad, msg: first_fault(bad, msg, tiles, step, pcs)
+        ff(pan & tr, lambda i: "MATMUL b cannot be both micro-panel (F_PANEL_B) and transposed (F_TRANSPOSE_B)")
+        ff(pan & ~listed,
+           lambda i: f"MATMUL b of {decode.dtype_name(dt[i])} has no micro-panel mode on this target")
+        ff(listed & ~pan,
+           lambda i: f"MATMUL b of {decode.dtype_name(dt[i])} is read only as micro-panels of "
+                     f"{panel_h[dt[i]]} on this target: F_PANEL_B is required")
         cycles = np.zeros(len(tiles), I64)
-        for grp in groups(np.stack([dt, dta, tr, M, K, N], 1)):
+        for grp in groups(np.stack([dt, dta, tr, pan, M, K, N], 1)):
             g0 = grp[0]
             db, da = isa.DTYPE_NAMES[int(dt[g0])], isa.DTYPE_NAMES[int(dta[g0])]
             mm, kk, nn = int(M[g0]), int(K[g0]), int(N[g0])
-            cycles[grp] = self.t.matmul_cycles(mm, kk, nn, db, da)
+            cycles[grp] = self.t.matmul_cycles(mm, kk, nn, db, da)     # the panel layout costs nothing extra
+            P = int(panel_h[dt[g0]]) if pan[g0] else 0
             for g in batches(grp, 4 * (mm * kk + kk * nn + mm * nn)):
-                self._matmul(tiles[g], a[g], b[g], out[g], scale[g], mm, kk, nn, da, db, bool(tr[g0]))
+                self._matmul(tiles[g], a[g], b[g], out[g], scale[g], mm, kk, nn, da, db, bool(tr[g0]), P)
         return cycles
 
-    def _matmul(self, tg, a, b, out, scale, mm, kk, nn, da, db, transpose_b):
+    def _matmul(self, tg, a, b, out, scale, mm, kk, nn, da, db, transpose_b, panel):
+        """panel: micro-panel height P of b (0: b is plain row-major / transposed)."""
         m = self.m
         A = widen(gather(m.flat, m.pos(tg, a), mm * kk * NP_DTYPES[da].itemsize), da)
         B = widen(gather(m.flat, m.pos(tg, b), kk * nn * NP_DTYPES[db].itemsize), db)
+        if panel:        # same bytes, panel order: back to [k, n] for the one batched matmul
+            B = isa.from_panel_order(B.reshape(len(tg), -1), kk, nn, panel)
         B = B.reshape(-1, nn, kk).transpose(0, 2, 1) if transpose_b else B.reshape(-1, kk, nn)
         C = np.matmul(A.reshape(-1, mm, kk), B)
         C *= scale[:, None, None]

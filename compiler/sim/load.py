@@ -4,6 +4,8 @@ Loading writes each tile's code and exchange table at their placed addresses
 and zeroes the profile-sample areas; the machine refuses blobs it could not
 hold (code outside region 0, tables over the policy cap, anything out of range).
 Host descriptors are symbolic strided rows, moved as chunks (memory.plan_chunks).
+Streams named in Program.in_panels are first rearranged on the host into AMP
+micro-panel order (isa.panel_order); descriptors address the rearranged bytes.
 """
 from __future__ import annotations
 
@@ -105,6 +107,25 @@ def _as_host(h: dict) -> dict:
     return {k: np.asarray(v, I64).reshape(-1) for k, v in h.items()}
 
 
+def _panel_stream(buf: np.ndarray, name: str, rows, cols, ebytes, P) -> np.ndarray:
+    """The host's rearrangement of a panel stream: its consecutive [rows, cols]
+    matrices of `ebytes`-byte elements, each sent in isa.panel_order(., P) (the
+    layout the AMP engine loads b in), so no tile spends cycles reordering weights.
+    Same length: host_in offsets then address the rearranged bytes."""
+    rows, cols, ebytes, P = (int(x) for x in (rows, cols, ebytes, P))
+    if min(rows, cols, ebytes, P) <= 0:
+        raise ValueError(f"in_panels[{name!r}] = {(rows, cols, ebytes, P)} must be positive (rows, cols, ebytes, P)")
+    mat = rows * cols * ebytes
+    if len(buf) % mat:
+        raise ValueError(f"input stream {name!r} of {len(buf)} B is not whole [{rows}, {cols}] matrices "
+                         f"of {ebytes}-byte elements ({mat} B each) for its panel order")
+    if len(buf) == 0:
+        return buf
+    # elements as opaque ebytes-wide values, so panel_order moves whole elements
+    x = buf.view(np.dtype((np.void, ebytes))).reshape(-1, rows, cols)
+    return np.ascontiguousarray(isa.panel_order(x, P)).view(np.uint8).reshape(-1)
+
+
 def host_in(m: Memory, p: Program, streams: dict) -> int:
     """Copy the host streams into tile memory; returns the bytes moved."""
     bufs = []
@@ -116,6 +137,12 @@ def host_in(m: Memory, p: Program, streams: dict) -> int:
             raise ValueError(f"input stream {name!r} must be a 1-D uint8 array of raw bytes, "
                              f"got {a.dtype} with shape {a.shape}")
         bufs.append(np.ascontiguousarray(a))
+    for name, spec in p.in_panels.items():
+        if name not in p.in_streams:
+            raise ValueError(f"in_panels names {name!r}, which is not an input stream "
+                             f"(program streams {list(p.in_streams)})")
+        i = p.in_streams.index(name)
+        bufs[i] = _panel_stream(bufs[i], name, *spec)
     h = _as_host(p.host_in)
     if len(h["tile"]) == 0:
         return 0

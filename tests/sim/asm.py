@@ -46,6 +46,7 @@ class Asm:
         self.table_cap = table_cap
         self.in_streams: list[str] = []
         self.out_streams: dict[str, int] = {}
+        self.in_panels: dict[str, tuple] = {}     # Program.in_panels: streams the host sends in panel order
         self.hin: list[tuple] = []
         self.hout: list[tuple] = []
 
@@ -118,7 +119,8 @@ class Asm:
                        table=np.concatenate(tabs) if tabs else np.zeros(0, np.uint8), table_off=off(tabs),
                        table_addr=self.table_addr.copy(), profile_addr=self.profile_addr.copy(),
                        profile_bytes=self.profile_bytes, in_streams=list(self.in_streams),
-                       out_streams=dict(self.out_streams), host_in=host_table(self.hin),
+                       out_streams=dict(self.out_streams), in_panels=dict(self.in_panels),
+                       host_in=host_table(self.hin),
                        host_out=host_table(self.hout))
 
 

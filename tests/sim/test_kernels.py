@@ -38,8 +38,10 @@ def test_matmul_fp8():
     a = Asm()
     A = rng.standard_normal((8, 64)).astype(FP8)
     B = rng.standard_normal((64, 32)).astype(FP8)
-    s = {"a": put([0, 1], R0_DATA, A, a, "a"), "b": put([0, 1], R1, B, a, "b")}
-    a.matmul([0, 1], R0_DATA, R1, R0_DATA2, 8, 64, 32, scale=1 / 64, dtype="fp8").sync()
+    # fp8 b is stored in AMP micro-panel order (the only way the target reads it)
+    Bp = isa.panel_order(B, a.t.amp_panel_elems["fp8"])
+    s = {"a": put([0, 1], R0_DATA, A, a, "a"), "b": put([0, 1], R1, Bp, a, "b")}
+    a.matmul([0, 1], R0_DATA, R1, R0_DATA2, 8, 64, 32, scale=1 / 64, dtype="fp8", flags=isa.F_PANEL_B).sync()
     nb = 8 * 32 * 2
     a.stream_out("o", nb, [(0, 1, R0_DATA2, nb, 1, nb, nb)])
     res = sim.run(a.build(), s)

@@ -231,8 +231,8 @@ def test_word0_flags_on_old_opcodes():
         _fault(a.build(), match="invalid instruction word 0")
     _fault(_mm_f32_mixed(), match="mixes f32 with f16")
     a = Asm()
-    a.matmul(5, R0_DATA, R1, R0_DATA2, M, K, N, flags=2).sync()
-    _fault(a.build(), match="MATMUL has unknown flag bits 0x2")
+    a.matmul(5, R0_DATA, R1, R0_DATA2, M, K, N, flags=4).sync()      # 1, 2: F_TRANSPOSE_B, F_PANEL_B
+    _fault(a.build(), match="MATMUL has unknown flag bits 0x4")
 
 
 def _mm_f32_mixed():
@@ -245,7 +245,7 @@ def test_mixed_matmul_operand_sizes():
     """a of dtype2, b of dtype: an fp8 b of k*n bytes fits where an f16 one would not."""
     a = Asm()
     end = a.t.memory_end
-    a.matmul(5, R0_DATA, end - K * N, R0_DATA2, M, K, N, dtype="fp8", dtype2="f16").sync()
+    a.matmul(5, R0_DATA, end - K * N, R0_DATA2, M, K, N, dtype="fp8", dtype2="f16", flags=isa.F_PANEL_B).sync()
     sim.run(a.build(), {})
     a = Asm()
     a.matmul(5, R0_DATA, end - K * N, R0_DATA2, M, K, N, dtype="f16", dtype2="fp8").sync()

@@ -1,6 +1,6 @@
 """The ISA's newer kernels against independent numpy references (float64 math):
 GELU (tanh, erf), LAYERNORM, SOFTMAX (extreme rows), CAST round trip,
-ROWSCALE, MATMUL transposed / mixed dtypes, and ONLINE_SOFTMAX + ROWSCALE
+ROWSCALE, MATMUL transposed / micro-panel / mixed dtypes, and ONLINE_SOFTMAX + ROWSCALE
 building full attention. Several tiles per kernel, with shared and differing
 addresses (one batched gather vs a gathered index: identical bytes)."""
 import math
@@ -241,37 +241,43 @@ def test_rowscale(flags):
         assert res.tile_cycles[0, t] == Asm().t.rowscale_cycles(rows, cols, bool(flags & isa.F_ADD))
 
 
-# ---- MATMUL: transposed b, mixed dtypes --------------------------------------------------
-MM_CASES = [("f16", None, False), ("f16", None, True), ("fp8", "f16", False), ("f16", "fp8", True),
-            ("fp8", None, True), ("fp8", "fp8", False)]
+# ---- MATMUL: transposed b, micro-panel b, mixed dtypes -------------------------------------
+# (b dtype, a dtype, b layout): fp8 b is read only as micro-panels on these targets,
+# so it is never plain or transposed (test_panels covers those refusals)
+MM_CASES = [("f16", None, "row"), ("f16", None, "T"), ("fp8", "f16", "panel"), ("f16", "fp8", "T"),
+            ("fp8", None, "panel"), ("fp8", "fp8", "panel")]
+MM_FLAGS = {"row": 0, "T": isa.F_TRANSPOSE_B, "panel": isa.F_PANEL_B}
 
 
 def test_matmul_transpose_and_mixed_dtypes():
     rng = np.random.default_rng(6)
-    m, k, n, scale = 8, 48, 24, 0.25
+    m, k, n, scale = 8, 48, 24, 0.25          # k = 48: one full 32-panel and a partial one
     np_dt = {"f16": np.float16, "fp8": FP8}
     cases = [MM_CASES[i % len(MM_CASES)] for i in range(len(TILES))]
-    A, B = [], []
-    for db, da, tr in cases:
+    P = Asm().t.amp_panel_elems["fp8"]
+    A, B, stored = [], [], []
+    for db, da, lay in cases:
         A.append(rng.standard_normal((m, k)).astype(np_dt[da or db]))
-        B.append(rng.standard_normal((n, k) if tr else (k, n)).astype(np_dt[db]))
+        B.append(rng.standard_normal((n, k) if lay == "T" else (k, n)).astype(np_dt[db]))
+        stored.append(isa.panel_order(B[-1], P) if lay == "panel" else B[-1])
+    tr = [lay == "T" for _, _, lay in cases]
 
     def build(off):
         a = Asm()
-        s = {"a": _load(a, "a", lambda t: R0_DATA + off(t), A), "b": _load(a, "b", lambda t: R1 + off(t), B)}
-        for (db, da, tr), t in zip(cases, TILES):
+        s = {"a": _load(a, "a", lambda t: R0_DATA + off(t), A), "b": _load(a, "b", lambda t: R1 + off(t), stored)}
+        for (db, da, lay), t in zip(cases, TILES):
             a.matmul(t, R0_DATA + off(t), R1 + off(t), R0_DATA2 + off(t), m, k, n, scale=scale,
-                     dtype=db, dtype2=da, flags=isa.F_TRANSPOSE_B if tr else 0)
+                     dtype=db, dtype2=da, flags=MM_FLAGS[lay])
         a.sync()
         _unload(a, "o", lambda t: R0_DATA2 + off(t), 2 * m * n)
         return a.build(), s
 
     res = _run_both(build)
     O = res.outputs["o"].view(np.float16).reshape(len(TILES), m, n)
-    for i, ((db, da, tr), t) in enumerate(zip(cases, TILES)):
+    for i, ((db, da, lay), t) in enumerate(zip(cases, TILES)):
         b = B[i].astype(np.float32)
-        ref = ((A[i].astype(np.float32) @ (b.T if tr else b)) * np.float32(scale)).astype(np.float16)
-        assert np.array_equal(O[i], ref), (db, da, tr)
+        ref = ((A[i].astype(np.float32) @ (b.T if tr[i] else b)) * np.float32(scale)).astype(np.float16)
+        assert np.array_equal(O[i], ref), (db, da, lay)
         assert res.tile_cycles[0, t] == Asm().t.matmul_cycles(m, k, n, db, da or db)
     assert Asm().t.matmul_cycles(m, k, n, "fp8", "f16") == Asm().t.matmul_cycles(m, k, n, "f16")
 

@@ -41,7 +41,12 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 #   MATMUL a, b, out, m, k, n, scale(f32 bits)     out[m,n] f16 = (a[m,k] @ b[k,n]) * scale,
 #                                                  row-major; a of dtype2, b of dtype (f16 | fp8);
 #                                                  products summed in f32, rounded once to f16.
-#                                                  flags F_TRANSPOSE_B: b is [n, k], out = a @ b.T
+#                                                  flags F_TRANSPOSE_B: b is [n, k], out = a @ b.T;
+#                                                  F_PANEL_B: b [k, n] in AMP micro-panel order
+#                                                  (panel_order, panel height = the target's
+#                                                  amp_panel_elems[b's dtype]). A b dtype the target
+#                                                  lists there is read ONLY that way (the AMP engine
+#                                                  loads it as panels); other dtypes never are.
 #   ADD    out, src0, src1, nsrc1, nelem, stride   out = src0 + sum_{i<nsrc1} (nelem f16 at
 #                                                  src1 + i*stride), accumulated in f32;
 #                                                  stride in BYTES
@@ -94,6 +99,7 @@ F_ERF = 1               # GELU flags
 F_FIRST = 1             # ONLINE_SOFTMAX flags
 F_RECIP, F_ADD = 1, 2   # ROWSCALE flags
 F_TRANSPOSE_B = 1       # MATMUL flags: b stored [n, k] row-major, out = a @ b.T
+F_PANEL_B = 2           # MATMUL flags: b stored in AMP micro-panel order (panel_order)
 # Operand pairs read in the same cycle: they must sit in distinct memory elements.
 BANK_SEPARATED = {MATMUL: [("a", "b")]}
 COPY_WORD = 4  # a local copy moves whole aligned 32-bit words (else: unencodable)
@@ -127,3 +133,29 @@ def code_bytes(n_instr) -> np.ndarray:
 
 def table_bytes(n_entries) -> np.ndarray:
     return np.asarray(n_entries) * ENTRY_BYTES
+
+
+def panel_order(x: np.ndarray, P: int) -> np.ndarray:
+    """AMP micro-panel order of matrices x[..., R, C] along R (the packing axis: k of a
+    b operand): panel p holds rows [p·P, min(R, p·P + P)) transposed, [C, h] row-major
+    (h = P, or R mod P for the last), panels one after another. So every column of a
+    panel is h contiguous elements, and a panel's columns [c0, c1) are one contiguous
+    span. Returns x[..., R·C] in that order."""
+    x = np.asarray(x)
+    *lead, R, C = x.shape
+    full = R - R % P
+    parts = [x[..., :full, :].reshape(*lead, full // P, P, C).swapaxes(-1, -2).reshape(*lead, -1)]
+    if R % P:
+        parts.append(x[..., full:, :].swapaxes(-1, -2).reshape(*lead, -1))
+    return np.concatenate(parts, -1)
+
+
+def from_panel_order(flat: np.ndarray, R: int, C: int, P: int) -> np.ndarray:
+    """The inverse of panel_order: flat[..., R·C] -> x[..., R, C]."""
+    flat = np.asarray(flat)
+    lead = flat.shape[:-1]
+    full = R - R % P
+    x = flat[..., :full * C].reshape(*lead, full // P, C, P).swapaxes(-1, -2).reshape(*lead, full, C)
+    if R % P:
+        x = np.concatenate([x, flat[..., full * C:].reshape(*lead, C, R % P).swapaxes(-1, -2)], -2)
+    return x

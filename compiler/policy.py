@@ -18,6 +18,7 @@ class Policy:
     home_rotation: bool = True        # rotate parameter homes away from input homes
     vector_homes: bool = True         # vectors (LayerNorm γ, β): replicated homes of 256-byte shards
     weight_stationary: bool = True    # also expand each candidate with weights resident where used
+    panel_homes: bool = True          # store weights the AMP reads as micro-panels (FP8) in that order
     grid: str = ""                    # force one GEMM grid "GMxGNxGK[/SP]" (tests, studies); "" = search
     place: dict = field(default_factory=dict)  # compiler.place.PlaceConfig overrides
 

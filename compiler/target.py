@@ -36,6 +36,7 @@ class Target:
     element_bytes: int
     clock_hz: float
     amp_macs_per_cycle: dict
+    amp_panel_elems: dict     # b dtype -> micro-panel height: MATMUL reads such b only as panels
     vector_bytes_per_cycle: int
     copy_bytes_per_cycle: int
     kernel_overhead_cycles: int

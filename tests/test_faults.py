@@ -14,7 +14,7 @@ from compiler.run import run
 from compiler.sim import MachineFault
 from helpers import cfg
 
-CFG = cfg(m=40, k=96, n=72, dtype="fp8", policy={"grid": "2x2x4"})
+CFG = cfg(m=40, k=128, n=72, dtype="fp8", policy={"grid": "2x2x4"})
 
 
 @pytest.fixture(scope="module")

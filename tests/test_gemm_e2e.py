@@ -35,15 +35,15 @@ def test_random_gemm_validates(m, k, n, dtype, grid, seed):
 
 
 def test_k_split_reduction_runs_four_supersteps():
-    r = compile_trial(cfg(m=40, k=96, n=72, dtype="fp8", policy={"grid": "2x2x4"}))
+    r = compile_trial(cfg(m=40, k=128, n=72, dtype="fp8", policy={"grid": "2x2x4"}))
     assert r["run"].validated
     assert r["run"].step_kind == ["exchange", "compute", "exchange", "compute"]
 
 
 def test_same_config_same_bytes():
     import pickle
-    a = compile_trial(cfg(m=24, k=32, n=40, dtype="fp8", policy={"grid": "2x2x2"}))
-    b = compile_trial(cfg(m=24, k=32, n=40, dtype="fp8", policy={"grid": "2x2x2"}))
+    a = compile_trial(cfg(m=24, k=64, n=40, dtype="fp8", policy={"grid": "2x2x2"}))
+    b = compile_trial(cfg(m=24, k=64, n=40, dtype="fp8", policy={"grid": "2x2x2"}))
     pa, pb = a["lower"].program, b["lower"].program
     assert pa.code.tobytes() == pb.code.tobytes() and pa.table.tobytes() == pb.table.tobytes()
     assert pickle.dumps(a["place"]) == pickle.dumps(b["place"])

@@ -14,7 +14,8 @@ import pytest
 from compiler.ir import Graph
 from compiler.phases import model_phase, policy_of, target_of
 from compiler.plan import home_bytes, matmul_options, plan
-from compiler.plan.beam import beam_search
+from compiler.plan.beam import beam_search as _beam_search
+from compiler.plan.homes import panel_weights
 from compiler.target import DTYPE_BYTES, ConfigError
 from helpers import target_cfg
 
@@ -24,6 +25,10 @@ MODELS = {   # name -> (model, grids kept per matmul for the exhaustive enumerat
     "vit-fp8": (dict(name="vit", preset="custom", width=32, hidden=64, heads=2, tokens=15, layers=2,
                      fp8_activations=True), 5),
 }
+
+
+def beam_search(g, t, opts, width, keep):
+    return _beam_search(g, t, opts, width, keep, panels=panel_weights(g, t))
 
 
 def cfg_of(model, **policy):
@@ -36,7 +41,7 @@ def setup(request):
     cfg = cfg_of(model)
     m, t = model_phase(cfg), target_of(cfg)
     g = m.graph
-    opts = {n: matmul_options(g, n, t, policy_of(cfg), home_bytes(g, t))[0]
+    opts = {n: matmul_options(g, n, t, policy_of(cfg), home_bytes(g, t, panel_weights(g, t)))[0]
             for n, op in enumerate(g.ops) if op.kind == "matmul"}
     return g, t, {n: o.take(slice(0, k)) for n, o in opts.items()}
 
@@ -46,6 +51,10 @@ class Reference:
 
     def __init__(self, g, t, opts):
         self.g, self.t, self.opts = g, t, opts
+        # weights the AMP reads as micro-panels: their homes hold whole panel spans
+        self.panels = {op.inputs[1]: t.amp_panel_elems[g.tensors[op.inputs[1]].dtype] for op in g.ops
+                       if op.kind == "matmul" and g.tensors[op.inputs[1]].kind == "param"
+                       and g.tensors[op.inputs[1]].dtype in t.amp_panel_elems}
 
     def grid(self, n, i):
         return {f: int(v[i]) for f, v in self.opts[n].a.items()}
@@ -54,9 +63,19 @@ class Reference:
     def home(self, name):
         rows, cols = self.g.tensors[name].shape
         T = self.t.tiles
-        b = -(-rows // min(T, rows))
-        n = -(-rows // b)
-        return tuple((k * b, min(rows, k * b + b), 0, cols, k * T // n) for k in range(n))
+        if name not in self.panels:
+            b = -(-rows // min(T, rows))
+            n = -(-rows // b)
+            return tuple((k * b, min(rows, k * b + b), 0, cols, k * T // n) for k in range(n))
+        P = self.panels[name]                # whole panel rows × column chunks, tiles spread
+        npanel = math.ceil(rows / P)
+        hb = P * math.ceil(npanel / T)
+        nrb = math.ceil(rows / hb)
+        cb = math.ceil(cols / min(cols, max(1, T // nrb)))
+        ncb = math.ceil(cols / cb)
+        n = nrb * ncb
+        return tuple((i * hb, min(rows, i * hb + hb), j * cb, min(cols, j * cb + cb), (i * ncb + j) * T // n)
+                     for i in range(nrb) for j in range(ncb))
 
     @lru_cache(maxsize=None)
     def out(self, n, i):
@@ -93,10 +112,10 @@ class Reference:
         cols = min(b[3], w[2] + w[3]) - max(b[2], w[2])
         return max(rows, 0) * max(cols, 0)
 
-    def sends(self, lay, windows, ebytes, rep, acc):
+    def sends(self, lay, windows, ebytes, rep, acc, words=True):
         """Adds each tile's bytes in the windows × rep to acc; False if a block read
-        does not start and end on a 32-bit word."""
-        w = max(1, 4 // ebytes)
+        does not start and end on a 32-bit word (checked when `words`)."""
+        w = max(1, 4 // ebytes) if words else 1
         for b in lay:
             a = sum(self.area(b, win) for win in windows)
             if a:
@@ -114,8 +133,12 @@ class Reference:
         wa = {(g[0], M, g[1], K) for g in groups}
         wb = {(g[2], N, g[3], K) if tb else (g[2], K, g[3], N) for g in groups}
         acc = {}
+        b = op.inputs[1]
+        if self.g.tensors[b].dtype in self.t.amp_panel_elems and lays[1] != self.home(b):
+            return math.inf           # micro-panels from row-major blocks: a byte-wise permutation
         for name, lay, win, rep in zip(op.inputs, lays, (wa, wb), (gr["gn"], gr["gm"])):
-            if not self.sends(lay, win, DTYPE_BYTES[self.g.tensors[name].dtype], rep, acc):
+            words = name not in self.panels     # panel spans are whole words anyway
+            if not self.sends(lay, win, DTYPE_BYTES[self.g.tensors[name].dtype], rep, acc, words):
                 return math.inf
         return self.exchange(gr["recv"], acc) + gr["rest"]
 
@@ -228,7 +251,7 @@ def test_beam_zero_is_the_rank_aligned_ablation():
     m = model_phase(cfg)
     p = plan(m, target_of(cfg), policy_of(cfg))
     g, t = m.graph, target_of(cfg)
-    opts = {n: matmul_options(g, n, t, policy_of(cfg), home_bytes(g, t))[0]
+    opts = {n: matmul_options(g, n, t, policy_of(cfg), home_bytes(g, t, panel_weights(g, t)))[0]
             for n, op in enumerate(g.ops) if op.kind == "matmul"}
     for c, cand in enumerate(p.candidates):
         assert cand.grids == {n: o.grid(c) for n, o in opts.items()}

@@ -19,6 +19,7 @@ from ..result import Rejection
 from ..target import Target
 from .analysis import analyse
 from .graph import expand_graph
+from .layout import Unencodable
 from .tilegraph import TileGraph
 
 
@@ -34,7 +35,10 @@ class Expanded:
 
 
 def expand_one(cand, graph, target: Target, policy: Policy) -> Expanded:
-    tg = expand_graph(graph, cand.grids, target, policy, cand.label, cand.resident)
+    try:
+        tg = expand_graph(graph, cand.grids, target, policy, cand.label, cand.resident)
+    except Unencodable as e:             # a byte-wise permutation: rejected before any analysis
+        return Expanded(cand, None, {}, "unencodable", str(e))
     a = analyse(tg, target)
     op_cycles = {}
     for op, c in zip(tg.step_op, a["step_cycles"]):

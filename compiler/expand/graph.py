@@ -15,7 +15,8 @@ import numpy as np
 from .. import isa
 from ..plan.matmul import OUT_BYTES, stationary_weights
 from ..target import DTYPE_BYTES, STANDARD, Target
-from .layout import Layout, allocate, convert, fill, gather, pad, spread, starts
+from ..plan.homes import home_blocks, home_grid, panel_weights
+from .layout import Layout, allocate, convert, fill, gather, host_rects, pad, spread, starts
 from .flash import expand_flash
 from .matmul import expand_matmul, resident_weights
 from .tilegraph import END, Builder, TileGraph
@@ -36,6 +37,8 @@ class Ctx:
         self.count, self.seq = 1, set()                # Repeat count and its sequences
         self.stationary: dict[str, int] = {}           # weight -> host stream: resident where read
         self.resident: dict[int, tuple] = {}           # matmul op -> its b blocks in the resident request
+        self.panels = panel_weights(graph, target, policy.panel_homes)   # homes in micro-panel order
+        self.in_panels: dict[str, tuple] = {}          # streams the host sends in panel order
         self.step_op: list[int] = []                   # op that opened each superstep
 
     # supersteps ---------------------------------------------------------------
@@ -61,22 +64,26 @@ class Ctx:
         rows, cols = t.shape
         if rows == 1 and self.policy.vector_homes and t.kind == "param":
             return self.vector_home(name, stream, rot, count)
-        rs = starts(rows, self.t.tiles)
-        tiles = (spread(len(rs), self.t.tiles) + rot) % self.t.tiles
-        self.lay[name] = self._home_layout(name, stream, rs, [0], tiles, count, resident)
+        P = self.panels.get(name, 0)
+        if P:
+            self.sent_in_panels(name, P)
+        rs, cs, tiles = home_grid(rows, cols, self.t.tiles, P)
+        self.lay[name] = self._home_layout(name, stream, rs, cs, (tiles + rot) % self.t.tiles, count, resident, P)
 
-    def _home_layout(self, name, stream, rs, cs, tiles, count, resident) -> Layout:
+    def sent_in_panels(self, name: str, P: int):
+        """The host sends input stream `name` in micro-panel order of height P."""
+        t = self.g.tensors[name]
+        self.in_panels[name] = (*t.shape, DTYPE_BYTES[t.dtype], P)
+
+    def _home_layout(self, name, stream, rs, cs, tiles, count, resident, P=0) -> Layout:
         t = self.g.tensors[name]
         rows, cols = t.shape
-        e = DTYPE_BYTES[t.dtype]
-        lay = allocate(self.bld, f"{name}.home", rows, cols, rs, cs, tiles, e, 16, STANDARD, 0,
-                       END if resident else 1, count)
+        lay = allocate(self.bld, f"{name}.home", rows, cols, rs, cs, tiles, DTYPE_BYTES[t.dtype], 16, STANDARD, 0,
+                       END if resident else 1, count, P)
         A, B, r, k = _blocks(lay)
-        i = np.arange(count)[:, None]                  # every member of every block, one call
-        self.bld.add("hin", stream=stream, host_off=(i * t.nbytes + (lay.rstart[A] * cols + lay.cstart[B]) * e).ravel(),
-                     req=np.tile(lay.req[A, B], count), off=(i * lay.istride[A, B]).ravel(),
-                     row_bytes=np.tile(k * e, count), rows=np.tile(r, count), host_stride=cols * e,
-                     tile_stride=np.tile(k * e, count))
+        r0, c0 = lay.rstart[A], lay.cstart[B]              # every member of every block, one call
+        host_rects(self.bld, stream, t.shape, lay.ebytes, count, P, r0, r0 + r, c0, c0 + k, lay.req[A, B], 0,
+                   lay.istride[A, B], r0, c0, k)
         return lay
 
     def vector_home(self, name: str, stream: int, rot: int, count: int):
@@ -229,9 +236,9 @@ def host_out(c: Ctx, name: str, stream: int):
     c.bld.reads(lay, len(c.kinds) + 1)
 
 
-def home_rotations(graph, names, seq, count: int, T: int, candidates: int = 64) -> dict[str, int]:
-    """Balanced home rotation: whole-row homes put each tensor's bytes on evenly spread
-    tiles from its rotation; largest tensors first, each takes the rotation (from
+def home_rotations(graph, names, seq, count: int, T: int, panels: dict, candidates: int = 64) -> dict[str, int]:
+    """Balanced home rotation: homes (plan/homes.py) put each tensor's bytes on evenly
+    spread tiles from its rotation; largest tensors first, each takes the rotation (from
     `candidates` evenly spaced ones) that keeps the fullest tile lowest. A sequence
     counts all its members (they share one rotation)."""
     load = np.zeros(T, np.int64)
@@ -239,13 +246,10 @@ def home_rotations(graph, names, seq, count: int, T: int, candidates: int = 64) 
     sizes = {}
     for n in names:
         t = graph.tensors[n]
-        rows, cols = t.shape
-        if rows == 1:
+        if t.shape[0] == 1:
             continue                                   # vectors: replicated shard homes
-        rs = starts(rows, T)
-        per = np.zeros(T, np.int64)
-        per[spread(len(rs), T)] = np.diff(np.append(rs, rows)) * cols * DTYPE_BYTES[t.dtype] * (count if n in seq else 1)
-        sizes[n] = per
+        blocks, size = home_blocks(*t.shape, DTYPE_BYTES[t.dtype], T, panels.get(n, 0))
+        sizes[n] = np.bincount(blocks[4], size * (count if n in seq else 1), minlength=T).astype(np.int64)
     for n in sorted(sizes, key=lambda n: (-int(sizes[n].sum()), n)):
         per = sizes[n]
         best = min(range(0, T, max(1, T // candidates)), key=lambda r: (int((load + np.roll(per, r)).max()), r))
@@ -271,7 +275,7 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
     c.stationary = {n: k for k, n in enumerate(ins) if n in still}
     homed = [n for n in ins if n not in c.stationary]
     resident_weights(c, strategy)
-    rots = home_rotations(graph, homed, seq, count, target.tiles) if policy.home_rotation else {}
+    rots = home_rotations(graph, homed, seq, count, target.tiles, c.panels) if policy.home_rotation else {}
     for k, name in enumerate(ins):
         if name in homed:
             c.home(name, k, rots.get(name, 0), count if name in seq else 1,
@@ -302,4 +306,5 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
         host_out(c, name, k)
     tg = c.bld.build(c.kinds, ins, {n: graph.tensors[n].nbytes for n in outs}, label, count)
     tg.step_op = c.step_op
+    tg.in_panels = c.in_panels
     return tg

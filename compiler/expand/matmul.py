@@ -8,7 +8,8 @@ import numpy as np
 from .. import isa
 from ..plan.matmul import OUT_BYTES, Grid, reduce_rows
 from ..target import DTYPE_BYTES, STANDARD
-from .layout import Layout, gather, pad
+from ..plan.homes import panel_elems
+from .layout import Layout, gather, host_rects, pad
 from .tilegraph import END
 
 F16 = isa.DTYPES["f16"]
@@ -43,7 +44,7 @@ def expand_matmul(c, op, grid: Grid, scale: float):
     reduction with a k-split); B is gathered once, in the first pass, or resident."""
     g, bld = c.g, c.bld
     B = g.tensors[op.inputs[1]]
-    M, eb = op.attr("m"), DTYPE_BYTES[B.dtype]
+    M, eb, P = op.attr("m"), DTYPE_BYTES[B.dtype], panel_elems(c.t, B.dtype)
     gt = GridTiles(op, grid, grid.gm)
     tile, ng = gt.tile, gt.glen[gt.q]
     sb = pad(gt.klen[gt.l] * gt.nlen[gt.j] * eb, 16)          # per-group stride of the b buffer
@@ -62,7 +63,7 @@ def expand_matmul(c, op, grid: Grid, scale: float):
             # (B_g is [N, K] when transposed: nj rows of kl, exactly the transposed-b operand)
             r0, nr, c0, nc = (v[has] for v in gt.b_rect(np.minimum(gt.gs[gt.q] + gl, len(gt.groups) - 1)))
             gather(bld, c.lay[B.name], x, r0, r0 + nr, c0, c0 + nc, tile[has], b_blk[tile[has]], gl * sb[has],
-                   nc * eb)
+                   nc * eb, panel=P)
     c.exchanged_at[op.outputs[0]] = x
     Mp, cells = -(-M // grid.sp), []
     for p in range(grid.sp):
@@ -106,8 +107,8 @@ def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows
         has = gl < ng
         tt = tile[has]
         dt2 = 0 if A.dtype == B.dtype else isa.DTYPES[A.dtype]      # 0: same as b's
-        c.kernel(step=s, tile=tt, op=isa.MATMUL, dtype=isa.DTYPES[B.dtype] | dt2 << 8
-                 | (isa.F_TRANSPOSE_B << 16 if tb else 0),
+        flags = isa.F_TRANSPOSE_B if tb else isa.F_PANEL_B if panel_elems(c.t, B.dtype) else 0
+        c.kernel(step=s, tile=tt, op=isa.MATMUL, dtype=isa.DTYPES[B.dtype] | dt2 << 8 | flags << 16,
                  r0=a_blk[tt], o0=gl * sa[has], r1=b_blk[has], o1=(gl * sb + b_off)[has], r2=p_blk[tt],
                  o2=gl * so[has], i0=mi[has], i1=kl[has], i2=nj[has], scale=scale * A.scale * B.scale,
                  reloc=b_reloc[has])
@@ -143,12 +144,12 @@ def resident_weights(c, strategy: dict):
     stride = pad(used, align) * (count > 1)
     req = np.full(T, -1, np.int64)
     req[has] = c.bld.alloc_rows("weights.resident", has, used[has], align, region, 0, END, count, stride[has])
-    i = np.arange(count)[:, None]
     for n, B, tile, off, r0, nr, c0, nc in parts:
-        e, rep = DTYPE_BYTES[B.dtype], (lambda v: np.broadcast_to(v, (count, len(tile))).ravel())
-        c.bld.add("hin", stream=c.stationary[B.name], host_off=(i * B.nbytes + (r0 * B.shape[1] + c0) * e).ravel(),
-                  req=rep(req[tile]), off=(i * stride[tile] + off).ravel(), row_bytes=rep(nc * e), rows=rep(nr),
-                  host_stride=B.shape[1] * e, tile_stride=rep(nc * e))
+        P = panel_elems(c.t, B.dtype)          # block-major: the block contiguous, micro-panels inside
+        if P:
+            c.sent_in_panels(B.name, P)
+        host_rects(c.bld, c.stationary[B.name], B.shape, DTYPE_BYTES[B.dtype], count, P, r0, r0 + nr, c0, c0 + nc,
+                   req[tile], off, stride[tile], r0, c0, nc)
         o = np.zeros(T, np.int64)
         o[tile] = off
         c.resident[n] = (req, o, stride)

@@ -62,6 +62,7 @@ class TileGraph:
     in_streams: list[str]
     out_streams: dict[str, int]
     label: str = ""
+    in_panels: dict = field(default_factory=dict)  # input stream -> (rows, cols, ebytes, P), lower/program.py
     count: int = 1                            # the supersteps are a Repeat body run count times
     step_op: list = field(default_factory=list)   # op index that opened each superstep
     analysis: dict = field(default_factory=dict)

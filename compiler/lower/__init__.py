@@ -169,7 +169,7 @@ def lower(place_res, sched, t: Target, exchange_table_cap: int) -> LowerResult:
         code=code, code_off=code_off, code_addr=pl.support.code_addr,
         table=table, table_off=table_off, table_addr=pl.support.table_addr,
         profile_addr=pl.support.profile_addr, profile_bytes=profile_bytes(tg),
-        in_streams=tg.in_streams, out_streams=tg.out_streams,
+        in_streams=tg.in_streams, out_streams=tg.out_streams, in_panels=dict(tg.in_panels),
         host_in=host_rows(tg.hin, tg.req["tile"], pl.addr),
         host_out=host_rows(tg.hout, tg.req["tile"], pl.addr))
     return LowerResult(prog)

@@ -10,6 +10,9 @@ list of stream descriptors (symbolic rows, never one object per row):
   host_out row i: the reverse, after the last superstep.
 
 Streams are named host buffers of raw bytes (inputs and parameters in; outputs out).
+A stream in `in_panels` is sent rearranged on the host (as Poplar's rearrange-on-host
+streams are): its consecutive [rows, cols] matrices of `ebytes` elements in AMP
+micro-panel order of height P (isa.panel_order), and host_in offsets address that order.
 Nothing here refers to the graph or the reference.
 """
 from __future__ import annotations
@@ -41,6 +44,7 @@ class Program:
     profile_bytes: int               # bytes reserved per tile for profile samples
     in_streams: list[str]            # host input stream names (index = host_in["stream"])
     out_streams: dict[str, int] = field(default_factory=dict)  # output name -> bytes
+    in_panels: dict = field(default_factory=dict)   # input name -> (rows, cols, ebytes, P): sent in panel order
     host_in: dict = field(default_factory=host_table)
     host_out: dict = field(default_factory=host_table)   # "stream" indexes list(out_streams)
 

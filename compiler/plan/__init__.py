@@ -26,6 +26,7 @@ from ..policy import Policy
 from ..result import Rejection
 from ..target import DTYPE_BYTES, Target
 from .beam import GRID_FIELDS, Options, beam_search, with_resident
+from .homes import home_bytes, panel_elems, panel_weights
 from .matmul import enumerate_grids, stationary_weights
 
 
@@ -62,16 +63,6 @@ class PlanResult:
                 "best_cycles_estimate": self.candidates[0].cycles if self.candidates else None}
 
 
-def home_bytes(graph, t: Target) -> int:
-    """Bytes of input and parameter homes on the fullest tile (whole rows over all tiles)."""
-    total = 0
-    for x in graph.tensors.values():
-        if x.kind in ("input", "param"):
-            rows, cols = x.shape
-            total += -(-rows // t.tiles) * cols * DTYPE_BYTES[x.dtype]
-    return total
-
-
 def matmul_options(g, n: int, target: Target, policy: Policy, homes: int):
     """Feasible grids of matmul n, best standalone estimate first, the rejection
     counts, grids considered, and the leanest memory seen."""
@@ -79,7 +70,8 @@ def matmul_options(g, n: int, target: Target, policy: Policy, homes: int):
     A, B = (g.tensors[x] for x in op.inputs)
     G = len(op.attr("groups", ((0,) * 6,)))
     e = enumerate_grids(G, op.attr("m"), op.attr("k"), op.attr("n"), A.dtype, B.dtype,
-                        bool(op.attr("transpose_b", False)), target, homes, policy.passes)
+                        bool(op.attr("transpose_b", False)), target, homes, policy.passes,
+                        panel_elems(target, B.dtype))
     ok = e["reason"] == ""
     forced = policy.grid_dims
     if forced:   # a forced grid (gm, gn, gk, sp): every other grid is set aside (not counted as rejected)
@@ -120,12 +112,20 @@ def rank_aligned(options: dict, keep: int) -> list:
 
 def plan(model, target: Target, policy: Policy) -> PlanResult:
     g = model.graph
-    homes = home_bytes(g, target)
+    panels = panel_weights(g, target, policy.panel_homes)
+    homes = home_bytes(g, target, panels)
     options: dict[int, Options] = {}
     rejected, considered = Counter(), 0
     for n, op in enumerate(g.ops):
         if op.kind != "matmul":
             continue
+        B = g.tensors[op.inputs[1]]
+        if op.attr("transpose_b", False) and panel_elems(target, B.dtype):
+            res = PlanResult([], considered, dict(rejected))
+            res.rejection = Rejection("plan", "unencodable", f"op {n} ({op.outputs[0]}): {B.name} is read "
+                                      f"transposed, but the AMP reads {B.dtype} b only as micro-panels along k "
+                                      f"(target.amp_panel_elems); store it [k, n]", {})
+            return res
         opts, rej, cons, lean = matmul_options(g, n, target, policy, homes)
         rejected.update(rej)
         considered += cons
@@ -152,16 +152,21 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
         still = stationary_counts(g, options) if policy.weight_stationary else {}
         mixed = {n: with_resident(o) if n in still else o for n, o in options.items()}
         found = [(*f, mixed) for f in beam_search(g, target, mixed, policy.plan_beam, k // 2, still,
-                                                  resident_budget(target))] if still else []
+                                                  resident_budget(target), panels)] if still else []
         found = [f for f in found if any(mixed[n].a["still"][i] for n, i in f[1] if n in still)]
-        found += [(*f, options) for f in beam_search(g, target, options, policy.plan_beam, k - len(found))]
+        found += [(*f, options) for f in beam_search(g, target, options, policy.plan_beam, k - len(found),
+                                                     panels=panels)]
         found.sort(key=lambda f: f[0])                                      # stable: ties keep homes last
     cands = [Candidate(tuple((n, opts[n].grid(i)) for n, i in choice), int(cyc),
                        frozenset(n for n, i in choice if "still" in opts[n].a and opts[n].a["still"][i]))
              for cyc, choice, opts in found]
     res = PlanResult(cands, considered, dict(sorted(rejected.items())))
     if not cands:
-        res.rejection = Rejection("plan", "unencodable", f"no state of the beam (width {policy.plan_beam}) can "
-                                  "gather its operands in whole 32-bit words (an FP8 tensor's blocks must start "
-                                  "and end on a word); a wider policy.plan_beam may find one", {})
+        row_fed = sorted(g.ops[n].inputs[1] for n in options if panel_elems(target, g.tensors[g.ops[n].inputs[1]].dtype)
+                         and g.ops[n].inputs[1] not in panels)
+        why = (f"{row_fed[0]} is stored row-major but its matmul reads AMP micro-panels: every gather would be a "
+               f"byte-wise permutation (policy.panel_homes stores such weights in panel order)") if row_fed else \
+            (f"no state of the beam (width {policy.plan_beam}) can gather its operands in whole 32-bit words (an "
+             "FP8 tensor's blocks must start and end on a word); a wider policy.plan_beam may find one")
+        res.rejection = Rejection("plan", "unencodable", why, {})
     return res

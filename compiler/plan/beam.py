@@ -17,9 +17,11 @@ exchange superstep lasts as long as the busier side: the fullest receiver, or th
 fullest supertile bus (its tiles' sends share it) over its tiles, at 4 B/cycle.
 
 Layouts, as expand builds them (compiler/expand/graph.py):
-- inputs and parameters: whole rows over all tiles (`starts`, `spread`); homes are
-  taken unrotated (expand rotates them to balance memory: the per-bus sums here are
-  an estimate, the same for every candidate's choice at that op);
+- inputs and parameters: their homes (plan/homes.py: whole rows, or whole micro-panel
+  spans for weights the AMP reads as panels), taken unrotated (expand rotates them to
+  balance memory: the per-bus sums here are an estimate, the same for every candidate's
+  choice at that op); a b operand the AMP reads as panels gathered from a row-major
+  layout would be a byte-wise permutation: not a choice;
 - a matmul output: its C blocks, the gm × gn grid over [m, n] of every group
   (k-split: tile l of a block holds rows [l·rr, (l+1)·rr) after the reduction);
 - bias, gelu, cast: the input's layout, each block one kernel on its tile;
@@ -40,9 +42,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..target import DTYPE_BYTES, Target
+from .homes import home_blocks, panel_elems
 from .matmul import OUT_BYTES, Grid, reduce_rows
 
 ROWS = ("rows",)          # layout descriptor: whole rows over all tiles
+PANELS = ("panels",)      # a weight's micro-panel home (plan/homes.py)
 GRID_FIELDS = ("gg", "gm", "gn", "gk", "gb", "mb", "kb", "nb", "cycles", "mem", "sp")
 
 
@@ -64,22 +68,9 @@ class Options:
 
 
 # layouts as blocks ---------------------------------------------------------------
-def starts(n: int, parts: int) -> np.ndarray:
-    """Even partition of n into at most `parts` blocks (as expand/layout.py)."""
-    b = -(-n // max(1, min(parts, n)))
-    return np.arange(0, n, b, dtype=np.int64)
-
-
-def spread(n: int, T: int) -> np.ndarray:
-    """n blocks on evenly spaced tiles (as expand/layout.py)."""
-    return np.arange(n) * T // max(n, 1)
-
-
 def rows_blocks(rows: int, cols: int, T: int):
     """Blocks (r0, nr, c0, nc, tile) of whole rows over all tiles."""
-    rs = starts(rows, T)
-    nr = np.diff(np.append(rs, rows))
-    return rs, nr, np.zeros_like(rs), np.full_like(rs, cols), spread(len(rs), T)
+    return home_blocks(rows, cols, 1, T)[0]
 
 
 def groups_of(op) -> np.ndarray:
@@ -189,8 +180,8 @@ def per_tile_cost(blocks, fn, T: int) -> int:
 class Costs:
     """Cost terms of a graph on a target, cached by the layouts they depend on."""
 
-    def __init__(self, graph, target: Target, options: dict[int, Options]):
-        self.g, self.t, self.opt = graph, target, options
+    def __init__(self, graph, target: Target, options: dict[int, Options], panels: dict):
+        self.g, self.t, self.opt, self.panels = graph, target, options, panels
         self.cache = {}
 
     def _memo(self, key, fn):
@@ -203,6 +194,8 @@ class Costs:
             rows, cols = self.g.tensors[name].shape
             if desc == ROWS:
                 return rows_blocks(rows, cols, self.t.tiles)
+            if desc == PANELS:
+                return home_blocks(rows, cols, 1, self.t.tiles, self.panels[name])[0]
             _, n, i = desc
             return out_blocks(self.g.ops[n], self.opt[n], i)
         return self._memo(("blocks", name, desc), make)
@@ -223,12 +216,15 @@ class Costs:
             for which, (name, d) in enumerate(zip(op.inputs, descs)):
                 e = DTYPE_BYTES[self.g.tensors[name].dtype]
                 b, w = self.blocks(name, d), operand_windows(op, which)
-                if not word_aligned(b, w, e):
+                if d != PANELS and not word_aligned(b, w, e):   # panel spans are whole words
                     return np.full(len(o), np.inf)
                 per_bus.append(bus_bytes(tile_elems(b, w, self.t.tiles) * e, self.t.supertile_tiles))
             U = pareto(np.stack(per_bus, 1))                     # [rows, 2]
             both = (U @ np.stack([o.a["gn"], o.a["gm"]])).max(0)
             homes = self.exchange(o.a["recv"], both)
+            B = self.g.tensors[op.inputs[1]]
+            if panel_elems(self.t, B.dtype) and descs[1] != PANELS:
+                homes = np.full(len(o), np.inf)      # a byte-wise permutation, never a choice
             if "still" not in o.a:
                 return homes + o.a["rest"]
             # a resident grid's B never moves: only A is received and sent
@@ -312,7 +308,7 @@ def best(totals: np.ndarray, k: int) -> np.ndarray:
 
 
 def beam_search(graph, target: Target, options: dict[int, Options], width: int, keep: int,
-                stationary: dict | None = None, budget: int = 0):
+                stationary: dict | None = None, budget: int = 0, panels: dict | None = None):
     """The `keep` cheapest complete states of a beam of `width` (best first), each as
     (estimated cycles, ((op index, grid index), ...)).
 
@@ -322,14 +318,16 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
     every grid, so the resident bytes add up there, within `budget` (what region 1 can
     give them). The budget is shared in proportion to the weights' sizes: a first-come
     split lets the first matmul's cheapest (largest-block) grids starve the ones after
-    it, which a beam pruned on cost alone never recovers from."""
+    it, which a beam pruned on cost alone never recovers from. `panels`: the weights
+    whose homes are micro-panel grids (plan/homes.py panel_weights)."""
     stationary = stationary or {}
-    c = Costs(graph, target, options)
+    panels = panels or {}
+    c = Costs(graph, target, options, panels)
     need = {n: cnt * (-(-options[n].a["b_blk"] // 16) * 16) * options[n].a["still"]
             for n, cnt in stationary.items()}
     size = {n: graph.tensors[graph.ops[n].inputs[1]].nbytes for n in stationary}
     share = {n: budget * size[n] // max(1, sum(size.values())) for n in stationary}
-    lay = {n: ROWS for n, t in graph.tensors.items() if t.kind in ("input", "param")}
+    lay = {n: PANELS if n in panels else ROWS for n, t in graph.tensors.items() if t.kind in ("input", "param")}
     states = [State(0, (), lay)]
     last = max(options, default=-1)
     for n, op in enumerate(graph.ops):

@@ -67,10 +67,13 @@ def word_elems(dtype: str) -> int:
 
 
 def _grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose_b: bool,
-           t: Target, home_bytes: int, sp: int):
+           t: Target, home_bytes: int, sp: int, panel: int):
     """The grids of `sp` serial passes (see enumerate_grids)."""
-    qk = max(word_elems(a_dtype), word_elems(b_dtype) if transpose_b else 1)
-    qn = max(2, 1 if transpose_b else word_elems(b_dtype))
+    if panel:   # b in micro-panels: k blocks of whole panels, any (even: f16 outputs) n
+        qk, qn = max(panel, word_elems(a_dtype)), 2
+    else:
+        qk = max(word_elems(a_dtype), word_elems(b_dtype) if transpose_b else 1)
+        qn = max(2, 1 if transpose_b else word_elems(b_dtype))
     Mp = -(-M // sp)                                  # rows per pass
     opts = [block_options(G, 1, t.tiles), block_options(Mp, 1, t.tiles),
             block_options(K, qk, t.tiles), block_options(N, qn, t.tiles)]
@@ -112,13 +115,14 @@ def _grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose
 
 
 def enumerate_grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose_b: bool,
-                    t: Target, home_bytes: int = 0, passes: tuple = (1,)):
+                    t: Target, home_bytes: int = 0, passes: tuple = (1,), panel: int = 0):
     """Every grid (for each serial pass count of `passes`; ungrouped matmuls only) with
-    estimated cycles, peak memory and rejection reason. `cycles` assumes the operand
+    estimated cycles, peak memory and rejection reason. With `panel` (the AMP reads b as
+    micro-panels of that height) k blocks are whole panels (the last may end at K). `cycles` assumes the operand
     sends balanced over all tiles; `recv` (operand bytes a tile receives in the first
     exchange) and `rest` (cycles besides it) let the beam cost that exchange from the
     producers' layouts instead."""
-    parts = [_grids(G, M, K, N, a_dtype, b_dtype, transpose_b, t, home_bytes, sp)
+    parts = [_grids(G, M, K, N, a_dtype, b_dtype, transpose_b, t, home_bytes, sp, panel)
              for sp in passes if sp == 1 or (G == 1 and M >= 2 * sp)]
     out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "rejected_grid"}
     out["rejected_grid"] = sum(p["rejected_grid"] for p in parts)

@@ -26,7 +26,12 @@ Decisions the machine takes where isa.py is silent (the lowering must match):
     dtype 0 or f16, dtype2 0.
   * MATMUL: dtype (b) f16, fp8 (e4m3fn) or f32; dtype2 (a) 0 = same, f16, fp8,
     f32; f16/fp8 mix freely, f32 only with f32. Flag F_TRANSPOSE_B reads b as
-    [n, k]. Out is always f16: products summed in f32, times scale, rounded once.
+    [n, k]; F_PANEL_B reads b in AMP micro-panel order (isa.panel_order, height
+    target.amp_panel_elems[b's dtype]). A b dtype listed there (fp8) is read only
+    that way: without F_PANEL_B, or with F_TRANSPOSE_B too, the MATMUL is refused;
+    F_PANEL_B on an unlisted dtype is refused. Host input streams named in
+    Program.in_panels are rearranged by the host into that order before the
+    descriptors copy them. Out is always f16: products summed in f32, times scale, rounded once.
     Cost matmul_cycles(m, k, n, dtype_b, dtype_a).
   * Vector kernels compute in f32 (fmath.py) and round once to f16; sizes
     (nelem, rows, cols) must be > 0. GELU tanh form is evaluated as

@@ -12,9 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import isa
+from ..plan.homes import starts
 from ..target import STANDARD
 from . import flash_combine
-from .layout import Layout, gather, pad, starts
+from .layout import Layout, gather, pad
 
 F16 = isa.DTYPES["f16"]
 

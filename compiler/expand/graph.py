@@ -2,9 +2,10 @@
 
 Each op first gathers what it needs (one exchange superstep for all its gathers),
 then runs its kernels (a compute superstep, shared with the previous op's when no
-exchange came between). Inputs and parameters start in their homes: whole rows
-spread evenly over the tiles, each tensor rotated to balance the fullest tile
-(policy.home_rotation); vectors in replicated 256-byte shards (policy.vector_homes) so that broadcasting them
+exchange came between). Inputs and parameters start in their homes (plan/homes.py):
+whole rows spread evenly over the tiles, or for FP8 weights whole micro-panel spans
+(the order their MATMUL reads, sent so by the host), each tensor rotated to balance
+the fullest tile (policy.home_rotation); vectors in replicated 256-byte shards (policy.vector_homes) so that broadcasting them
 to every row tile costs no home tile more than a consumer receives; weights a candidate
 keeps resident sit where their matmul reads them instead (matmul.py, with the matmuls).
 """
@@ -13,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import isa
+from ..plan.homes import home_blocks, home_grid, panel_weights, spread, starts
 from ..plan.matmul import OUT_BYTES, stationary_weights
 from ..target import DTYPE_BYTES, STANDARD, Target
-from ..plan.homes import home_blocks, home_grid, panel_weights
-from .layout import Layout, allocate, convert, fill, gather, host_rects, pad, spread, starts
+from .layout import Layout, allocate, convert, fill, gather, host_rects, pad
 from .flash import expand_flash
 from .matmul import expand_matmul, resident_weights
 from .tilegraph import END, Builder, TileGraph

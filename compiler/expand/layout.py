@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..plan.homes import spread, starts  # noqa: F401  (re-exported for expand)
 from .tilegraph import Builder
 
 
@@ -143,26 +142,20 @@ def gather(bld: Builder, src: Layout, step: int, r0, r1, c0, c1, dst_tile, dst_r
     pr1 = np.minimum(r1[rect], bs_r + src.rlen[a])
     pc0 = np.maximum(c0[rect], bs_c)
     pc1 = np.minimum(c1[rect], bs_c + bcols)
+    # runs of spans in bytes: (spans, span, source offset, stride, destination offset, stride)
     if panel:
-        R, W = src.rows, c1[rect] - c0[rect]
-        for s_run, d_run in zip(panel_runs(R, panel, pr0, pr1, pc0, pc1, bs_r, bs_c, bcols),
-                                panel_runs(R, panel, pr0, pr1, pc0, pc1, r0[rect], c0[rect], W)):
-            n, span, s0, sst = s_run
-            _, _, d0, dst = d_run
-            k = n > 0
-            bld.add("xfer", step=step, src=src.tile[a, b][k], dst=dst_tile[rect][k], sreq=src.req[a, b][k],
-                    soff=(src.off[a, b] + s0 * e)[k], dreq=dst_req[rect][k], doff=(dst_off[rect] + d0 * e)[k],
-                    s_row_bytes=(span * e)[k], s_rows=n[k], s_stride=(sst * e)[k],
-                    d_row_bytes=(span * e)[k], d_rows=n[k], d_stride=(dst * e)[k], reloc=src.istride[a, b][k])
-        bld.reads(src, step)
-        return len(rect)
-    width = (pc1 - pc0) * e
-    nrows = pr1 - pr0
-    bld.add("xfer", step=step, src=src.tile[a, b], dst=dst_tile[rect], sreq=src.req[a, b],
-            soff=src.off[a, b] + ((pr0 - bs_r) * bcols + (pc0 - bs_c)) * e, dreq=dst_req[rect],
-            doff=dst_off[rect] + (pr0 - r0[rect]) * dst_stride[rect] + (pc0 - c0[rect]) * e,
-            s_row_bytes=width, s_rows=nrows, s_stride=bcols * e,
-            d_row_bytes=width, d_rows=nrows, d_stride=dst_stride[rect], reloc=src.istride[a, b])
+        runs = [(n, sp * e, so * e, ss * e, do * e, ds * e) for (n, sp, so, ss), (_, _, do, ds) in zip(
+            panel_runs(src.rows, panel, pr0, pr1, pc0, pc1, bs_r, bs_c, bcols),
+            panel_runs(src.rows, panel, pr0, pr1, pc0, pc1, r0[rect], c0[rect], c1[rect] - c0[rect]))]
+    else:
+        runs = [(pr1 - pr0, (pc1 - pc0) * e, ((pr0 - bs_r) * bcols + pc0 - bs_c) * e, bcols * e,
+                 (pr0 - r0[rect]) * dst_stride[rect] + (pc0 - c0[rect]) * e, dst_stride[rect])]
+    for n, span, so, ss, do, ds in runs:
+        k = n > 0
+        bld.add("xfer", step=step, src=src.tile[a, b][k], dst=dst_tile[rect][k], sreq=src.req[a, b][k],
+                soff=(src.off[a, b] + so)[k], dreq=dst_req[rect][k], doff=(dst_off[rect] + do)[k],
+                s_row_bytes=span[k], s_rows=n[k], s_stride=ss[k], d_row_bytes=span[k], d_rows=n[k],
+                d_stride=ds[k], reloc=src.istride[a, b][k])
     bld.reads(src, step)
     return len(rect)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import isa
+from ..plan.homes import panel_elems
 from ..plan.matmul import OUT_BYTES, Grid, reduce_rows
 from ..target import DTYPE_BYTES, STANDARD
-from ..plan.homes import panel_elems
 from .layout import Layout, gather, host_rects, pad
 from .tilegraph import END
 

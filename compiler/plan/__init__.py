@@ -135,7 +135,8 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
             if policy.grid:
                 res.rejection = Rejection("plan", "grid", f"op {n} ({op.outputs[0]}): policy.grid={policy.grid} "
                                           f"is not a feasible grid on {target.tiles} tiles (blocks must be "
-                                          f"whole words and the grid must fit)", {})
+                                          f"whole words, k blocks of an FP8 b whole {panel_elems(target, 'fp8') or '-'}-"
+                                          f"row micro-panels, and the grid must fit)", {})
             else:
                 res.rejection = Rejection(
                     "plan", "memory",

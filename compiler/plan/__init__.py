@@ -24,7 +24,7 @@ import numpy as np
 
 from ..policy import Policy
 from ..result import Rejection
-from ..target import DTYPE_BYTES, Target
+from ..target import Target
 from .beam import GRID_FIELDS, Options, beam_search, with_resident
 from .homes import home_bytes, panel_elems, panel_weights
 from .matmul import enumerate_grids, stationary_weights
@@ -163,11 +163,16 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
              for cyc, choice, opts in found]
     res = PlanResult(cands, considered, dict(sorted(rejected.items())))
     if not cands:
-        row_fed = sorted(g.ops[n].inputs[1] for n in options if panel_elems(target, g.tensors[g.ops[n].inputs[1]].dtype)
-                         and g.ops[n].inputs[1] not in panels)
-        why = (f"{row_fed[0]} is stored row-major but its matmul reads AMP micro-panels: every gather would be a "
-               f"byte-wise permutation (policy.panel_homes stores such weights in panel order)") if row_fed else \
-            (f"no state of the beam (width {policy.plan_beam}) can gather its operands in whole 32-bit words (an "
-             "FP8 tensor's blocks must start and end on a word); a wider policy.plan_beam may find one")
-        res.rejection = Rejection("plan", "unencodable", why, {})
+        res.rejection = Rejection("plan", "unencodable", _unencodable(g, target, options, panels, policy.plan_beam), {})
     return res
+
+
+def _unencodable(g, target: Target, options: dict, panels: dict, beam: int) -> str:
+    """Why no state of the beam could gather its operands."""
+    row_fed = sorted(g.ops[n].inputs[1] for n in options
+                     if panel_elems(target, g.tensors[g.ops[n].inputs[1]].dtype) and g.ops[n].inputs[1] not in panels)
+    if row_fed:
+        return (f"{row_fed[0]} is stored row-major but its matmul reads AMP micro-panels: every gather would be a "
+                f"byte-wise permutation (policy.panel_homes stores such weights in panel order)")
+    return (f"no state of the beam (width {beam}) can gather its operands in whole 32-bit words (an FP8 tensor's "
+            "blocks must start and end on a word); a wider policy.plan_beam may find one")

@@ -67,12 +67,7 @@ class Options:
         return Grid(*(int(self.a[f][i]) for f in GRID_FIELDS))
 
 
-# layouts as blocks ---------------------------------------------------------------
-def rows_blocks(rows: int, cols: int, T: int):
-    """Blocks (r0, nr, c0, nc, tile) of whole rows over all tiles."""
-    return home_blocks(rows, cols, 1, T)[0]
-
-
+# layouts as blocks (r0, nr, c0, nc, tile) ---------------------------------------
 def groups_of(op) -> np.ndarray:
     return np.asarray(op.attr("groups", ((0,) * 6,)), np.int64)
 
@@ -191,11 +186,9 @@ class Costs:
 
     def blocks(self, name: str, desc):
         def make():
-            rows, cols = self.g.tensors[name].shape
-            if desc == ROWS:
-                return rows_blocks(rows, cols, self.t.tiles)
-            if desc == PANELS:
-                return home_blocks(rows, cols, 1, self.t.tiles, self.panels[name])[0]
+            if desc in (ROWS, PANELS):      # whole rows (homes or converted), or a panel home
+                P = self.panels[name] if desc == PANELS else 0
+                return home_blocks(*self.g.tensors[name].shape, 1, self.t.tiles, P)[0]
             _, n, i = desc
             return out_blocks(self.g.ops[n], self.opt[n], i)
         return self._memo(("blocks", name, desc), make)

@@ -40,13 +40,20 @@ class Op:
 
 @dataclass(frozen=True)
 class Repeat:
-    """The whole op list is a loop body run `count` times. `carried` pairs each body
-    output with the body input it feeds in the next iteration (after the last, the
-    output is the graph's). A sequence is a parameter with one member per iteration:
+    """Ops [first, stop) are a loop body run `count` times (stop 0: to the end; the
+    default body is the whole op list); the ops before it run once before, those
+    after once after. `carried` pairs each body output with the body input it feeds in
+    the next iteration (after the last, the output's value is the input's: ops after
+    the body read it there). A sequence is a parameter with one member per iteration:
     its tensor shape is a member's, its data is stacked [count, *shape]."""
     count: int
     carried: tuple[tuple[str, str], ...]
     sequences: tuple[str, ...]
+    first: int = 0
+    stop: int = 0
+
+    def span(self, nops: int) -> tuple[int, int]:
+        return self.first, self.stop or nops
 
 
 @dataclass
@@ -55,6 +62,11 @@ class Graph:
     tensors: dict[str, Tensor] = field(default_factory=dict)
     ops: list[Op] = field(default_factory=list)
     repeat: Repeat | None = None
+    meta: dict = field(default_factory=dict)   # model facts for metrics (e.g. ignored_tensors)
+
+    def body(self) -> tuple[int, int]:
+        """Op index range [first, stop) of the Repeat body (all ops without a Repeat)."""
+        return self.repeat.span(len(self.ops)) if self.repeat else (0, len(self.ops))
 
     def add(self, t: Tensor) -> Tensor:
         if t.name in self.tensors:

@@ -31,7 +31,7 @@ class ModelResult:
 
     def metrics(self) -> dict:
         return {"name": self.graph.name, "tensors": len(self.graph.tensors), "ops": len(self.graph.ops),
-                "tolerance": self.tolerance}
+                "tolerance": self.tolerance, **getattr(self.graph, "meta", {})}
 
 
 def model_phase(cfg):

@@ -93,16 +93,23 @@ def evaluate(g: Graph, data: dict, round_f16: bool = True) -> dict[str, np.ndarr
     rep = g.repeat
     seq = set(rep.sequences) if rep else set()
     env = {n: _value(g, data, n) for n in data if n not in seq}
+    rnd = (lambda a: a.astype(np.float16).astype(np.float64)) if round_f16 else (lambda a: a)
+
+    def ops(a, b):
+        for op in g.ops[a:b]:
+            y = _op(op, [env[n] for n in op.inputs], rnd)
+            env[op.outputs[0]] = rnd(y) if g.tensors[op.outputs[0]].dtype == "f16" else y
+
+    first, stop = g.body()
+    ops(0, first)                         # ops before the Repeat body run once
     for i in range(rep.count if rep else 1):
         for n in seq:
             env[n] = data[n][i].astype(np.float64) * g.tensors[n].scale
-        rnd = (lambda a: a.astype(np.float16).astype(np.float64)) if round_f16 else (lambda a: a)
-        for op in g.ops:
-            y = _op(op, [env[n] for n in op.inputs], rnd)
-            env[op.outputs[0]] = rnd(y) if g.tensors[op.outputs[0]].dtype == "f16" else y
+        ops(first, stop)
         if rep and i + 1 < rep.count:
             for out, inp in rep.carried:
                 env[inp] = env[out]
+    ops(stop, len(g.ops))                 # and those after it once, after
     return env
 
 

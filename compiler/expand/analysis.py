@@ -144,7 +144,7 @@ def unencodable(tg: TileGraph) -> str | None:
 
 def profile_bytes(tg: TileGraph) -> int:
     """One sample per superstep executed (a Repeat body's once per iteration)."""
-    return isa.PROFILE_SAMPLE_BYTES * len(tg.steps) * tg.count
+    return isa.PROFILE_SAMPLE_BYTES * int(tg.step_runs().sum())
 
 
 def analyse(tg: TileGraph, t: Target) -> dict:
@@ -156,7 +156,8 @@ def analyse(tg: TileGraph, t: Target) -> dict:
     worst = int(np.argmax(peak + support))
     region1 = t.memory_end - t.region0_end - profile_bytes(tg)
     nbytes = tg.xfer["s_row_bytes"] * tg.xfer["s_rows"]
-    return dict(cycles=int(cyc.sum()) * tg.count, body_cycles=int(cyc.sum()), step_cycles=cyc,
+    b0, b1 = tg.body_steps()
+    return dict(cycles=int((cyc * tg.step_runs()).sum()), body_cycles=int(cyc[b0:b1].sum()), step_cycles=cyc,
                 tile_cycles=per_tile,
                 code_bytes=code, table_bytes=table, peak_bytes=peak, peak_event=event,
                 footprint_bytes=peak + support, worst_tile=worst,

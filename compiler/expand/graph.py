@@ -41,6 +41,7 @@ class Ctx:
         self.panels = panel_weights(graph, target, policy.panel_homes)   # homes in micro-panel order
         self.in_panels: dict[str, tuple] = {}          # streams the host sends in panel order
         self.step_op: list[int] = []                   # op that opened each superstep
+        self.fence = -1                                # a Repeat body edge: no compute step spans it
 
     # supersteps ---------------------------------------------------------------
     def exchange_step(self) -> int:
@@ -49,7 +50,7 @@ class Ctx:
         return len(self.kinds)
 
     def compute_step(self) -> int:
-        if not self.kinds or self.kinds[-1] != "compute":
+        if not self.kinds or self.kinds[-1] != "compute" or self.fence == len(self.kinds):
             self.kinds.append("compute")
             self.step_op.append(self.op)
         return len(self.kinds)
@@ -259,6 +260,19 @@ def home_rotations(graph, names, seq, count: int, T: int, panels: dict, candidat
     return out
 
 
+def _end_body(c: Ctx, carried: dict) -> int:
+    """Close the Repeat body: carried outputs are exchanged into their inputs' blocks
+    (which stay live through it: the next iteration reads them); ops after the body
+    read a carried output there. Returns the step count so far (the body's end)."""
+    if carried:
+        x = c.exchange_step()
+        for out, inp in carried.items():
+            fill(c.bld, c.lay[out], c.lay[inp], x)
+            c.bld.reads(c.lay[inp], x)
+            c.lay[out] = c.lay[inp]
+    return len(c.kinds)
+
+
 def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
                  resident: frozenset = frozenset()) -> TileGraph:
     """With a Repeat, the supersteps emitted here are its body, run `count` times:
@@ -281,8 +295,14 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
         if name in homed:
             c.home(name, k, rots.get(name, 0), count if name in seq else 1,
                    resident=graph.tensors[name].kind == "param" or name in carried.values())
+    first, stop = graph.body()
+    body = [0, 0]                                      # the body's supersteps [b0, b1), 0-based
     for n, op in enumerate(graph.ops):
         c.op = n
+        if rep and n == first:
+            c.fence = body[0] = len(c.kinds)
+        if rep and n == stop:
+            body[1] = c.fence = _end_body(c, carried)
         if op.kind == "matmul":
             expand_matmul(c, op, strategy[n], op.attr("scale", 1.0))
         elif op.kind in ("gelu", "cast"):
@@ -297,15 +317,13 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
             expand_flash(c, op)
         else:
             raise NotImplementedError(f"expand: op {op.kind!r}")
-    if carried:
-        x = c.exchange_step()
-        for out, inp in carried.items():
-            fill(c.bld, c.lay[out], c.lay[inp], x)
-            c.lay[out] = c.lay[inp]
+    if rep and stop == len(graph.ops):
+        body[1] = _end_body(c, carried)
     outs = [t.name for t in graph.of_kind("output")]
     for k, name in enumerate(outs):
         host_out(c, name, k)
     tg = c.bld.build(c.kinds, ins, {n: graph.tensors[n].nbytes for n in outs}, label, count)
+    tg.body = tuple(body) if rep else (0, len(c.kinds))
     tg.step_op = c.step_op
     tg.in_panels = c.in_panels
     return tg

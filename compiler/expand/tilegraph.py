@@ -63,9 +63,20 @@ class TileGraph:
     out_streams: dict[str, int]
     label: str = ""
     in_panels: dict = field(default_factory=dict)  # input stream -> (rows, cols, ebytes, P), lower/program.py
-    count: int = 1                            # the supersteps are a Repeat body run count times
+    count: int = 1                            # supersteps body[0]..body[1]-1 are a Repeat body run count times
+    body: tuple = ()                          # 0-based [first, stop) step range of the body; () = every step
     step_op: list = field(default_factory=list)   # op index that opened each superstep
     analysis: dict = field(default_factory=dict)
+
+    def body_steps(self) -> tuple[int, int]:
+        return tuple(self.body) if self.body else (0, len(self.steps))
+
+    def step_runs(self) -> np.ndarray:
+        """Times each superstep executes: `count` inside the Repeat body, once outside."""
+        runs = np.ones(len(self.steps), np.int64)
+        b0, b1 = self.body_steps()
+        runs[b0:b1] = self.count
+        return runs
 
     @property
     def end_event(self) -> int:

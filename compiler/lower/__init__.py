@@ -125,14 +125,17 @@ def encode_code(tg, addr: np.ndarray, seg: dict, relocs: dict, code_addr: np.nda
     sw[:, 0] = isa.SYNC
     endw = np.zeros((T, isa.INSTR_WORDS), np.int64)
     endw[:, 0] = isa.END
-    nbody = np.bincount(np.concatenate([k["tile"], seg["tile"], sync_tile]), minlength=T)
-    rep = T if tg.count > 1 else 0          # REPEAT count, body, reloc, nreloc opens the program
+    b0, b1 = tg.body_steps()                # the body: supersteps b0+1 .. b1 (1-based)
+    in_body = lambda st: (st > b0) & (st <= b1)
+    nbody = np.bincount(np.concatenate([k["tile"][in_body(k["step"])], seg["tile"][in_body(seg["step"])],
+                                        sync_tile[in_body(sync_step)]]), minlength=T)
+    rep = T if tg.count > 1 else 0          # REPEAT count, body, reloc, nreloc opens the body's first superstep
     rw = np.zeros((rep, isa.INSTR_WORDS), np.int64)
     if rep:
         rw[:, 0], rw[:, 1], rw[:, 2], rw[:, 3], rw[:, 4] = isa.REPEAT, tg.count, nbody, relocs["addr"], relocs["n"]
     tile = np.concatenate([k["tile"], seg["tile"], sync_tile, np.arange(T), np.arange(rep)])
-    step = np.concatenate([k["step"], seg["step"], sync_step, np.full(T, S + 1), np.zeros(rep, np.int64)])
-    rank = np.concatenate([np.zeros(nk), np.ones(ns), np.full(T * S, 2), np.full(T, 3), np.zeros(rep)])
+    step = np.concatenate([k["step"], seg["step"], sync_step, np.full(T, S + 1), np.full(rep, b0 + 1)])
+    rank = np.concatenate([np.zeros(nk), np.ones(ns), np.full(T * S, 2), np.full(T, 3), np.full(rep, -1)])
     seq = np.arange(len(tile))
     order = np.lexsort((seq, rank, step, tile))
     blob, off = _blob(tile[order], np.concatenate([kw, ew, sw, endw, rw])[order], T)

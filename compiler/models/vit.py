@@ -19,41 +19,64 @@ from ..target import ConfigError
 from .attention import attention_ops, padded
 from .config import check_positive, model_config
 from .gemm import FP8_MAX, quantize
+from .image import MEAN, STD, load_pixels, patch_rows
+from .weights import read_tensors, take
 
-PRESETS = {"so400m": dict(width=1152, layers=27, hidden=4304, heads=16, tokens=729),
-           "b16": dict(width=768, layers=12, hidden=3072, heads=12, tokens=197)}
+# timm's vit_so400m_patch14_siglip_384 and vit_base_patch16_224 (their pretrained cfgs:
+# input size, crop_pct, mean/std; bicubic); exact-erf GELU (timm's nn.GELU) in both
+PRESETS = {"so400m": dict(width=1152, layers=27, hidden=4304, heads=16, tokens=729, image=384, patch=14,
+                          pool="map", crop_pct=1.0),
+           "b16": dict(width=768, layers=12, hidden=3072, heads=12, tokens=197, image=224, patch=16,
+                       pool="token", crop_pct=0.9)}
 
 
 @dataclass(frozen=True)
 class VitConfig:
     name: str = "vit"
     preset: str = "so400m"        # so400m | b16 | custom (then width..tokens below are used)
+    scope: str = ""               # tower: image -> embedding | blocks: the encoder alone, seeded tokens in
     layers: int = 4
     width: int = 0                # 0: from the preset
     hidden: int = 0
     heads: int = 0
-    tokens: int = 0
+    tokens: int = 0               # blocks scope only (the tower's follow from image, patch, pool)
+    image: int = 0                # tower: image side in pixels (0: preset)
+    patch: int = 0                # tower: patch side (0: preset)
+    pool: str = ""                # tower head: map (SigLIP attention pool) | token (class token + Linear)
+    classes: int = 1000           # pool=token: classifier outputs
     weight_dtype: str = "fp8"
-    gelu: str = "tanh"
+    gelu: str = "erf"
     eps: float = 1e-6
     weights: str = ""             # .npz or .safetensors with timm names; "" = seeded
+    input: str = ""               # tower: image file (PNG/JPEG) or .npy/.npz pixels; "" = seeded image
     fp8_activations: bool = False  # cast the inputs of QKV, proj, fc1, fc2 to FP8 (bounded scales)
     seed: int = 0
 
+    @property
+    def tower(self) -> bool:
+        """scope "" (the dataclass default): the tower for a named preset or a custom one
+        with an image size, else the blocks."""
+        return self.scope == "tower" or (not self.scope and (self.preset != "custom" or bool(self.image)))
+
     def dims(self) -> dict:
-        d = dict(PRESETS.get(self.preset, {}))
+        d = dict(PRESETS.get(self.preset, {"pool": "map", "crop_pct": 1.0}))
         d.pop("layers", None)
-        for k in ("width", "hidden", "heads", "tokens"):
+        for k in ("width", "hidden", "heads", "tokens", "image", "patch", "pool"):
             if getattr(self, k):
                 d[k] = getattr(self, k)
+        if self.tower and d.get("image") and d.get("patch"):
+            d["tokens"] = (d["image"] // d["patch"]) ** 2 + (d["pool"] == "token")
         return d
 
     def check(self):
         if self.preset not in (*PRESETS, "custom"):
             raise ValueError(f"model.preset={self.preset!r}: not one of {', '.join(PRESETS)}, custom")
-        check_positive(self, "layers")
+        if self.scope not in ("", "tower", "blocks"):
+            raise ValueError(f"model.scope={self.scope!r}: not one of tower, blocks")
+        check_positive(self, "layers", "classes")
         d = self.dims()
-        for k in ("width", "hidden", "heads", "tokens"):
+        keys = ("width", "hidden", "heads", "tokens") + (("image", "patch") if self.tower else ())
+        for k in keys:
             if not isinstance(d.get(k), int) or d[k] <= 0:
                 raise ValueError(f"model.{k}={d.get(k)!r}: must be a positive integer (preset custom)")
         if d["width"] % d["heads"] or (d["width"] // d["heads"]) % 2:
@@ -62,6 +85,13 @@ class VitConfig:
         for k in ("width", "hidden"):
             if d[k] % 4:
                 raise ValueError(f"model.{k}={d[k]}: must be a multiple of 4 (FP8 rows move as words)")
+        if self.tower:
+            if d["image"] < d["patch"]:
+                raise ValueError(f"model.image={d['image']} is smaller than model.patch={d['patch']}")
+            if d["pool"] not in ("map", "token"):
+                raise ValueError(f"model.pool={d['pool']!r}: not one of map, token")
+            if d["pool"] == "token" and self.classes % 4:
+                raise ValueError(f"model.classes={self.classes}: must be a multiple of 4 (FP8 rows move as words)")
         if self.weight_dtype not in ("f16", "fp8") or self.gelu not in ("tanh", "erf"):
             raise ValueError(f"model.weight_dtype={self.weight_dtype!r} / model.gelu={self.gelu!r}: "
                              f"expected f16|fp8 and tanh|erf")
@@ -76,39 +106,48 @@ def timm_shapes(i: int, D: int, F: int) -> dict:
             b + "mlp.fc1.bias": (F,), b + "mlp.fc2.weight": (D, F), b + "mlp.fc2.bias": (D,)}
 
 
-def load_weights(path: str, layers: int, D: int, F: int) -> dict:
-    p = Path(path)
-    if not p.exists():
-        raise ConfigError(f"model.weights={path}: no such file")
-    if p.suffix == ".safetensors":
-        from safetensors.numpy import load_file
-        raw = load_file(str(p))
-    elif p.suffix == ".npz":
-        raw = dict(np.load(p))
+def tower_shapes(d: dict, classes: int) -> dict:
+    """timm names and shapes of the tensors outside the blocks (patch embedding,
+    positions, final norm, and the head: attn_pool.* for pool=map, cls_token and head.*
+    for pool=token)."""
+    D, F, P, T0 = d["width"], d["hidden"], d["patch"], d["tokens"]
+    s = {"patch_embed.proj.weight": (D, 3, P, P), "patch_embed.proj.bias": (D,), "pos_embed": (1, T0, D),
+         "norm.weight": (D,), "norm.bias": (D,)}
+    if d["pool"] == "token":
+        s |= {"cls_token": (1, 1, D), "head.weight": (classes, D), "head.bias": (classes,)}
     else:
-        raise ConfigError(f"model.weights={path}: expected a .npz or .safetensors file")
-    out = {}
-    for i in range(layers):
-        for name, shape in timm_shapes(i, D, F).items():
-            if name not in raw:
-                raise ConfigError(f"{path}: missing tensor {name} (shape {shape})")
-            if tuple(raw[name].shape) != shape:
-                raise ConfigError(f"{path}: tensor {name} has shape {tuple(raw[name].shape)}, expected {shape}")
-            out[name] = np.asarray(raw[name], np.float32)   # float32 is exact for fp16/bf16/fp32 files
-    return out
+        a = "attn_pool."
+        s |= {a + "latent": (1, 1, D), a + "q.weight": (D, D), a + "q.bias": (D,), a + "kv.weight": (2 * D, D),
+              a + "kv.bias": (2 * D,), a + "proj.weight": (D, D), a + "proj.bias": (D,), a + "norm.weight": (D,),
+              a + "norm.bias": (D,), a + "mlp.fc1.weight": (F, D), a + "mlp.fc1.bias": (F,),
+              a + "mlp.fc2.weight": (D, F), a + "mlp.fc2.bias": (D,)}
+    return s
 
 
-def seeded_weights(rng, layers: int, D: int, F: int) -> dict:
-    """float32: 27 layers of So400m weights are 1.7 GB even so (quantized once, then freed)."""
+def load_weights(path: str, shapes: dict) -> tuple[dict, list[str]]:
+    """The tensors of `shapes` from the file, and the names of those left unused."""
+    return take(read_tensors(path), shapes, path)
+
+
+def block_shapes(layers: int, D: int, F: int) -> dict:
+    return {k: v for i in range(layers) for k, v in timm_shapes(i, D, F).items()}
+
+
+def seeded_weights(rng, layers: int, D: int, F: int, shapes: dict | None = None) -> dict:
+    """float32: 27 layers of So400m weights are 1.7 GB even so (quantized once, then
+    freed). Norm weights ~1 + 0.1·N, biases 0.1·N, matrices N(0, 1/fan_in) (conv:
+    fan_in = 3·P·P), positions, class token and latent 0.02·N."""
     w = {}
-    for i in range(layers):
-        for name, shape in timm_shapes(i, D, F).items():
-            if name.endswith("norm1.weight") or name.endswith("norm2.weight"):
-                w[name] = 1 + 0.1 * rng.standard_normal(shape, dtype=np.float32)
-            elif name.endswith("bias"):
-                w[name] = 0.1 * rng.standard_normal(shape, dtype=np.float32)
-            else:
-                w[name] = rng.standard_normal(shape, dtype=np.float32) / np.float32(np.sqrt(shape[1]))
+    for name, shape in (block_shapes(layers, D, F) if shapes is None else shapes).items():
+        if name.endswith("norm1.weight") or name.endswith("norm2.weight") or name.endswith("norm.weight"):
+            w[name] = 1 + 0.1 * rng.standard_normal(shape, dtype=np.float32)
+        elif name.endswith("bias"):
+            w[name] = 0.1 * rng.standard_normal(shape, dtype=np.float32)
+        elif name in ("pos_embed", "cls_token", "attn_pool.latent"):
+            w[name] = 0.02 * rng.standard_normal(shape, dtype=np.float32)
+        else:
+            fan_in = int(np.prod(shape[1:]))
+            w[name] = rng.standard_normal(shape, dtype=np.float32) / np.float32(np.sqrt(fan_in))
     return w
 
 
@@ -117,13 +156,26 @@ def build(cfg: dict):
     d = c.dims()
     D, F, H, T0 = d["width"], d["hidden"], d["heads"], d["tokens"]
     T, hd = padded(T0), D // H
-    rng = np.random.default_rng(c.seed)
-    w = load_weights(c.weights, c.layers, D, F) if c.weights else seeded_weights(rng, c.layers, D, F)
-    g = Graph(f"vit_{c.preset}_L{c.layers}_{c.weight_dtype}")
-    data = {"x": np.zeros((T, D), np.float16)}
-    data["x"][:T0] = rng.standard_normal((T0, D))
-    g.add(Tensor("x", (T, D), "f16", "input"))
     L = c.layers
+    rng = np.random.default_rng(c.seed)
+    shapes = block_shapes(L, D, F) | (tower_shapes(d, c.classes) if c.tower else {})
+    ignored = []
+    if c.weights:
+        w, ignored = load_weights(c.weights, shapes)
+    else:
+        w = seeded_weights(rng, L, D, F)
+        if c.tower:
+            w |= seeded_weights(rng, 0, D, F, tower_shapes(d, c.classes))
+    g = Graph(f"vit_{c.preset}_{'tower' if c.tower else 'blocks'}_L{L}_{c.weight_dtype}")
+    g.meta["ignored_tensors"] = ignored
+    data = {}
+    if c.tower:
+        patch_embedding(g, data, c, d, w, rng, T)
+    else:
+        data["x"] = np.zeros((T, D), np.float16)
+        data["x"][:T0] = rng.standard_normal((T0, D))
+        g.add(Tensor("x", (T, D), "f16", "input"))
+    first = len(g.ops)
 
     def param(name, shape, dtype, transpose=False):
         """A sequence: member i is block i's tensor (Linear weights as in×out)."""
@@ -192,8 +244,98 @@ def build(cfg: dict):
     # |gelu(x)| <= |x| for x >= 0 and < 0.17 for x < 0 (tanh and erf forms alike)
     u, _ = fp8("gelu", lambda: np.maximum(after_norm("norm2", s2, "mlp.fc1.weight"), 0.17))
     linear(u, "mlp.fc2.weight", "fc2", F, D)
-    g.tensors["y"] = Tensor("y", (T, D), "f16", "output")
+    g.add(Tensor("y", (T, D), "f16", "act" if c.tower else "output"))
     g.op("add", ["res1", "fc2"], ["y"])
-    seqs = tuple(n for n, t in g.tensors.items() if t.kind == "param")
-    g.repeat = Repeat(L, (("y", "x"),), seqs)
+    seqs = tuple(n for n in g.tensors if n in data and n in _BLOCK_PARAMS)
+    g.repeat = Repeat(L, (("y", "x"),), seqs, first, len(g.ops))
+    if c.tower:
+        head(g, data, c, d, w, T)
     return g, data
+
+
+_BLOCK_PARAMS = {k.split(".", 2)[2] for k in timm_shapes(0, 4, 4)}
+
+
+def _linear_param(g, data, name, w, dtype, transpose=True):
+    """A parameter used once (outside the Repeat): Linear weights as in×out."""
+    arr = w.T if transpose else w
+    stored, scale = quantize(arr, dtype)
+    g.add(Tensor(name, arr.shape, dtype, "param", scale))
+    data[name] = stored
+    return name
+
+
+def _linear(g, data, c, w, xin, wname, y, rows, k, n, out_kind="act"):
+    """x·W + b over `rows` rows of x (timm Linear: W stored out×in, b in f16)."""
+    g.add(Tensor(y + ".xw", (rows, n), "f16", "act"))
+    g.op("matmul", [xin, _linear_param(g, data, wname, w[wname], c.weight_dtype)], [y + ".xw"], m=rows, k=k, n=n)
+    bname = wname.replace(".weight", ".bias")
+    g.add(Tensor(y, (rows, n), "f16", out_kind))
+    g.op("bias", [y + ".xw", _linear_param(g, data, bname, w[bname][None, :], "f16", False)], [y])
+    return y
+
+
+def patch_embedding(g, data, c, d, w, rng, T):
+    """x = patches·W + b + pos_embed: the 14×14 stride-14 convolution as a matmul over
+    patch rows (image.patch_rows, sent so by the host). With a class token (pool=token)
+    row 0 of the pixel rows is zero and the position table's row 0 carries
+    cls_token + pos_embed[0] - b (folded on the host, one f16 rounding), so x[0] =
+    cls_token + pos_embed[0] as timm's _pos_embed makes it. The padding row (odd token
+    counts) is zero pixels: masked out of every softmax."""
+    D, P, S = d["width"], d["patch"], d["image"]
+    cls = d["pool"] == "token"
+    pix = load_pixels(c.input, S, d.get("crop_pct", 1.0), MEAN, STD, rng)
+    rows = patch_rows(pix, P)
+    K = rows.shape[1]
+    data["pixels"] = np.zeros((T, K), np.float16)
+    data["pixels"][int(cls):int(cls) + len(rows)] = rows
+    g.add(Tensor("pixels", (T, K), "f16", "input"))
+    wp = w["patch_embed.proj.weight"].reshape(D, K)
+    wd = {"patch_embed.proj.weight": wp, "patch_embed.proj.bias": w["patch_embed.proj.bias"]}
+    _linear(g, data, c, wd, "pixels", "patch_embed.proj.weight", "patches", T, K, D)
+    pos = np.zeros((T, D), np.float32)
+    pos[:d["tokens"]] = w["pos_embed"][0]
+    if cls:
+        pos[0] += w["cls_token"][0, 0] - w["patch_embed.proj.bias"]
+    data["pos_embed"] = pos.astype(np.float16)
+    g.add(Tensor("pos_embed", (T, D), "f16", "param"))
+    g.add(Tensor("x", (T, D), "f16", "act"))
+    g.op("add", ["patches", "pos_embed"], ["x"])
+
+
+def head(g, data, c, d, w, T):
+    """Final LayerNorm (its output, `features`, is a graph output), then timm's head:
+    pool=map, AttentionPoolLatent: q = latent·Wq + bq, k|v = features·Wkv + bkv (k the
+    first D columns, head h at columns h·hd), softmax(q·kᵀ/√hd) over the real tokens,
+    ·v, proj, then x + mlp(norm(x)); the latent's token 0 is the `embedding`.
+    pool=token: `logits` = features[0]·W + b (class token)."""
+    D, F, H = d["width"], d["hidden"], d["heads"]
+    T0, hd = d["tokens"], D // H
+    g.add(Tensor("features", (T, D), "f16", "output"))
+    nw, nb = (_linear_param(g, data, k, w[k][None, :], "f16", False) for k in ("norm.weight", "norm.bias"))
+    g.op("layernorm", ["y", nw, nb], ["features"], eps=c.eps)
+    if d["pool"] == "token":
+        _linear(g, data, c, w, "features", "head.weight", "logits", 1, D, c.classes, "output")
+        return
+    a = "attn_pool."
+    lat = _linear_param(g, data, a + "latent", w[a + "latent"][0], "f16", False)
+    q = _linear(g, data, c, w, lat, a + "q.weight", "pool.q", 1, D, D)
+    kv = _linear(g, data, c, w, "features", a + "kv.weight", "pool.kv", T, D, 2 * D)
+    g.add(Tensor("pool.scores", (H, T), "f16", "act"))
+    g.add(Tensor("pool.probs", (H, T), "f16", "act"))
+    g.add(Tensor("pool.attn", (1, D), "f16", "act"))
+    g.op("matmul", [q, kv], ["pool.scores"], m=1, k=hd, n=T, transpose_b=True, scale=1 / np.sqrt(hd),
+         groups=tuple((0, h * hd, 0, h * hd, h, 0) for h in range(H)))
+    g.op("softmax", ["pool.scores"], ["pool.probs"], valid=T0 if T0 != T else 0)
+    g.op("matmul", ["pool.probs", kv], ["pool.attn"], m=1, k=T, n=hd,
+         groups=tuple((h, 0, 0, D + h * hd, 0, h * hd) for h in range(H)))
+    x = _linear(g, data, c, w, "pool.attn", a + "proj.weight", "pool.proj", 1, D, D)
+    g.add(Tensor("pool.ln", (1, D), "f16", "act"))
+    nw, nb = (_linear_param(g, data, a + k, w[a + k][None, :], "f16", False) for k in ("norm.weight", "norm.bias"))
+    g.op("layernorm", [x, nw, nb], ["pool.ln"], eps=c.eps)
+    h1 = _linear(g, data, c, w, "pool.ln", a + "mlp.fc1.weight", "pool.fc1", 1, D, F)
+    g.add(Tensor("pool.gelu", (1, F), "f16", "act"))
+    g.op("gelu", [h1], ["pool.gelu"], approx=c.gelu)
+    h2 = _linear(g, data, c, w, "pool.gelu", a + "mlp.fc2.weight", "pool.fc2", 1, F, D)
+    g.add(Tensor("embedding", (1, D), "f16", "output"))
+    g.op("add", [x, h2], ["embedding"])

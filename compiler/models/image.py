@@ -1,0 +1,97 @@
+"""Model input: an image file or preprocessed pixels, as patch rows.
+
+An image (PNG/JPEG, through Pillow) is converted to RGB (grey-scale, palette and RGBA
+alike, as timm's loader does: PIL `convert("RGB")`) and preprocessed as timm's eval
+transform for the preset: resize the shorter side to floor(size / crop_pct) with
+bicubic interpolation, center crop size × size, scale to [0, 1], normalise by mean
+and std (timm.data.transforms_factory, torchvision Resize/CenterCrop on PIL images).
+An .npy/.npz holds pixels already preprocessed, [3, S, S] or [1, 3, S, S] (an .npz
+its array `pixels`, or its only array).
+
+The patch embedding is a matmul over patch rows: the host sends the pixels rearranged,
+row p = patch p (row-major over the patch grid) flattened in the order of timm's conv
+weight [D, 3, P, P] (channel, then row, then column)."""
+from __future__ import annotations
+
+import math
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from ..target import ConfigError
+
+MEAN = STD = (0.5, 0.5, 0.5)   # both presets' pretrained cfgs (timm: so400m siglip, b16 augreg)
+
+
+def _eval_transform(img, size: int, crop_pct: float):
+    from PIL import Image
+    scale = math.floor(size / crop_pct)
+    w, h = img.size
+    if w <= h:              # torchvision Resize(int): the shorter side to `scale`
+        ow, oh = scale, int(scale * h / w)
+    else:
+        oh, ow = scale, int(scale * w / h)
+    img = img.resize((ow, oh), Image.BICUBIC)
+    top, left = int(round((oh - size) / 2.0)), int(round((ow - size) / 2.0))
+    return img.crop((left, top, left + size, top + size))
+
+
+def load_image(path: str, size: int, crop_pct: float, mean, std) -> np.ndarray:
+    """float32 [3, size, size], preprocessed."""
+    from PIL import Image, UnidentifiedImageError
+    try:
+        with Image.open(path) as im:
+            im.load()
+            img = im.convert("RGB")
+    except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as e:
+        raise ConfigError(f"model.input={path}: unreadable image ({type(e).__name__}: {str(e)[:100]})") from None
+    x = np.asarray(_eval_transform(img, size, crop_pct), np.float32) / 255.0
+    x = (x - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
+    return np.ascontiguousarray(x.transpose(2, 0, 1))
+
+
+def load_array(path: str, size: int) -> np.ndarray:
+    p = Path(path)
+    try:
+        if p.suffix == ".npz":
+            with np.load(p, allow_pickle=False) as z:
+                key = "pixels" if "pixels" in z.files else (z.files[0] if len(z.files) == 1 else None)
+                if key is None:
+                    raise ConfigError(f"model.input={path}: holds {len(z.files)} arrays and none named 'pixels'")
+                a = z[key]
+        else:
+            a = np.load(p, allow_pickle=False)
+    except ConfigError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise ConfigError(f"model.input={path}: unreadable array ({type(e).__name__}: {str(e)[:100]})") from None
+    shape = tuple(a.shape)
+    if shape[:1] == (1,) and len(shape) == 4:
+        a = a[0]
+    if tuple(a.shape) != (3, size, size) or not np.issubdtype(a.dtype, np.floating):
+        raise ConfigError(f"model.input={path}: pixel array of shape {shape} ({a.dtype}), expected float "
+                          f"[3, {size}, {size}] or [1, 3, {size}, {size}] (batch > 1 is not supported yet)")
+    return np.asarray(a, np.float32)
+
+
+def load_pixels(path: str, size: int, crop_pct: float, mean, std, rng) -> np.ndarray:
+    """[3, size, size] float32: the file's pixels, or seeded ones ("": uniform in the
+    normalised range of a real image, [-1, 1] for mean = std = 0.5)."""
+    if not path:
+        lo, hi = (0 - np.asarray(mean)) / np.asarray(std), (1 - np.asarray(mean)) / np.asarray(std)
+        u = rng.random((3, size, size), dtype=np.float32)
+        return (lo[:, None, None] + u * (hi - lo)[:, None, None]).astype(np.float32)
+    if not Path(path).is_file():
+        raise ConfigError(f"model.input={path}: no such file")
+    if Path(path).suffix in (".npy", ".npz"):
+        return load_array(path, size)
+    return load_image(path, size, crop_pct, mean, std)
+
+
+def patch_rows(pixels: np.ndarray, patch: int) -> np.ndarray:
+    """[3, S, S] -> [n², 3·P·P], n = ⌊S/P⌋: patch (i, j) at row i·n + j, flattened
+    (c, y, x). A stride-P convolution drops the last S mod P pixels (So400m: 384 = 27·14 + 6)."""
+    c, s, _ = pixels.shape
+    n = s // patch
+    return pixels[:, :n * patch, :n * patch].reshape(c, n, patch, n, patch).transpose(1, 3, 0, 2, 4).reshape(n * n, c * patch * patch)

@@ -23,9 +23,11 @@ class Schedule:
     total_cycles: int              # all iterations of a Repeat body
     count: int = 1                 # Repeat iterations of the steps listed (1: no Repeat)
     rejection: object = None
+    body_cycles: int = 0           # one iteration of the Repeat body (the steps before/after it excluded)
 
     def metrics(self) -> dict:
         return {"supersteps": len(self.kinds), "cycles": self.total_cycles, "repeat": self.count,
+                "cycles_per_layer": self.body_cycles,
                 "exchange_steps": self.kinds.count("exchange")}
 
 
@@ -58,4 +60,4 @@ def schedule(place_res, t: Target) -> Schedule:
                                       for s, x in zip(ex, ex_tiles)]))
     chrono = np.lexsort((act["tile"], act["start"]))
     act = {f: v[chrono].astype(np.int64) for f, v in act.items()}
-    return Schedule(list(tg.steps), cyc, start, act, a["cycles"], tg.count)
+    return Schedule(list(tg.steps), cyc, start, act, a["cycles"], tg.count, body_cycles=int(a["body_cycles"]))

@@ -139,3 +139,13 @@ def test_bad_inputs_name_the_file(tmp_path):
         model_phase(dict(model=dict(SIGLIP, input=str(tmp_path / "bad.npy"))))
     with pytest.raises(ConfigError, match="nope.png: no such file"):
         model_phase(dict(model=dict(SIGLIP, input=str(tmp_path / "nope.png"))))
+
+
+def test_b16_preprocessing_resizes_then_crops(tmp_path):
+    """b16 (crop_pct 0.9): the shorter side to ⌊224/0.9⌋ = 248, then the center 224²."""
+    from PIL import Image
+    from compiler.models.image import load_image
+    p, img = _png(tmp_path, "RGB", size=(300, 260))
+    x = load_image(p, 224, 0.9, (0.5,) * 3, (0.5,) * 3)
+    ref = img.resize((286, 248), Image.BICUBIC).crop((31, 12, 255, 236))   # 300·248/260 = 286.15
+    np.testing.assert_allclose(x, np.asarray(ref, np.float32).transpose(2, 0, 1) / 127.5 - 1, atol=1e-5)

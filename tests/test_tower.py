@@ -149,3 +149,10 @@ def test_b16_preprocessing_resizes_then_crops(tmp_path):
     x = load_image(p, 224, 0.9, (0.5,) * 3, (0.5,) * 3)
     ref = img.resize((286, 248), Image.BICUBIC).crop((31, 12, 255, 236))   # 300·248/260 = 286.15
     np.testing.assert_allclose(x, np.asarray(ref, np.float32).transpose(2, 0, 1) / 127.5 - 1, atol=1e-5)
+
+
+def test_corrupt_weights_file_names_it(tmp_path):
+    p = tmp_path / "w.safetensors"
+    p.write_bytes(b"\x10\x00\x00\x00not a header")
+    with pytest.raises(ConfigError, match="w.safetensors: unreadable"):
+        model_phase(dict(model=dict(SIGLIP, weights=str(p))))

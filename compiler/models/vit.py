@@ -1,21 +1,24 @@
-"""ViT encoder: `layers` pre-norm blocks, as one Repeat whose per-layer weights are
-sequences (LayerNorm, QKV, attention, projection,
-residual, LayerNorm, fc1, GELU, fc2, residual). Presets: so400m (1152 wide, 27 deep,
-MLP 4304, 16 heads, 729 tokens), b16 (768/12/3072/12, 197 tokens). Weights FP8 e4m3
-with per-tensor scales (or f16), activations and partials FP16.
+"""ViT: the whole tower (model.scope=tower: image -> embedding) or its encoder alone
+(blocks). The encoder is `layers` pre-norm blocks as one Repeat whose per-layer weights
+are sequences (LayerNorm, QKV, attention, projection, residual, LayerNorm, fc1, GELU,
+fc2, residual). The tower adds, before the Repeat, the patch embedding (a matmul over
+the patch rows the host sends, + bias, + pos_embed) and after it the final LayerNorm
+(`features`) and timm's head: SigLIP's attention pool (`embedding`) or the class
+token's Linear classifier (`logits`). Presets: so400m (1152 wide, 27 deep, MLP 4304,
+16 heads, 384² image, patch 14: 729 tokens), b16 (768/12/3072/12, 224², patch 16, class
+token: 197). Weights FP8 e4m3 with per-tensor scales (or f16), activations and partials
+FP16.
 
 Weights are seeded, or imported from an .npz / .safetensors file with timm's names
-(blocks.{i}.attn.qkv.weight, ...; Linear weights stored out×in, transposed here).
-An odd token count is padded by one masked token (see attention.py)."""
+(weights.py; Linear weights stored out×in, transposed here). An odd token count is
+padded by one masked token (see attention.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from ..ir import Graph, Repeat, Tensor
-from ..target import ConfigError
 from .attention import attention_ops, padded
 from .config import check_positive, model_config
 from .gemm import FP8_MAX, quantize

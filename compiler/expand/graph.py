@@ -275,9 +275,10 @@ def _end_body(c: Ctx, carried: dict) -> int:
 
 def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
                  resident: frozenset = frozenset()) -> TileGraph:
-    """With a Repeat, the supersteps emitted here are its body, run `count` times:
-    carried outputs are exchanged back into their inputs' homes at the end of each
-    iteration, and the graph's output is read from there after the last. With
+    """With a Repeat, the supersteps of its body ops (tg.body: a step range; the ops
+    before and after it get steps of their own, run once) run `count` times: carried
+    outputs are exchanged back into their inputs' blocks at the end of each iteration,
+    and ops after the body and the host read the output from there. With
     `resident` matmuls, weights get no homes of their own: they stay where they are read."""
     c = Ctx(graph, target, policy)
     rep = graph.repeat

@@ -1,5 +1,6 @@
 """`python -m pipeline.inputs`: the files the model stage reads (model.weights,
-model.input) linked under artifacts/inputs/, so that DVC tracks them by content.
+model.input: a path or a list of paths) linked under artifacts/inputs/<key>/<i>/, so
+that DVC tracks them by content.
 
 params.yaml holds only their paths: replacing a file at the same path changes no
 param. This stage runs on every `dvc repro` (always_changed: cheap, a hard link, or a
@@ -32,19 +33,21 @@ def link(src: Path, dst: Path) -> None:
 def main() -> int:
     try:
         model = load_params()["model"]
-        paths = {k: str(model.get(k) or "") for k in KEYS}
-        for k, p in paths.items():
-            if p and not Path(p).is_file():
-                raise ConfigError(f"model.{k}={p}: no such file")
+        paths = {k: [str(p) for p in v] if isinstance(v := model.get(k) or "", list) else str(v) for k in KEYS}
+        for k, ps in paths.items():
+            for p in ps if isinstance(ps, list) else [ps]:
+                if p and not Path(p).is_file():
+                    raise ConfigError(f"model.{k}={p}: no such file")
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     shutil.rmtree(OUT, ignore_errors=True)
     OUT.mkdir(parents=True)
-    for k, p in paths.items():
-        if p:
-            (OUT / k).mkdir()
-            link(Path(p), OUT / k / Path(p).name)
+    for k, ps in paths.items():
+        for i, p in enumerate(ps if isinstance(ps, list) else [ps]):
+            if p:
+                (OUT / k / str(i)).mkdir(parents=True)
+                link(Path(p), OUT / k / str(i) / Path(p).name)
     (OUT / "manifest.json").write_text(json.dumps(paths, indent=1, sort_keys=True) + "\n")
     return 0
 

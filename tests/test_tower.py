@@ -156,3 +156,22 @@ def test_corrupt_weights_file_names_it(tmp_path):
     p.write_bytes(b"\x10\x00\x00\x00not a header")
     with pytest.raises(ConfigError, match="w.safetensors: unreadable"):
         model_phase(dict(model=dict(SIGLIP, weights=str(p))))
+
+
+@pytest.mark.parametrize("model", [SIGLIP, B16], ids=["siglip", "b16"])
+def test_batch_of_images(tmp_path, model):
+    """Two images as a list: each image's output is what it gets alone, and the batch
+    compiles and validates."""
+    p1, _ = _png(tmp_path, "RGB")
+    p2, _ = _png(tmp_path, "L")
+    head = "logits" if model.get("pool") == "token" else "embedding"
+    both = model_phase(dict(model=dict(model, input=[p1, p2], batch=2))).reference[head]
+    for b, p in enumerate((p1, p2)):
+        alone = model_phase(dict(model=dict(model, input=p))).reference[head]
+        np.testing.assert_array_equal(both[b], alone[0])
+    x = np.random.default_rng(0).uniform(-1, 1, (2, 3, model["image"], model["image"])).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = trial(dict(model, input=str(tmp_path / "x.npy"), batch=2))
+    assert r["run"].validated and r["model"].reference[head].shape[0] == 2
+    with pytest.raises(ConfigError, match="model.input lists 2 files, model.batch=3"):
+        model_phase(dict(model=dict(model, input=[p1, p2], batch=3)))

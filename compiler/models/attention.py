@@ -36,17 +36,20 @@ def padded(tokens: int) -> int:
 
 
 def attention_ops(g: Graph, q: str, k: str, v: str, out: str, T: int, H: int, d: int, prefix: str = "",
-                  valid: int = 0, cols: tuple = (0, 0, 0)):
-    """Ops of attention over column windows: head h of q/k/v at cols[i] + h·d."""
+                  valid: int = 0, cols: tuple = (0, 0, 0), batch: int = 1):
+    """Ops of attention over column windows: head h of q/k/v at cols[i] + h·d; with a
+    batch, image b's tokens are rows [b·T, (b+1)·T) and attend among themselves
+    (S row block (b·H + h)·T)."""
     s, p = f"{prefix}scores", f"{prefix}probs"
-    g.add(Tensor(s, (H * T, T), "f16", "act"))
-    g.add(Tensor(p, (H * T, T), "f16", "act"))
+    g.add(Tensor(s, (batch * H * T, T), "f16", "act"))
+    g.add(Tensor(p, (batch * H * T, T), "f16", "act"))
     cq, ck, cv = cols
+    bh = [(b, h) for b in range(batch) for h in range(H)]
     g.op("matmul", [q, k], [s], m=T, k=d, n=T, transpose_b=True, scale=1 / np.sqrt(d),
-         groups=tuple((0, cq + h * d, 0, ck + h * d, h * T, 0) for h in range(H)))
+         groups=tuple((b * T, cq + h * d, b * T, ck + h * d, (b * H + h) * T, 0) for b, h in bh))
     g.op("softmax", [s], [p], valid=valid if valid != T else 0)
     g.op("matmul", [p, v], [out], m=T, k=T, n=d,
-         groups=tuple((h * T, 0, 0, cv + h * d, 0, h * d) for h in range(H)))
+         groups=tuple(((b * H + h) * T, 0, b * T, cv + h * d, b * T, h * d) for b, h in bh))
 
 
 def build(cfg: dict):

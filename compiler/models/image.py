@@ -51,7 +51,8 @@ def load_image(path: str, size: int, crop_pct: float, mean, std) -> np.ndarray:
     return np.ascontiguousarray(x.transpose(2, 0, 1))
 
 
-def load_array(path: str, size: int) -> np.ndarray:
+def load_array(path: str, size: int, batch: int = 1) -> np.ndarray:
+    """[batch, 3, size, size] (a [3, size, size] array is one image)."""
     p = Path(path)
     try:
         if p.suffix == ".npz":
@@ -67,11 +68,12 @@ def load_array(path: str, size: int) -> np.ndarray:
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise ConfigError(f"model.input={path}: unreadable array ({type(e).__name__}: {str(e)[:100]})") from None
     shape = tuple(a.shape)
-    if shape[:1] == (1,) and len(shape) == 4:
-        a = a[0]
-    if tuple(a.shape) != (3, size, size) or not np.issubdtype(a.dtype, np.floating):
+    if len(shape) == 3:
+        a = a[None]
+    if tuple(a.shape) != (batch, 3, size, size) or not np.issubdtype(a.dtype, np.floating):
+        one = f"[3, {size}, {size}] or " if batch == 1 else ""
         raise ConfigError(f"model.input={path}: pixel array of shape {shape} ({a.dtype}), expected float "
-                          f"[3, {size}, {size}] or [1, 3, {size}, {size}] (batch > 1 is not supported yet)")
+                          f"{one}[{batch}, 3, {size}, {size}] (model.batch={batch})")
     return np.asarray(a, np.float32)
 
 
@@ -85,8 +87,24 @@ def load_pixels(path: str, size: int, crop_pct: float, mean, std, rng) -> np.nda
     if not Path(path).is_file():
         raise ConfigError(f"model.input={path}: no such file")
     if Path(path).suffix in (".npy", ".npz"):
-        return load_array(path, size)
+        return load_array(path, size)[0]
     return load_image(path, size, crop_pct, mean, std)
+
+
+def load_batch(inp, batch: int, size: int, crop_pct: float, mean, std, rng) -> list[np.ndarray]:
+    """`batch` images [3, size, size]: seeded (""), one per file of a list, or the
+    images of one file (an image, or a pixel array [batch, 3, S, S])."""
+    if isinstance(inp, (list, tuple)):
+        if len(inp) != batch:
+            raise ConfigError(f"model.input lists {len(inp)} files, model.batch={batch}")
+        return [load_pixels(str(p), size, crop_pct, mean, std, rng) for p in inp]
+    if not inp:
+        return [load_pixels("", size, crop_pct, mean, std, rng) for _ in range(batch)]
+    if Path(inp).suffix in (".npy", ".npz") and Path(inp).is_file():
+        return list(load_array(inp, size, batch))
+    if batch != 1:
+        raise ConfigError(f"model.input={inp}: one image, model.batch={batch} (give a list of files)")
+    return [load_pixels(inp, size, crop_pct, mean, std, rng)]
 
 
 def patch_rows(pixels: np.ndarray, patch: int) -> np.ndarray:

@@ -22,7 +22,7 @@ from ..ir import Graph, Repeat, Tensor
 from .attention import attention_ops, padded
 from .config import check_positive, model_config
 from .gemm import FP8_MAX, quantize
-from .image import MEAN, STD, load_pixels, patch_rows
+from .image import MEAN, STD, load_batch, patch_rows
 from .weights import read_tensors, take
 
 # timm's vit_so400m_patch14_siglip_384 and vit_base_patch16_224 (their pretrained cfgs:
@@ -47,11 +47,12 @@ class VitConfig:
     patch: int = 0                # tower: patch side (0: preset)
     pool: str = ""                # tower head: map (SigLIP attention pool) | token (class token + Linear)
     classes: int = 1000           # pool=token: classifier outputs
+    batch: int = 1                # tower: images per run (model.input: a list of that many files, or a stacked array)
     weight_dtype: str = "fp8"
     gelu: str = "erf"
     eps: float = 1e-6
     weights: str = ""             # .npz or .safetensors with timm names; "" = seeded
-    input: str = ""               # tower: image file (PNG/JPEG) or .npy/.npz pixels; "" = seeded image
+    input: str | list = ""        # tower: image file(s) (PNG/JPEG) or .npy/.npz pixels; "" = seeded images
     fp8_activations: bool = False  # cast the inputs of QKV, proj, fc1, fc2 to FP8 (bounded scales)
     seed: int = 0
 
@@ -76,7 +77,7 @@ class VitConfig:
             raise ValueError(f"model.preset={self.preset!r}: not one of {', '.join(PRESETS)}, custom")
         if self.scope not in ("", "tower", "blocks"):
             raise ValueError(f"model.scope={self.scope!r}: not one of tower, blocks")
-        check_positive(self, "layers", "classes")
+        check_positive(self, "layers", "classes", "batch")
         d = self.dims()
         keys = ("width", "hidden", "heads", "tokens") + (("image", "patch") if self.tower else ())
         for k in keys:
@@ -160,6 +161,8 @@ def build(cfg: dict):
     D, F, H, T0 = d["width"], d["hidden"], d["heads"], d["tokens"]
     T, hd = padded(T0), D // H
     L = c.layers
+    B = c.batch if c.tower else 1
+    R = B * T                         # rows: image b's tokens at [b·T, (b+1)·T)
     rng = np.random.default_rng(c.seed)
     shapes = block_shapes(L, D, F) | (tower_shapes(d, c.classes) if c.tower else {})
     ignored = []
@@ -173,7 +176,7 @@ def build(cfg: dict):
     g.meta["ignored_tensors"] = ignored
     data = {}
     if c.tower:
-        patch_embedding(g, data, c, d, w, rng, T)
+        patch_embedding(g, data, c, d, w, rng, T, B)
     else:
         data["x"] = np.zeros((T, D), np.float16)
         data["x"][:T0] = rng.standard_normal((T0, D))
@@ -190,11 +193,11 @@ def build(cfg: dict):
         return name
 
     def act(name, cols):
-        return g.add(Tensor(name, (T, cols), "f16", "act")).name
+        return g.add(Tensor(name, (R, cols), "f16", "act")).name
 
     def linear(xin, wname, y, k, n):
         """x·W + b (timm Linear: W stored out×in, b in f16)."""
-        g.op("matmul", [xin, param(wname, (k, n), c.weight_dtype, True)], [act(y + ".xw", n)], m=T, k=k, n=n)
+        g.op("matmul", [xin, param(wname, (k, n), c.weight_dtype, True)], [act(y + ".xw", n)], m=R, k=k, n=n)
         bname = wname.replace(".weight", ".bias")
         g.op("bias", [y + ".xw", param(bname, (1, n), "f16")], [act(y, n)])
         return y
@@ -211,7 +214,7 @@ def build(cfg: dict):
             return y, 0.0
         b = bound()
         scale = float(b.max()) / FP8_MAX
-        g.add(Tensor(y + ".fp8", (T, b.shape[-1]), "fp8", "act", scale))
+        g.add(Tensor(y + ".fp8", (R, b.shape[-1]), "fp8", "act", scale))
         g.op("cast", [y], [y + ".fp8"], scale=scale)
         return y + ".fp8", scale
 
@@ -236,7 +239,7 @@ def build(cfg: dict):
     # one encoder block: the Repeat body, every parameter a sequence over the layers
     h, s1 = norm("x", "norm1", "ln1")
     qkv = linear(h, "attn.qkv.weight", "qkv", D, 3 * D)
-    attention_ops(g, qkv, qkv, qkv, act("attn", D), T, H, hd, valid=T0, cols=(0, D, 2 * D))
+    attention_ops(g, qkv, qkv, qkv, act("attn", D), T, H, hd, valid=T0, cols=(0, D, 2 * D), batch=B)
     # attention rows are convex combinations of V's rows: |attn_j| <= max |V_j|
     a, _ = fp8("attn", lambda: after_norm("norm1", s1, "attn.qkv.weight", slice(2 * D, 3 * D)))
     linear(a, "attn.proj.weight", "proj", D, D)
@@ -247,12 +250,12 @@ def build(cfg: dict):
     # |gelu(x)| <= |x| for x >= 0 and < 0.17 for x < 0 (tanh and erf forms alike)
     u, _ = fp8("gelu", lambda: np.maximum(after_norm("norm2", s2, "mlp.fc1.weight"), 0.17))
     linear(u, "mlp.fc2.weight", "fc2", F, D)
-    g.add(Tensor("y", (T, D), "f16", "act" if c.tower else "output"))
+    g.add(Tensor("y", (R, D), "f16", "act" if c.tower else "output"))
     g.op("add", ["res1", "fc2"], ["y"])
     seqs = tuple(n for n in g.tensors if n in data and n in _BLOCK_PARAMS)
     g.repeat = Repeat(L, (("y", "x"),), seqs, first, len(g.ops))
     if c.tower:
-        head(g, data, c, d, w, T)
+        head(g, data, c, d, w, T, B)
     return g, data
 
 
@@ -268,17 +271,21 @@ def _linear_param(g, data, name, w, dtype, transpose=True):
     return name
 
 
-def _linear(g, data, c, w, xin, wname, y, rows, k, n, out_kind="act"):
-    """x·W + b over `rows` rows of x (timm Linear: W stored out×in, b in f16)."""
-    g.add(Tensor(y + ".xw", (rows, n), "f16", "act"))
-    g.op("matmul", [xin, _linear_param(g, data, wname, w[wname], c.weight_dtype)], [y + ".xw"], m=rows, k=k, n=n)
+def _linear(g, data, c, w, xin, wname, y, rows, k, n, out_kind="act", groups=()):
+    """x·W + b over `rows` rows of x (timm Linear: W stored out×in, b in f16); with
+    `groups`, one row per group (the class token of each image)."""
+    out_rows = len(groups) or rows
+    g.add(Tensor(y + ".xw", (out_rows, n), "f16", "act"))
+    extra = {"groups": groups} if groups else {}
+    g.op("matmul", [xin, _linear_param(g, data, wname, w[wname], c.weight_dtype)], [y + ".xw"], m=rows, k=k, n=n,
+         **extra)
     bname = wname.replace(".weight", ".bias")
-    g.add(Tensor(y, (rows, n), "f16", out_kind))
+    g.add(Tensor(y, (out_rows, n), "f16", out_kind))
     g.op("bias", [y + ".xw", _linear_param(g, data, bname, w[bname][None, :], "f16", False)], [y])
     return y
 
 
-def patch_embedding(g, data, c, d, w, rng, T):
+def patch_embedding(g, data, c, d, w, rng, T, B):
     """x = patches·W + b + pos_embed: the 14×14 stride-14 convolution as a matmul over
     patch rows (image.patch_rows, sent so by the host). With a class token (pool=token)
     row 0 of the pixel rows is zero and the position table's row 0 carries
@@ -287,26 +294,27 @@ def patch_embedding(g, data, c, d, w, rng, T):
     counts) is zero pixels: masked out of every softmax."""
     D, P, S = d["width"], d["patch"], d["image"]
     cls = d["pool"] == "token"
-    pix = load_pixels(c.input, S, d.get("crop_pct", 1.0), MEAN, STD, rng)
-    rows = patch_rows(pix, P)
-    K = rows.shape[1]
-    data["pixels"] = np.zeros((T, K), np.float16)
-    data["pixels"][int(cls):int(cls) + len(rows)] = rows
-    g.add(Tensor("pixels", (T, K), "f16", "input"))
+    images = load_batch(c.input, B, S, d.get("crop_pct", 1.0), MEAN, STD, rng)
+    K = 3 * P * P
+    data["pixels"] = np.zeros((B * T, K), np.float16)
+    for b, pix in enumerate(images):
+        rows = patch_rows(pix, P)
+        data["pixels"][b * T + int(cls):b * T + int(cls) + len(rows)] = rows
+    g.add(Tensor("pixels", (B * T, K), "f16", "input"))
     wp = w["patch_embed.proj.weight"].reshape(D, K)
     wd = {"patch_embed.proj.weight": wp, "patch_embed.proj.bias": w["patch_embed.proj.bias"]}
-    _linear(g, data, c, wd, "pixels", "patch_embed.proj.weight", "patches", T, K, D)
+    _linear(g, data, c, wd, "pixels", "patch_embed.proj.weight", "patches", B * T, K, D)
     pos = np.zeros((T, D), np.float32)
     pos[:d["tokens"]] = w["pos_embed"][0]
     if cls:
         pos[0] += w["cls_token"][0, 0] - w["patch_embed.proj.bias"]
-    data["pos_embed"] = pos.astype(np.float16)
-    g.add(Tensor("pos_embed", (T, D), "f16", "param"))
-    g.add(Tensor("x", (T, D), "f16", "act"))
+    data["pos_embed"] = np.tile(pos.astype(np.float16), (B, 1))     # one copy per image (host layout)
+    g.add(Tensor("pos_embed", (B * T, D), "f16", "param"))
+    g.add(Tensor("x", (B * T, D), "f16", "act"))
     g.op("add", ["patches", "pos_embed"], ["x"])
 
 
-def head(g, data, c, d, w, T):
+def head(g, data, c, d, w, T, B):
     """Final LayerNorm (its output, `features`, is a graph output), then timm's head:
     pool=map, AttentionPoolLatent: q = latent·Wq + bq, k|v = features·Wkv + bkv (k the
     first D columns, head h at columns h·hd), softmax(q·kᵀ/√hd) over the real tokens,
@@ -314,31 +322,33 @@ def head(g, data, c, d, w, T):
     pool=token: `logits` = features[0]·W + b (class token)."""
     D, F, H = d["width"], d["hidden"], d["heads"]
     T0, hd = d["tokens"], D // H
-    g.add(Tensor("features", (T, D), "f16", "output"))
+    g.add(Tensor("features", (B * T, D), "f16", "output"))
     nw, nb = (_linear_param(g, data, k, w[k][None, :], "f16", False) for k in ("norm.weight", "norm.bias"))
     g.op("layernorm", ["y", nw, nb], ["features"], eps=c.eps)
     if d["pool"] == "token":
-        _linear(g, data, c, w, "features", "head.weight", "logits", 1, D, c.classes, "output")
+        _linear(g, data, c, w, "features", "head.weight", "logits", 1, D, c.classes, "output",
+                groups=tuple((b * T, 0, 0, 0, b, 0) for b in range(B)) if B > 1 else ())
         return
     a = "attn_pool."
     lat = _linear_param(g, data, a + "latent", w[a + "latent"][0], "f16", False)
     q = _linear(g, data, c, w, lat, a + "q.weight", "pool.q", 1, D, D)
-    kv = _linear(g, data, c, w, "features", a + "kv.weight", "pool.kv", T, D, 2 * D)
-    g.add(Tensor("pool.scores", (H, T), "f16", "act"))
-    g.add(Tensor("pool.probs", (H, T), "f16", "act"))
-    g.add(Tensor("pool.attn", (1, D), "f16", "act"))
+    kv = _linear(g, data, c, w, "features", a + "kv.weight", "pool.kv", B * T, D, 2 * D)
+    g.add(Tensor("pool.scores", (B * H, T), "f16", "act"))
+    g.add(Tensor("pool.probs", (B * H, T), "f16", "act"))
+    g.add(Tensor("pool.attn", (B, D), "f16", "act"))
+    bh = [(b, h) for b in range(B) for h in range(H)]         # image b's head h: row b·H + h
     g.op("matmul", [q, kv], ["pool.scores"], m=1, k=hd, n=T, transpose_b=True, scale=1 / np.sqrt(hd),
-         groups=tuple((0, h * hd, 0, h * hd, h, 0) for h in range(H)))
+         groups=tuple((0, h * hd, b * T, h * hd, b * H + h, 0) for b, h in bh))
     g.op("softmax", ["pool.scores"], ["pool.probs"], valid=T0 if T0 != T else 0)
     g.op("matmul", ["pool.probs", kv], ["pool.attn"], m=1, k=T, n=hd,
-         groups=tuple((h, 0, 0, D + h * hd, 0, h * hd) for h in range(H)))
-    x = _linear(g, data, c, w, "pool.attn", a + "proj.weight", "pool.proj", 1, D, D)
-    g.add(Tensor("pool.ln", (1, D), "f16", "act"))
+         groups=tuple((b * H + h, 0, b * T, D + h * hd, b, h * hd) for b, h in bh))
+    x = _linear(g, data, c, w, "pool.attn", a + "proj.weight", "pool.proj", B, D, D)
+    g.add(Tensor("pool.ln", (B, D), "f16", "act"))
     nw, nb = (_linear_param(g, data, a + k, w[a + k][None, :], "f16", False) for k in ("norm.weight", "norm.bias"))
     g.op("layernorm", [x, nw, nb], ["pool.ln"], eps=c.eps)
-    h1 = _linear(g, data, c, w, "pool.ln", a + "mlp.fc1.weight", "pool.fc1", 1, D, F)
-    g.add(Tensor("pool.gelu", (1, F), "f16", "act"))
+    h1 = _linear(g, data, c, w, "pool.ln", a + "mlp.fc1.weight", "pool.fc1", B, D, F)
+    g.add(Tensor("pool.gelu", (B, F), "f16", "act"))
     g.op("gelu", [h1], ["pool.gelu"], approx=c.gelu)
-    h2 = _linear(g, data, c, w, "pool.gelu", a + "mlp.fc2.weight", "pool.fc2", 1, F, D)
-    g.add(Tensor("embedding", (1, D), "f16", "output"))
+    h2 = _linear(g, data, c, w, "pool.gelu", a + "mlp.fc2.weight", "pool.fc2", B, F, D)
+    g.add(Tensor("embedding", (B, D), "f16", "output"))
     g.op("add", [x, h2], ["embedding"])

@@ -28,3 +28,27 @@ def test_replacing_weights_in_place_reruns_model(repo):  # noqa: F811
     _write_weights(repo / "w.npz", 2)                  # same path, same params, new content
     third = sh("dvc repro model", repo)
     assert "model" in ran(third.stdout + third.stderr)
+
+
+def test_bad_image_is_one_line_error_without_outputs(tmp_path):
+    """The stage CLI (what dvc runs): a truncated PNG, a wrong-shaped pixel array, a
+    checkpoint missing pos_embed: `error: ...` naming the file or tensor, exit 2, and
+    none of the model stage's outputs left behind."""
+    from test_bad_input import leftovers, one_line_error, run
+    from test_dvc import copy_repo
+    d = copy_repo(tmp_path / "t")
+    (d / "trunc.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 20)
+    np.save(d / "bad.npy", np.zeros((3, 50, 50), np.float32))
+    _write_weights(d / "w.npz", 1)
+    w = dict(np.load(d / "w.npz"))
+    w.pop("pos_embed")
+    np.savez(d / "nopos.npz", **w)
+    for over, name in (({"input": "trunc.png"}, "trunc.png"), ({"input": "bad.npy"}, "bad.npy"),
+                       ({"weights": "nopos.npz"}, "pos_embed")):
+        p = yaml.safe_load((d / "params.yaml").read_text())
+        p["model"] = {**SIGLIP, "scope": "tower", "weights": "", "input": "", "seed": 0, **over}
+        (d / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+        r = run(d, "pipeline", "model")
+        assert r.returncode == 2
+        one_line_error(r, name)
+        assert leftovers(d, "model") == []

@@ -35,7 +35,7 @@ def copy_repo(dst: Path) -> Path:
             shutil.copytree(src, dst / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy(src, dst / name)
-    (dst / ".gitignore").write_text("/artifacts/\n/.tessera-store/\n__pycache__/\n")
+    (dst / ".gitignore").write_text("/artifacts/\n/.tessera-store/\n__pycache__/\n/metrics/host/\n")
     # the suite's trials are small: the copy's default trial is the 32x64x64 GEMM on the tiny target
     conf = dst / "conf" / "config.yaml"
     text = conf.read_text()

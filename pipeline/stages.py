@@ -7,6 +7,7 @@ files, all atomically. A rejection is a result (exit 0); bad input is a one-line
 error (exit 2)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -135,7 +136,8 @@ def run_stage(phase: str, params: str | Path | None = None) -> object:
         write_json(HOST / f"{phase}.json", host)
     except BaseException:
         for f in outputs_of(phase) if writing else ():   # no half-written set of outputs
-            f.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                f.unlink(missing_ok=True)
         raise
     rej = getattr(res, "rejection", None)
     if rej and rej.phase == phase:

@@ -1,4 +1,4 @@
-"""plan: choose a strategy per op and rank whole-graph candidates (DESIGN §3.2).
+"""plan: choose a strategy per op and rank whole-graph candidates (docs/architecture.md §3).
 
 Each matmul's grids are enumerated, costed and memory-screened with numpy
 (plan/matmul.py), each also as 2, 4, .. serial row passes (policy.serial_passes). A beam search over the graph (plan/beam.py) then chooses one grid

@@ -81,3 +81,27 @@ def test_docs_point_inside_the_repository(name):
     # every repository path README names in backticks exists
     for path in re.findall(r"`((?:compiler|pipeline|conf|tests|experiments|docs|\.ci)/[\w./-]*)`", text):
         assert (REPO / path.rstrip("/")).exists() or "<" in path or "*" in path, (name, path)
+
+
+def test_readme_config_table_matches_params_yaml():
+    """Each `key` of README's Config table with its `default`: params.yaml's value (a group's
+    default is its name/kind)."""
+    import yaml
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    text = (REPO / "README.md").read_text()
+    table = text[text.index("## Config"):text.index("## Metrics")]
+    checked = 0
+    for row in re.findall(r"^\| (`[^|]*`) \| ([^|]*) \|", table, re.M):
+        keys = re.findall(r"`([\w.*]+)`", row[0])
+        vals = re.findall(r"`([^`]*)`", row[1])
+        if len(keys) != len(vals) or any("*" in k for k in keys):
+            continue
+        for k, v in zip(keys, vals):
+            node = params
+            for part in k.split("."):
+                node = node[part]
+            if isinstance(node, dict):
+                node = node.get("name", node.get("kind"))
+            assert node == yaml.safe_load(v if v != '""' else "''"), (k, v, node)
+            checked += 1
+    assert checked >= 25, checked

@@ -105,3 +105,20 @@ def test_readme_config_table_matches_params_yaml():
             assert node == yaml.safe_load(v if v != '""' else "''"), (k, v, node)
             checked += 1
     assert checked >= 25, checked
+
+
+def test_readme_commands_are_listed_for_the_fresh_clone_check():
+    """experiments/readme_check/run.py (run by hand: minutes) finds README's commands; the cheap
+    part here: they parse, the entry points they name exist, and the stages' help is reachable."""
+    import importlib.util
+    import sys
+    sys.path.insert(0, str(REPO / "experiments" / "readme_check"))
+    try:
+        import run as check
+    finally:
+        sys.path.pop(0)
+    cmds = check.commands((REPO / "README.md").read_text())
+    assert any(c.startswith("dvc exp run --temp") for c in cmds)
+    assert "dvc metrics show metrics/trial.json" in cmds
+    for mod in {m for c in cmds for m in re.findall(r"python -m ([\w.]+)", c)}:
+        assert importlib.util.find_spec(mod) is not None, mod

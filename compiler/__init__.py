@@ -1,1 +1,1 @@
-"""Tessera: a compiler for tile accelerators (see DESIGN.md and README.md)."""
+"""Tessera: a compiler for tile accelerators (see README.md and docs/architecture.md)."""

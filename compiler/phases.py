@@ -2,7 +2,7 @@
 its upstream results and the config (a dict with groups model, target, policy).
 
 A phase that finds the trial does not fit returns a result carrying a Rejection;
-the later phases pass it through (DESIGN §3)."""
+the later phases pass it through (docs/architecture.md §3)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,6 +1,6 @@
 """A phase's verdict. A trial that does not fit is a result, not a crash: the phase
 that found it returns a Rejection with the figures of why, and every later phase
-passes it through unchanged (DESIGN §3)."""
+passes it through unchanged (docs/architecture.md §3)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

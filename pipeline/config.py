@@ -1,11 +1,14 @@
 """Trial configuration: the composed params.yaml (what `dvc repro` reads) and the
 Hydra composition of conf/ (what `dvc exp run -S` and `python -m pipeline.trial` use).
 
-    python -m pipeline.config write     regenerate params.yaml from conf/ defaults
-    python -m pipeline.config check     fail if params.yaml differs from that composition
+    python -m pipeline.config write [overrides]     regenerate params.yaml from conf/ defaults
+    python -m pipeline.config check                 fail if params.yaml differs from that composition
+    python -m pipeline.config validate [overrides]  check every key and value (of params.yaml, or of
+                                                    conf/ with the overrides), one line on error
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -62,32 +65,107 @@ def validate(cfg: dict, where: str = "config") -> dict:
         ExecutorConfig.from_dict(cfg["executor"])
     except ValueError as e:
         raise ConfigError(f"{where}: {e}") from None
-    from compiler.models import MODELS
-    if cfg["model"].get("name") not in MODELS:
-        raise ConfigError(f"{where}: model.name={cfg['model'].get('name')!r} is not one of {', '.join(MODELS)}")
+    check_model(cfg["model"], where)
     return cfg
+
+
+def check_model(model: dict, where: str) -> None:
+    """Every model key and value, without building the graph (the model phase would raise the
+    same errors, but only after DVC had deleted its outputs)."""
+    from compiler.models import MODELS, attention, gemm, mlp, vit
+    from compiler.models.config import model_config
+    configs = {"gemm": gemm.GemmConfig, "mlp": mlp.MlpConfig, "attention": attention.AttentionConfig,
+               "flash_attention": attention.AttentionConfig, "vit": vit.VitConfig}
+    name = model.get("name")
+    if name not in MODELS:
+        raise ConfigError(f"{where}: model.name={name!r} is not one of {', '.join(MODELS)}")
+    if name in configs:
+        try:
+            model_config(configs[name], dict(model))
+        except TypeError as e:      # a value of the wrong type reaching the dataclass
+            raise ConfigError(f"{where}: model: {e}") from None
+    weights = model.get("weights")
+    if weights:
+        path = Path(str(weights))
+        if not path.is_file():
+            raise ConfigError(f"model.weights={weights}: no such file")
+        if path.suffix not in (".npz", ".safetensors"):
+            raise ConfigError(f"model.weights={weights}: expected a .npz or .safetensors file")
 
 
 def dump(cfg: dict) -> str:
     return yaml.safe_dump(cfg, sort_keys=False)
 
 
+CHECKED = REPO / "artifacts" / "config" / "checked"
+CHECKED_TEXT = b"params.yaml passed `python -m pipeline config` (constant: every stage depends on this file)\n"
+
+
+def check_stage() -> int:
+    """`python -m pipeline config`, the first DVC stage: every key and value of params.yaml is
+    checked before DVC deletes any other stage's outputs. Its one output never changes, so a
+    passing check reruns nothing downstream; on failure nothing is written."""
+    try:
+        load_params()
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if not CHECKED.is_file() or CHECKED.read_bytes() != CHECKED_TEXT:
+        try:
+            CHECKED.parent.mkdir(parents=True, exist_ok=True)
+            tmp = CHECKED.with_name(".checked.tmp")
+            tmp.write_bytes(CHECKED_TEXT)
+            tmp.replace(CHECKED)
+        except OSError as e:
+            print(f"error: cannot write {CHECKED.relative_to(REPO)}: {e.strerror or e}", file=sys.stderr)
+            return 2
+    return 0
+
+
+HELP = """Regenerate, compare or check the trial configuration.
+
+  write [overrides]      params.yaml := conf/ composed with the Hydra overrides (what `dvc repro` reads;
+                         after changing conf/ defaults, so the two agree)
+  check                  exit 1 if params.yaml differs from the composition of conf/
+  validate [overrides]   check every key and value, one line `error: ...` and exit 2 on the first bad one:
+                         with overrides, conf/ composed with them (what `dvc exp run -S` would compose);
+                         without, params.yaml as it is
+
+examples:
+  python -m pipeline.config write
+  python -m pipeline.config validate model.layers=27 target=ipu21
+  python -m pipeline.config validate model.layerz=3      # DVC's multi-line error, in one line"""
+
+
 def main(argv: list[str]) -> int:
-    cmd = argv[0] if argv else "check"
-    cfg = compose(argv[1:])
-    if cmd == "write":
+    ap = argparse.ArgumentParser(prog="python -m pipeline.config", description=HELP,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("cmd", nargs="?", default="check", choices=["write", "check", "validate"])
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides: key=value, group=option")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "validate":
+            if args.overrides:
+                from .trial import check_overrides
+                check_overrides(args.overrides, multirun=True)   # a sweep: every point
+            else:
+                load_params()
+            print("ok")
+            return 0
+        cfg = compose(args.overrides)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.cmd == "write":
         PARAMS.write_text(dump(cfg))
         print(f"wrote {PARAMS.name}")
         return 0
-    if cmd == "check":
-        if yaml.safe_load(PARAMS.read_text()) != cfg:
-            print(f"{PARAMS.name} differs from the composition of conf/: run `python -m pipeline.config write`",
-                  file=sys.stderr)
-            return 1
-        print(f"{PARAMS.name} equals the composition of conf/")
-        return 0
-    print("usage: python -m pipeline.config write|check [overrides...]", file=sys.stderr)
-    return 2
+    if yaml.safe_load(PARAMS.read_text()) != cfg:
+        print(f"{PARAMS.name} differs from the composition of conf/: run `python -m pipeline.config write`",
+              file=sys.stderr)
+        return 1
+    print(f"{PARAMS.name} equals the composition of conf/")
+    return 0
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ files, all atomically. A rejection is a result (exit 0); bad input is a one-line
 error (exit 2)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -18,7 +19,7 @@ import cloudpickle
 
 import compiler
 from compiler.phases import PHASES, run_phase
-from compiler.report import report
+from compiler.report import rejection_line, report
 from compiler.target import ConfigError
 
 from .config import REPO, load_params
@@ -29,6 +30,7 @@ from .store import Store, StoreError, digest, task_key
 ART = REPO / "artifacts"
 METRICS = REPO / "metrics"
 PLOTS = METRICS / "plots"       # dvc plots data written by the report stage (git-tracked, small)
+HOST = METRICS / "host"         # host time/RSS per stage: git-ignored, not a DVC out (they differ every run)
 RESULT = "result.pkl"
 UNITS = {"expand": "candidates", "place": "tile problems"}   # what the progress line counts
 CODE = sorted(str(p) for p in Path(compiler.__file__).parent.rglob("*.py"))  # the compiler's code version
@@ -91,24 +93,10 @@ def make_mapper(executor: Executor, store: Store):
     return mapper
 
 
-def host_figures() -> dict:
-    """host.<phase>.{elapsed_s,peak_rss_mib} of the stages before the report, from their
-    metrics files (git-tracked, so present in a queued experiment's workspace too)."""
-    out = {}
-    for phase in PHASES:
-        try:
-            h = json.loads((METRICS / f"{phase}.json").read_text()).get("host", {}).get(phase)
-        except (FileNotFoundError, ValueError):
-            h = None
-        if h:
-            out[phase] = h
-    return out
-
-
 def outputs_of(phase: str) -> list[Path]:
-    """Every file the stage writes (removed again if the stage fails)."""
+    """Every file the stage writes (removed again if writing them fails half way)."""
     out = ART / phase
-    files = [out / "host-memory.jsonl", out / "host-time.json"]
+    files = [HOST / f"{phase}.json"]
     if phase == "report":
         return files + [out / "profile.html", METRICS / "trial.json", PLOTS / "supersteps.csv",
                         PLOTS / "tiles.csv"]
@@ -128,28 +116,32 @@ def run_stage(phase: str, params: str | Path | None = None) -> object:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise StageError(f"cannot create {out.relative_to(REPO)}: {e.strerror or e}") from None
+    writing = False   # a failure before the writes leaves the previous outputs as they were
     try:
-        with HostMonitor(out) as mon, Executor(ExecutorConfig.from_dict(cfg["executor"])) as ex:
-            if phase == "report":   # the report also shows host time and RSS of the stages before it
-                res = report(*(inputs[u] for u in ups), compiler.phases.target_of(cfg), host=host_figures())
+        with HostMonitor(ART / "host" / phase) as mon, Executor(ExecutorConfig.from_dict(cfg["executor"])) as ex:
+            if phase == "report":   # no host figures: profile.html must be byte-identical on a rerun
+                res = report(*(inputs[u] for u in ups), compiler.phases.target_of(cfg))
             else:
                 res = run_phase(phase, inputs, cfg, make_mapper(ex, store))
-        host = {phase: {"elapsed_s": round(mon.elapsed_s, 3), "peak_rss_mib": round(mon.peak_rss_mib, 2)}}
+        host = {"elapsed_s": round(mon.elapsed_s, 3), "peak_rss_mib": round(mon.peak_rss_mib, 2)}
+        writing = True
         if phase == "report":
             write_atomic(out / "profile.html", res.html.encode())
             for name, text in res.plots.items():
                 write_atomic(PLOTS / name, text.encode())
-            write_json(METRICS / "trial.json", {**res.summary, "host": host})
+            write_json(METRICS / "trial.json", res.summary)
         else:
             write_atomic(out / RESULT, pickle.dumps(res, protocol=4))
-            write_json(METRICS / f"{phase}.json", {phase: res.metrics(), "host": host})
+            write_json(METRICS / f"{phase}.json", {phase: res.metrics()})
+        write_json(HOST / f"{phase}.json", host)
     except BaseException:
-        for f in outputs_of(phase):   # no partial outputs: a failed stage leaves none of its files
-            f.unlink(missing_ok=True)
+        for f in outputs_of(phase) if writing else ():   # no half-written set of outputs
+            with contextlib.suppress(OSError):
+                f.unlink(missing_ok=True)
         raise
     rej = getattr(res, "rejection", None)
     if rej and rej.phase == phase:
-        print(f"{phase}: rejected ({rej.reason}): {rej.message}", file=sys.stderr)
+        print(f"{phase}: {rejection_line(rej.metrics() | {'message': rej.message})}", file=sys.stderr)
     return res
 
 

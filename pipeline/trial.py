@@ -1,13 +1,17 @@
 """`python -m pipeline.trial key=value ...`: every phase in-process for a quick look,
-with Hydra overrides (and `--multirun` sweeps). Writes summary.json and profile.html
-into Hydra's run directory (artifacts/trials/...), and prints the headline figures.
+with Hydra overrides (and `--multirun` sweeps, the flag before or after the overrides).
+Writes summary.json and profile.html into Hydra's run directory (artifacts/trials/...),
+and prints the headline figures; a multirun also prints and writes one table of its trials.
 
     python -m pipeline.trial target=ipu21 model.m=512 model.k=1152 model.n=1152
-    python -m pipeline.trial --multirun model.dtype=f16,fp8
-"""
+    python -m pipeline.trial model=gemm target=tiny --multirun model.m=32,64
+
+`--help` prints the Hydra help (conf/config.yaml `hydra.help`)."""
 from __future__ import annotations
 
 import json
+import logging
+import shutil
 import sys
 from pathlib import Path
 
@@ -15,14 +19,23 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from compiler.phases import PHASES, run_phase, target_of
-from compiler.report import report
+from compiler.report import rejection_line, report
 from compiler.target import ConfigError
 
-from .config import GROUPS, compose, validate
+from .config import GROUPS, REPO, compose, validate
 from .fanout import Executor, ExecutorConfig
 from .monitor import HostMonitor
 from .stages import StoreError, make_mapper, write_atomic
 from .store import Store
+
+MULTIRUN_FLAGS = ("--multirun", "-m")
+TABLE = "trials.md"      # a multirun's table, in its sweep directory
+# the table's columns: (heading, summary key path)
+COLUMNS = (("status", ("status",)), ("cycles", ("run", "cycles")), ("cycles/layer", ("run", "cycles_per_layer")),
+           ("ms", ("run", "ms")), ("max abs error", ("run", "max_abs_error")), ("tolerance", ("run", "tolerance")),
+           ("min free B", ("place", "min_free_bytes")), ("host s", ("host_s",)))
+_trials: list[tuple[str, dict]] = []     # (overrides, summary) of each job of this process's multirun
+_sweep: list[Path] = []                  # the multirun's sweep directory (its jobs' parent)
 
 
 def trial(cfg: dict, out_dir: Path) -> dict:
@@ -47,59 +60,145 @@ def trial(cfg: dict, out_dir: Path) -> dict:
     return summary
 
 
-def check_overrides(args: list[str]) -> None:
-    """Fail fast, in one line, on an override Hydra would reject with a multi-line
-    message: an unknown key, an unknown group option, a malformed override."""
-    ovr = [a for a in args if not a.startswith("-") and "=" in a and not a.startswith("hydra")]
-    bad = [a for a in args if not a.startswith("-") and "=" not in a]
+def headline_line(s: dict) -> str:
+    """The trial's one line: its figures when it ran, its rejection when it did not."""
+    if s.get("rejected"):
+        return f"status={rejection_line(s['rejected'])}"
+    r = s["run"]
+    return (f"status={s['status']} cycles={r['cycles']} cycles_per_layer={r['cycles_per_layer']} "
+            f"ms={r['ms']} max_abs_error={r['max_abs_error']:.3g} tolerance={r['tolerance']:.3g}")
+
+
+def _cell(s: dict, path: tuple) -> str:
+    if path == ("host_s",):
+        return f"{sum(h['elapsed_s'] for h in s.get('host', {}).values()):.1f}"
+    v = s
+    for k in path:
+        v = v.get(k) if isinstance(v, dict) else None
+    if v is None:
+        return "-"
+    return f"{v:.3g}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+
+def table(trials: list[tuple[str, dict]]) -> str:
+    """One markdown row per trial: its overrides, the headline figures, or its rejection."""
+    head = ["#", "overrides", *(c for c, _ in COLUMNS), "rejected"]
+    rows = [[str(i), ovr or "-", *(_cell(s, p) for _, p in COLUMNS),
+             rejection_line(s["rejected"]) if s.get("rejected") else "-"] for i, (ovr, s) in enumerate(trials)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def trials_of(args: list[str], multirun: bool) -> list[list[str]]:
+    """The trials an override list stands for: one, or a multirun's cartesian product
+    (comma lists, range(), choice(); Hydra's own hydra.* overrides left out)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    ovr = [a for a in args if not a.startswith("-") and not a.startswith("hydra.")]
+    bad = [a for a in ovr if "=" not in a and not a.startswith("~")]
     if bad:
         raise ConfigError(f"override {bad[0]!r} is not key=value")
-    groups, keys = {}, []
-    for o in ovr:
-        k, _, v = o.partition("=")
-        if k.lstrip("+~") in GROUPS:
-            groups[k] = v.split(",")           # a --multirun sweep over group options
-        elif not k.startswith(("+", "~")):
-            keys.append(k)
-    choices = [[]]
-    for k, opts in groups.items():
-        choices = [c + [f"{k}={o}"] for c in choices for o in opts]
-    for c in choices:
+    try:
+        parsed = OverridesParser.create().parse_overrides(ovr)
+    except Exception as e:
+        raise ConfigError(f"overrides: {str(e).splitlines()[0]}") from None
+    trials = [[]]
+    for o in parsed:
+        if not o.is_sweep_override():
+            trials = [t + [o.input_line] for t in trials]
+            continue
+        if not multirun:
+            raise ConfigError(f"override {o.input_line!r} is a sweep: add --multirun")
         try:
-            cfg = compose(c)
+            values = list(o.sweep_string_iterator())
         except Exception as e:
-            raise ConfigError(f"override {' '.join(c)}: {str(e).splitlines()[0]}") from None
+            raise ConfigError(f"override {o.input_line!r}: {str(e).splitlines()[0]}") from None
+        trials = [t + [f"{o.get_key_element()}={v}"] for t in trials for v in values]
+    return trials
+
+
+def check_overrides(args: list[str], multirun: bool = False) -> None:
+    """Every key and value of every trial the overrides stand for, before Hydra creates any
+    output directory: one line on the first bad one (Hydra's own messages are multi-line)."""
+    for t in trials_of(args, multirun):
+        groups = [o for o in t if o.partition("=")[0].lstrip("+~") in GROUPS]
+        keys = [o.partition("=")[0] for o in t if o not in groups and not o.startswith(("+", "~"))]
+        try:
+            cfg = compose(groups)
+        except Exception as e:
+            raise ConfigError(f"override {' '.join(groups)}: {str(e).splitlines()[0]}") from None
         for k in keys:
             node = cfg
             for part in k.split("."):
                 if not isinstance(node, dict) or part not in node:
-                    raise ConfigError(f"unknown config key {k!r}" + (f" (with {' '.join(c)})" if c else ""))
+                    raise ConfigError(f"unknown config key {k!r}" + (f" (with {' '.join(groups)})" if groups else ""))
                 node = node[part]
+        try:
+            cfg = compose(t)
+        except Exception as e:
+            raise ConfigError(f"override {' '.join(t)}: {str(e).splitlines()[0]}") from None
+        validate(cfg, "overrides")
+
+
+def remove_trial_dir(out: Path) -> None:
+    """No partial trial directory (Hydra's .hydra/ included), nor the empty folders above it
+    (a sweep directory holding only Hydra's multirun.yaml counts as empty)."""
+    shutil.rmtree(out, ignore_errors=True)
+    if [p.name for p in out.parent.iterdir()] == ["multirun.yaml"] if out.parent.is_dir() else False:
+        shutil.rmtree(out.parent, ignore_errors=True)
+    for d in out.parents:
+        if d == REPO or REPO not in d.parents:
+            break
+        try:
+            d.rmdir()       # only if empty
+        except FileNotFoundError:
+            continue
+        except OSError:
+            break
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
-    out = Path(HydraConfig.get().runtime.output_dir)
+    # the fan-out's progress line is its report; its INFO log line would repeat it under Hydra's logging
+    logging.getLogger("pipeline").setLevel(logging.WARNING)
+    hc = HydraConfig.get()
+    out = Path(hc.runtime.output_dir)
     try:
         s = trial(OmegaConf.to_container(cfg, resolve=True), out)
     except (ConfigError, StoreError, ValueError) as e:
-        import shutil
-        shutil.rmtree(out, ignore_errors=True)   # no partial trial directory (Hydra's .hydra/ included)
+        remove_trial_dir(out)
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    r = s["run"]
-    line = (f"status={s['status']} cycles={r.get('cycles')} ms={r.get('ms')} "
-            f"max_abs_error={r.get('max_abs_error')} tolerance={r.get('tolerance')}")
-    if s["rejected"]:
-        line += f" rejected={s['rejected']}"
-    print(f"{line}\n  profile: {out / 'profile.html'}")
+    if hc.mode.name == "MULTIRUN":
+        _trials.append((" ".join(hc.overrides.task), s))
+        _sweep[:] = [out.parent]
+    print(f"{headline_line(s)}\n  profile: {out / 'profile.html'}")
+
+
+def multirun_table() -> None:
+    """After a multirun: print the table of its trials and write it beside them."""
+    if not _trials:
+        return
+    text = table(_trials)
+    write_atomic(_sweep[0] / TABLE, (text + "\n").encode())
+    print(f"\n{text}\n  table: {_sweep[0] / TABLE}")
+
+
+def hydra_argv(argv: list[str]) -> list[str]:
+    """`--multirun` anywhere (as Hydra users write it: after the overrides too) goes first,
+    where Hydra's argument parser accepts it."""
+    flags = [a for a in argv if a in MULTIRUN_FLAGS]
+    return flags[:1] + [a for a in argv if a not in MULTIRUN_FLAGS]
 
 
 if __name__ == "__main__":
-    try:
-        check_overrides(sys.argv[1:])
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    args = hydra_argv(sys.argv[1:])
+    if "--help" not in args and "-h" not in args and "--hydra-help" not in args:
+        try:
+            check_overrides(args, multirun=args[:1] == ["--multirun"] or args[:1] == ["-m"])
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
+    sys.argv[1:] = args
     main()
+    multirun_table()

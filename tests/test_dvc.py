@@ -35,7 +35,7 @@ def copy_repo(dst: Path) -> Path:
             shutil.copytree(src, dst / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy(src, dst / name)
-    (dst / ".gitignore").write_text("/artifacts/\n/.tessera-store/\n__pycache__/\n")
+    (dst / ".gitignore").write_text("/artifacts/\n/.tessera-store/\n__pycache__/\n/metrics/host/\n")
     # the suite's trials are small: the copy's default trial is the 32x64x64 GEMM on the tiny target
     conf = dst / "conf" / "config.yaml"
     text = conf.read_text()
@@ -67,7 +67,7 @@ def metrics(d: Path, name: str) -> dict:
 
 def test_exp_run_validates_noop_rerun_and_fine_grained_params(repo):
     r = sh("dvc exp run", repo)
-    assert ran(r.stdout + r.stderr) == {"model", "plan", "expand", "place", "schedule", "lower", "run", "report"}
+    assert ran(r.stdout + r.stderr) == {"config", "model", "plan", "expand", "place", "schedule", "lower", "run", "report"}
     assert metrics(repo, "trial")["status"] == "ok"
     run = metrics(repo, "run")["run"]
     assert run["validated"] and run["max_abs_error"] <= run["tolerance"] and run["cycles"] > 0 and run["ms"] > 0
@@ -79,8 +79,53 @@ def test_exp_run_validates_noop_rerun_and_fine_grained_params(repo):
     out = cap.stdout + cap.stderr
     assert yaml.safe_load((repo / "params.yaml").read_text())["policy"]["exchange_table_cap"] == 65536
     assert {"expand", "lower"} <= ran(out)
-    assert not ran(out) & {"model", "plan"}
+    assert not ran(out) & {"model", "plan"}             # the config stage reran; its out did not change
     assert metrics(repo, "trial")["status"] == "ok"
+
+
+def outputs(d: Path) -> dict:
+    """sha256 of every file under artifacts/ and metrics/ (host timings aside: rewritten by design)."""
+    import hashlib
+    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for top in ("artifacts", "metrics") for p in sorted((d / top).rglob("*"))
+            if p.is_file() and "host" not in p.relative_to(d).parts}
+
+
+def test_bad_values_under_dvc_keep_results_and_a_clean_clone_stays_clean(repo, tmp_path):
+    """The committed trial: a value Tessera rejects fails in the config stage before DVC deletes
+    any outs; a key DVC's composition rejects runs nothing; `dvc metrics show metrics/trial.json`
+    is one readable row; a fresh clone's `dvc repro` leaves `git status` clean (host timings are
+    not tracked, every tracked output is byte-identical)."""
+    sh("dvc repro", repo)
+    sh("git add -A && git commit -qm trial", repo)
+    before = outputs(repo)
+    for ovr, name in [("model.m=0", "model.m=0"), ("+model.layerz=3", "model.layerz")]:
+        r = sh(f"dvc exp run -S {ovr}", repo, check=False)
+        assert r.returncode != 0 and "Running stage 'model'" not in r.stdout, r.stdout
+        assert [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")] == \
+            [ln for ln in r.stderr.splitlines() if name in ln and ln.startswith("error: ")] != []
+        assert outputs(repo) == before, ovr                  # the previous results, byte for byte
+        sh("git checkout params.yaml", repo)                 # README's recovery
+    for ovr, name in [("model.layerz=3", "layerz"), ("target=nope", "target/nope")]:
+        r = sh(f"dvc exp run -S {ovr}", repo, check=False)   # DVC's own Hydra composition refuses it
+        assert r.returncode != 0 and name in r.stderr and "Running stage" not in r.stdout
+    assert sh("git status --porcelain", repo).stdout == ""
+    assert outputs(repo) == before
+    assert "up to date" in sh("dvc status", repo).stdout
+
+    show = sh("dvc metrics show metrics/trial.json", repo).stdout.splitlines()
+    assert len(show) == 2, show                            # one header, one row
+    head, row = show[0].split(), show[1].split()
+    assert head[:1] == ["Path"] and {"status", "cycles", "cycles_per_layer", "ms", "max_abs_error",
+                                     "tolerance", "min_free_bytes"} == set(head[1:]), head
+    assert len(row) == len(head) and "ok" in row and "-" not in row
+
+    clone = tmp_path / "clone"
+    sh(f"git clone -q {repo} {clone}", tmp_path)
+    sh("dvc repro", clone)
+    assert sh("git status --porcelain", clone).stdout == ""
+    host = sh("dvc metrics show -R metrics/host", clone).stdout
+    assert "metrics/host/run.json" in host and "elapsed_s" in host
 
 
 def stage(d: Path, phase: str, check=False):

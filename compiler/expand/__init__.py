@@ -1,5 +1,5 @@
 """expand: candidates -> tile graphs, analysed and screened in bounded batches,
-keeping only the placement shortlist (DESIGN §3.3).
+keeping only the placement shortlist (docs/architecture.md §3).
 
 Candidates keep each weight in homes gathered by its matmul, or resident where it is
 read (weight-stationary: no exchange, count × the blocks in memory). With

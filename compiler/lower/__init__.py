@@ -1,5 +1,5 @@
 """lower: per-tile programs with operand addresses bound, encoded exchange tables,
-host stream descriptors, linked into one Program (DESIGN §3.6)."""
+host stream descriptors, linked into one Program (docs/architecture.md §3)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

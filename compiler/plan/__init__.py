@@ -1,4 +1,4 @@
-"""plan: choose a strategy per op and rank whole-graph candidates (DESIGN §3.2).
+"""plan: choose a strategy per op and rank whole-graph candidates (docs/architecture.md §3).
 
 Each matmul's grids are enumerated, costed and memory-screened with numpy
 (plan/matmul.py), each also as 2, 4, .. serial row passes (policy.serial_passes). A beam search over the graph (plan/beam.py) then chooses one grid
@@ -140,7 +140,7 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
             else:
                 res.rejection = Rejection(
                     "plan", "memory",
-                    f"op {n} ({op.outputs[0]}): no grid of {cons} fits: the leanest needs {lean} B on its "
+                    f"op {n} ({op.outputs[0]}): none of its {cons} tile grids (GMxGNxGK/SP splits) fits: the leanest needs {lean} B on its "
                     f"fullest tile, {avail} B available (deficit {lean - avail} B)",
                     {"tile": -1, "op": op.outputs[0], "live_bytes": lean, "available_bytes": avail,
                      "deficit_bytes": max(0, lean - avail)})

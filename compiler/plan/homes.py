@@ -2,7 +2,7 @@
 order. Plan's estimates (memory, the beam's sender costs) and expand's layouts
 (expand/graph.py) both read them from here.
 
-Element orders (DESIGN §8):
+Element orders (docs/architecture.md §8):
 - row-major: a home of whole rows spread over the tiles (inputs, f16 weights, vectors);
 - AMP micro-panel (isa.panel_order): a weight whose matmul reads its b operand as
   micro-panels (the target's amp_panel_elems: FP8) is stored in that order, so every

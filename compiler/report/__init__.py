@@ -1,5 +1,6 @@
-"""report: the trial summary (status, rejection, headline metrics), the plot data
-that `dvc plots` reads, and a self-contained profile.html (DESIGN §3.8)."""
+"""report: the trial's headline (metrics/trial.json: status, cycles, error, memory, or the
+rejection), the plot data that `dvc plots` reads, and a self-contained profile.html
+(docs/architecture.md §3 "report", §6 metrics)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -49,13 +50,37 @@ def plot_data(place_res, run_res) -> dict:
             "tiles.csv": _csv(["tile", "cycles", "peak_bytes"], tiles)}
 
 
-def report(model, plan_res, expand_res, place_res, sched, run_res, t: Target, host: dict | None = None):
-    rej = first_rejection(model, plan_res, expand_res, place_res, sched, run_res)
+# the headline's figures and the phase result they come from (docs/architecture.md §6)
+HEADLINE = (("cycles", "run"), ("cycles_per_layer", "run"), ("ms", "run"), ("max_abs_error", "run"),
+            ("tolerance", "run"), ("min_free_bytes", "place"))
+
+
+def rejection_figures(rej) -> dict:
+    """phase, reason, message and the figures that apply: a figure that does not (a plan
+    rejection has no tile, a negative or None value) is left out rather than given a sentinel."""
+    figs = {k: v for k, v in rej.metrics().items()
+            if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0)}
+    return figs | {"message": rej.message}
+
+
+def rejection_line(rej: dict) -> str:
+    """One readable line: `rejected at expand (exchange_table_cap): <message>`."""
+    return f"rejected at {rej.get('phase')} ({rej.get('reason')}): {rej.get('message')}"
+
+
+def headline(rej, place_res, run_res) -> dict:
+    """metrics/trial.json: one row of `dvc metrics show metrics/trial.json`."""
     if rej:
-        summary = {"status": "rejected", "rejected": rej.metrics() | {"message": rej.message}}
-    else:
-        summary = {"status": "ok" if run_res.validated else "invalid"}
-    if host:
-        summary["host"] = host
+        return {"status": "rejected", "rejected": rejection_figures(rej)}
+    src = {"run": run_res.metrics(), "place": place_res.metrics()}
+    return {"status": "ok" if run_res.validated else "invalid",
+            **{k: src[p][k] for k, p in HEADLINE if src[p].get(k) is not None}}
+
+
+def report(model, plan_res, expand_res, place_res, sched, run_res, t: Target, host: dict | None = None):
+    """`host` (time and RSS per phase) is drawn in the profile only when given: the DVC stage
+    leaves it out so that profile.html, like every tracked output, is byte-identical on a rerun."""
+    rej = first_rejection(model, plan_res, expand_res, place_res, sched, run_res)
+    summary = headline(rej, place_res, run_res)
     html = profile_html(model, place_res, sched, run_res, t, summary, host or {})
     return ReportResult(summary, html, plot_data(place_res, run_res))

@@ -1,4 +1,4 @@
-"""schedule: bulk-synchronous supersteps and timed activities (DESIGN §3.5).
+"""schedule: bulk-synchronous supersteps and timed activities (docs/architecture.md §3).
 
 Each superstep is compute or exchange, then a sync. Activities are listed in
 chronological order: a tile's kernels run back to back from the start of their

@@ -1,4 +1,4 @@
-"""The tile simulator: the only "hardware" (DESIGN §4).
+"""The tile simulator: the only "hardware" (docs/architecture.md §4).
 
     run(program, streams) -> SimResult      raises MachineFault when the machine refuses
 

@@ -2,7 +2,7 @@
 numpy re-implementation numpy_timm.py): Tessera's embedding vs the float32 weights and
 vs Tessera's own FP8-rounded weights: rms relative error, cosine, max abs.
 
-    python experiments/timm_check/bench.py [--layers 4] [--sim]
+    python experiments/timm_check/bench.py [--layers 4] [--sim] [--numpy]
 
 Weights: seeded under timm's names (compiler.models.vit.seeded_weights: norms 1 + 0.1·N,
 biases 0.1·N, matrices N(0, 1/fan_in)), saved to a temporary .safetensors and imported
@@ -34,6 +34,21 @@ def figures(got, ref) -> str:
     rms = np.sqrt(((got - ref) ** 2).mean() / (ref ** 2).mean())
     cos = got @ ref / np.linalg.norm(got) / np.linalg.norm(ref)
     return f"rms rel {rms:.5f}, cosine {cos:.6f}, max abs {np.abs(got - ref).max():.4g}"
+
+
+def timm_forward(sd: dict, img: np.ndarray, layers: int):
+    """timm's own So400m tower (depth `layers`, no classifier) on weights `sd`, float64;
+    None when torch/timm are not installed."""
+    try:
+        import timm
+        import torch
+    except ImportError:
+        return None
+    m = timm.create_model("vit_so400m_patch14_siglip_384", pretrained=False, depth=layers, num_classes=0)
+    m.load_state_dict({k: torch.from_numpy(np.asarray(v, np.float64)) for k, v in sd.items()}, strict=True)
+    m = m.double().eval()
+    with torch.no_grad():
+        return m(torch.from_numpy(img[None])).numpy()[0], f"timm {timm.__version__}"
 
 
 def main(argv):
@@ -72,9 +87,14 @@ def main(argv):
     img = np.zeros((3, d["image"], d["image"]))
     img[:, :n * P, :n * P] = pixels.reshape(n, n, 3, P, P).transpose(2, 0, 3, 1, 4).reshape(3, n * P, n * P)
     H = d["heads"]
-    full = numpy_timm.forward(sd, img, H, layers, "map")["embedding"]
-    same = numpy_timm.forward(fp8, img, H, layers, "map")["embedding"]
-    print(f"So400m tower, {layers} layers, {side}, {time.time() - t0:.0f} s; reference: numpy_timm")
+    got = None if "--numpy" in argv else timm_forward(sd, img, layers)
+    if got is not None:
+        (full, who), (same, _) = got, timm_forward(fp8, img, layers)
+    else:
+        full = numpy_timm.forward(sd, img, H, layers, "map")["embedding"]
+        same = numpy_timm.forward(fp8, img, H, layers, "map")["embedding"]
+        who = "numpy_timm"
+    print(f"So400m tower, {layers} layers, {side}, {time.time() - t0:.0f} s; reference: {who}")
     print(f"  vs the same FP8-rounded weights: {figures(emb, same)}")
     print(f"  vs float32 weights:              {figures(emb, full)}")
 

@@ -220,32 +220,35 @@ class Oracle:
         cost reads; (None, None) when relocation moves addresses only."""
         code_s = np.zeros_like(self.words)
         tab_s = np.zeros_like(self.table)
-        costly = False
+        rep = rep[self.words[rep, 4] > 0]
+        n = self.words[rep, 4]
+        if not len(rep):
+            return None, None
+        # the relocation entries of every tile: (tile, word address, stride)
+        tile = np.repeat(self.tile[rep], n)
+        j = np.arange(len(tile)) - np.repeat(np.cumsum(n) - n, n)
+        at = np.repeat(self.table_index(self.tile[rep], self.words[rep, 3]), n) + j * isa.RELOC_WORDS
+        waddr, stride = self.table[at], self.table[at + 1]
+        c0 = self.code_addr[tile]
+        first = np.searchsorted(self.tile, np.arange(self.T))            # each tile's first instruction
+        ncode = np.bincount(self.tile, minlength=self.T)[tile]
+        in_code = (waddr >= c0) & (waddr < c0 + ncode * isa.INSTR_BYTES)
+        g = first[tile[in_code]] + (waddr[in_code] - c0[in_code]) // isa.INSTR_BYTES
+        word = (waddr[in_code] - c0[in_code]) % isa.INSTR_BYTES // 4
+        code_s[g, word] = stride[in_code]
+        cost_word = np.zeros((max(isa.OP_NAMES) + 1, isa.INSTR_WORDS), bool)
+        for op, ws in COST_WORDS.items():
+            cost_word[op, list(ws)] = True
+        costly = bool(cost_word[self.op[g], word].any())
+        tg = self.table_index(tile[~in_code], waddr[~in_code])
+        tab_s[tg] = stride[~in_code]
+        # the table words the body's exchanges read as peer, row bytes or rows
         ex = np.flatnonzero((self.op == isa.EXCH) & in_body)
-        entry_word = {}
-        for e in ex:     # table words the body's exchanges read, and which entry word each is
-            base = int(self.table_index(self.tile[e], self.words[e, 1]))
-            n = int(self.words[e, 2] + self.words[e, 3])
-            for k in range(n * isa.ENTRY_WORDS):
-                entry_word[base + k] = k % isa.ENTRY_WORDS
-        for r in rep:
-            t, addr, n = int(self.tile[r]), int(self.words[r, 3]), int(self.words[r, 4])
-            if not n:
-                continue
-            at = int(self.table_index(t, addr))
-            ent = self.table[at:at + n * isa.RELOC_WORDS].reshape(n, isa.RELOC_WORDS)
-            for waddr, stride in ent.tolist():
-                c0 = int(self.code_addr[t])
-                start = int(np.flatnonzero(self.tile == t)[0])
-                if c0 <= waddr < c0 + int(np.sum(self.tile == t)) * isa.INSTR_BYTES:
-                    pc, word = divmod(waddr - c0, isa.INSTR_BYTES)
-                    g = start + pc
-                    code_s[g, word // 4] = stride
-                    costly |= (word // 4) in COST_WORDS.get(int(self.op[g]), ())
-                else:
-                    g = int(self.table_index(t, waddr))
-                    tab_s[g] = stride
-                    costly |= entry_word.get(g, -1) in ENTRY_COST_WORDS
+        ne = self.words[ex, 2] + self.words[ex, 3]
+        base = np.repeat(self.table_index(self.tile[ex], self.words[ex, 1]), ne)
+        k = np.arange(len(base)) - np.repeat(np.cumsum(ne) - ne, ne)
+        read = (base + k * isa.ENTRY_WORDS)[:, None] + np.array(ENTRY_COST_WORDS)
+        costly |= bool(np.isin(tg, read).any())
         return (code_s, tab_s) if costly else (None, None)
 
 

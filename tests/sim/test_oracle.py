@@ -106,3 +106,26 @@ def test_a_changed_rate_passed_to_the_simulator_is_caught():
     fast = dataclasses.replace(prog, target=dict(prog.target, exchange_bytes_per_cycle=8))
     streams = {n: np.ascontiguousarray(r["model"].data[n]).view(np.uint8).ravel() for n in prog.in_streams}
     assert sim.run(fast, streams).step_cycles.tolist() != expected
+
+
+def test_relocated_size_words_are_costed_per_iteration():
+    """A relocation that changes a size (here a COPY's row count, +4 rows per
+    iteration) changes an iteration's cost: the oracle re-derives each iteration."""
+    from compiler import isa
+
+    from .asm import R0_DATA, R0_DATA2, Asm
+    a = Asm()
+    rt = a.reloc_table(0, [(a.code_word(0, 1, 4), 4)])
+    for t in range(a.T):
+        if t == 0:
+            a.on(t, isa.REPEAT, 3, 2, rt, 1)
+            a.on(t, isa.COPY, R0_DATA2, R0_DATA, 16, 1, 16, 16)
+        else:
+            a.on(t, isa.REPEAT, 3, 1, 0, 0)
+    a.sync()
+    prog = a.build()
+    got = sim.run(prog, {}).step_cycles.tolist()
+    f = dict(prog.target)
+    assert got == [f["kernel_overhead_cycles"] + 16 * r // f["copy_bytes_per_cycle"] + f["sync_cycles"]
+                   for r in (1, 5, 9)]
+    assert oracle.step_cycles(prog).tolist() == got

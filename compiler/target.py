@@ -37,11 +37,14 @@ class Target:
     clock_hz: float
     amp_macs_per_cycle: dict
     amp_panel_elems: dict     # b dtype -> micro-panel height: MATMUL reads such b only as panels
+    amp_in_group: dict        # dtype -> input channels (k) one AMP pass consumes
+    amp_out_group: dict       # dtype -> output channels (n) one AMP pass produces
+    amp_overhead_cycles: int  # per MATMUL invocation (the AMP vertex's fixed cost)
+    amp_weight_load_bytes_per_cycle: int   # loading a pass's weights into the AMP
     vector_bytes_per_cycle: int
     copy_bytes_per_cycle: int
     kernel_overhead_cycles: int
     exchange_bytes_per_cycle: int
-    supertile_tiles: int
     exchange_phase_cycles: int
     sync_cycles: int
     host_bytes_per_cycle: int
@@ -101,10 +104,23 @@ class Target:
         return u1 * in_r1 + u0 * (1 - in_r1)
 
     # ---- costs --------------------------------------------------------------
+    def amp_dtype(self, dtype: str, dtype_a: str | None = None) -> str:
+        """The type the AMP runs a product in: the slower operand's (FP8 speed needs
+        both operands FP8); b's on a tie."""
+        a = dtype_a or dtype
+        return a if self.amp_macs_per_cycle[a] < self.amp_macs_per_cycle[dtype] else dtype
+
     def matmul_cycles(self, m, k, n, dtype: str, dtype_a: str | None = None):
-        """AMP rate of the slower operand type (FP8 speed needs both operands FP8)."""
-        rate = min(self.amp_macs_per_cycle[dtype], self.amp_macs_per_cycle[dtype_a or dtype])
-        return self.kernel_overhead_cycles + -(-(m * k * n) // rate)
+        """AMP passes over whole channel groups (k rounded up to the input group, n
+        to the output group; a ragged block pays for the padding), each pass loading
+        its group of weights then streaming the m rows at the AMP rate; plus the
+        invocation's fixed cost. Accepts numpy arrays for m, k, n."""
+        d = self.amp_dtype(dtype, dtype_a)
+        gi, go = self.amp_in_group[d], self.amp_out_group[d]
+        passes = -(-k // gi) * -(-n // go)
+        load = -(-(gi * go * DTYPE_BYTES[d]) // self.amp_weight_load_bytes_per_cycle)
+        stream = -(-(m * gi * go) // self.amp_macs_per_cycle[d])
+        return self.amp_overhead_cycles + passes * (load + stream)
 
     # Kernel costs below accept numpy arrays (the simulator applies them to whole batches).
     def _vec(self, nbytes):
@@ -144,13 +160,10 @@ class Target:
         return self.kernel_overhead_cycles + -(-nbytes // self.copy_bytes_per_cycle)
 
     def exchange_cycles(self, send_bytes, recv_bytes) -> int:
-        """One exchange phase from per-tile byte counts (numpy arrays, length tiles).
-        Receive runs at the per-tile rate; the tiles of a supertile share one send bus."""
+        """One exchange phase from per-tile byte counts (numpy arrays, length tiles):
+        every tile sends at most, and receives at most, exchange_bytes_per_cycle,
+        whatever its neighbours do (no pair of tiles shares a faster bus); the phase
+        lasts as long as its busiest sender or receiver, plus the fixed cost."""
         import numpy as np
-        send = np.asarray(send_bytes, dtype=np.int64)
-        recv = np.asarray(recv_bytes, dtype=np.int64)
-        s = self.supertile_tiles
-        pad = (-len(send)) % s
-        bus = np.concatenate([send, np.zeros(pad, np.int64)]).reshape(-1, s).sum(1)
-        worst = max(int(recv.max(initial=0)), math.ceil(int(bus.max(initial=0)) / s))
+        worst = max(int(np.max(send_bytes, initial=0)), int(np.max(recv_bytes, initial=0)))
         return self.exchange_phase_cycles + math.ceil(worst / self.exchange_bytes_per_cycle)

@@ -100,10 +100,7 @@ class Reference:
     # costs ----------------------------------------------------------------------
     def exchange(self, recv, sends):
         t = self.t
-        bus = {}
-        for tile, b in sends.items():
-            bus[tile // t.supertile_tiles] = bus.get(tile // t.supertile_tiles, 0) + b
-        worst = max(recv, math.ceil(max(bus.values(), default=0) / t.supertile_tiles))
+        worst = max(recv, max(sends.values(), default=0))      # per tile, no pair bonus
         return t.exchange_phase_cycles + math.ceil(worst / t.exchange_bytes_per_cycle)
 
     @staticmethod

@@ -4,7 +4,9 @@ here, not after placement.
 
 The cycle figures apply the target's cost functions to exactly the kernels and
 transfers the program will execute, so the simulator must reproduce them (a test
-holds it to that)."""
+holds it to that); compiler/sim/oracle.py re-derives them without target.py's cost
+functions. An exchange phase is costed per tile (target.exchange_cycles: each tile
+sends and receives at its own rate, no pair bonus)."""
 from __future__ import annotations
 
 import numpy as np

@@ -13,13 +13,13 @@ What a state's layouts change is the *sender* side of every exchange. A matmul's
 receive their operand blocks whatever the producer (`recv` of plan/matmul.py), but
 the producer's tiles must send each of their bytes to every consumer tile that needs
 it: an A block to the consumer's gn tiles of its row, a B block to its gm tiles. An
-exchange superstep lasts as long as the busier side: the fullest receiver, or the
-fullest supertile bus (its tiles' sends share it) over its tiles, at 4 B/cycle.
+exchange superstep lasts as long as the busier side: the fullest receiver or the
+fullest sender, each at exchange_bytes_per_cycle (DESIGN §2: per tile, no pair bonus).
 
 Layouts, as expand builds them (compiler/expand/graph.py):
 - inputs and parameters: their homes (plan/homes.py: whole rows, or whole micro-panel
   spans for weights the AMP reads as panels), taken unrotated (expand rotates them to
-  balance memory: the per-bus sums here are an estimate, the same for every candidate's
+  balance memory: the per-tile sends here are an estimate, the same for every candidate's
   choice at that op); a b operand the AMP reads as panels gathered from a row-major
   layout would be a byte-wise permutation: not a choice;
 - a matmul output: its C blocks, the gm × gn grid over [m, n] of every group
@@ -151,15 +151,9 @@ def word_aligned(blocks, windows, ebytes: int) -> bool:
     return bool(((c0 % w == 0) & ((c0 + nc) % w == 0)).all())
 
 
-def bus_bytes(per_tile: np.ndarray, s: int) -> np.ndarray:
-    """Bytes each supertile bus carries (its tiles' sends summed): [buses]."""
-    pad = (-len(per_tile)) % s
-    return np.concatenate([per_tile, np.zeros(pad, np.int64)]).reshape(-1, s).sum(1)
-
-
 def pareto(rows: np.ndarray) -> np.ndarray:
     """Of [n, 2] rows, those no other row bounds in both columns: max over rows of
-    rows @ r (r >= 0) needs only these, usually a handful of the n buses."""
+    rows @ r (r >= 0) needs only these, usually a handful of the n tiles."""
     rows = rows[np.lexsort((-rows[:, 1], -rows[:, 0]))]        # col 0 descending, then col 1
     prev = np.maximum.accumulate(np.concatenate([[-1], rows[:-1, 1]]))
     return rows[rows[:, 1] > prev]
@@ -193,9 +187,9 @@ class Costs:
             return out_blocks(self.g.ops[n], self.opt[n], i)
         return self._memo(("blocks", name, desc), make)
 
-    def exchange(self, recv, send_bus):
+    def exchange(self, recv, send):
         t = self.t
-        worst = np.maximum(recv, -(-send_bus // t.supertile_tiles))
+        worst = np.maximum(recv, send)
         return t.exchange_phase_cycles + -(-worst // t.exchange_bytes_per_cycle)
 
     def matmul(self, n: int, descs: tuple) -> np.ndarray:
@@ -205,14 +199,14 @@ class Costs:
         an input's layout cannot be gathered in whole words."""
         def make():
             op, o = self.g.ops[n], self.opt[n]
-            per_bus = []
+            per_tile = []
             for which, (name, d) in enumerate(zip(op.inputs, descs)):
                 e = DTYPE_BYTES[self.g.tensors[name].dtype]
                 b, w = self.blocks(name, d), operand_windows(op, which)
                 if d != PANELS and not word_aligned(b, w, e):   # panel spans are whole words
                     return np.full(len(o), np.inf)
-                per_bus.append(bus_bytes(tile_elems(b, w, self.t.tiles) * e, self.t.supertile_tiles))
-            U = pareto(np.stack(per_bus, 1))                     # [rows, 2]
+                per_tile.append(tile_elems(b, w, self.t.tiles) * e)
+            U = pareto(np.stack(per_tile, 1))                     # [rows, 2]
             both = (U @ np.stack([o.a["gn"], o.a["gm"]])).max(0)
             homes = self.exchange(o.a["recv"], both)
             B = self.g.tensors[op.inputs[1]]
@@ -221,7 +215,7 @@ class Costs:
             if "still" not in o.a:
                 return homes + o.a["rest"]
             # a resident grid's B never moves: only A is received and sent
-            alone = self.exchange(o.a["recv_a"], per_bus[0].max() * o.a["gn"])
+            alone = self.exchange(o.a["recv_a"], per_tile[0].max() * o.a["gn"])
             return np.where(o.a["still"] == 1, alone, homes) + o.a["rest"]
         return self._memo(("matmul", n, descs), make)
 
@@ -234,7 +228,7 @@ class Costs:
             if not word_aligned(self.blocks(name, src), everything, e):
                 return np.inf
             recv = tile_elems(self.blocks(name, dst), everything, T) * e
-            send = bus_bytes(tile_elems(self.blocks(name, src), everything, T) * e, self.t.supertile_tiles)
+            send = tile_elems(self.blocks(name, src), everything, T) * e
             return int(self.exchange(recv.max(), send.max())) + 2 * self.t.sync_cycles
         return self._memo(("convert", name, src, dst), make)
 

@@ -29,8 +29,10 @@ def starts(n: int, parts: int) -> np.ndarray:
 
 
 def spread(n: int, T: int) -> np.ndarray:
-    """n blocks on tiles evenly spaced over all T: with n <= T/2 no two share a
-    supertile, so every sender has its exchange bus to itself."""
+    """n blocks on n distinct tiles evenly spaced over all T: one block per tile, so a
+    gather's send bytes are balanced over the holders (each tile sends at its own
+    4 B/cycle: spacing buys no bandwidth, DESIGN §2) and the homes of different
+    tensors, rotated, spread their memory over the whole machine."""
     return np.arange(n) * T // max(n, 1)
 
 

@@ -88,8 +88,7 @@ def _grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose
     send_in = -(-(gg * gm * gn * gk * recv_in) // T)
     ex_in = t.exchange_phase_cycles + -(-np.maximum(recv_in, send_in) // bw)
     ex_later = (sp - 1) * (t.exchange_phase_cycles + -(-np.maximum(a_blk, -(-(gg * gm * gn * gk * a_blk) // T)) // bw))
-    rate = min(t.amp_macs_per_cycle[a_dtype], t.amp_macs_per_cycle[b_dtype])
-    mm = gb * (t.kernel_overhead_cycles + -(-(mb * kb * nb) // rate))
+    mm = gb * t.matmul_cycles(mb, kb, nb, b_dtype, a_dtype)
     rr = reduce_rows(mb, gk)
     red = gb * (gk - 1) * rr * nb * OUT_BYTES
     reducing = gk > 1

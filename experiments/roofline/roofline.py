@@ -1,37 +1,50 @@
-"""Lower bound on cycles per So400m encoder layer from the target figures alone.
+"""A true lower bound, and separately an estimate, of cycles per So400m encoder layer,
+from the target figures alone (no compiler code).
 
     python experiments/roofline/roofline.py [target] [tokens] [width] [hidden] [heads]
 
-compute   every MAC at the peak AMP rate of all tiles, FP16 for Q·Kᵀ and P·V; for the
-          four weight matmuls (QKV, projection, fc1, fc2: FP8 weights, FP16 activations)
-          two readings: `fp8` counts them at the FP8 rate (the issue's rough 72k), `target`
-          at the rate target.matmul_cycles applies to FP16 x FP8 (the slower operand's)
-          with FP16 activation blocks in the exchange term;
-exchange  per matmul, the least any grid (gm·gn·gk <= tiles) must receive on its
-          busiest tile at exchange_bytes_per_cycle: the activation block (FP8) plus,
-          for a k-split, the partial sums it reduces (FP16); B is free only when the
-          grid does not replicate it (gm = 1: weights pre-placed where used), else its
-          block is received too (attention's K and V are activations and always move);
-phases    one exchange phase (fixed cost) per matmul plus one per reduction, and a
-          sync per superstep (exchange + compute per matmul, 2 more per k-split).
-Softmax, LayerNorm, GELU and residual adds are left out (they only raise the bound).
+writes experiments/roofline/bound.json and prints the tables of results.md.
+
+Two activation modes: `f16` (the default trial: FP16 activations, so the four weight
+matmuls run at the FP16 rate, a mixed FP16 x FP8 product running at the slower
+operand's) and `fp8` (model.fp8_activations: QKV, projection, fc1 and fc2 FP8 x FP8, plus
+the four casts). Q·Kᵀ and P·V are FP16 in both.
+
+bound (no schedule can beat it on the machine model of DESIGN §2; each tile's busy time
+is at most the run time, so the run time is at least the average tile's work):
+  compute   every MAC of the layer at the AMP peak of all tiles (no channel-group
+            padding, no weight loads, no invocation overhead);
+  vector    the bytes the layer's vector kernels must read and write at
+            vector_bytes_per_cycle and their exp/tanh/rsqrt at
+            transcendental_elems_per_cycle, spread evenly over all tiles (no overhead);
+  exchange  only what no placement avoids: weights can stay resident where they are read
+            (weight-stationary), so no weight byte need move; the activations of 729 tokens
+            (1.7 MB) cannot share one tile, and attention mixes all tokens, so at least one
+            exchange phase per layer: its fixed cost, no bytes (a byte count would need a
+            communication lower bound this model does not prove);
+  sync      two supersteps per layer at least (that exchange and a compute step).
+estimate (what a good plan might reach; not a bound):
+  compute and vector as above; exchange per matmul the least any grid (gm·gn·gk <= tiles)
+  must receive on its busiest tile: the activation block, the partials a k-split reduces,
+  and B's block when the grid replicates B (gm > 1) or B is an activation (K and V);
+  one exchange phase per matmul (two with a k-split) and a sync per superstep.
 """
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
+import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from compiler.target import Target  # noqa: E402
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 
 
-def least_exchange(M, K, N, G, a_bytes, t: Target, b_bytes, b_moves):
-    """Min over grids of the busiest tile's received bytes, and whether it reduces.
-    A grid with gm > 1 replicates B's blocks gm times, so B must move (counted);
-    with gm = 1 B may be pre-placed where it is used (weight-stationary, free)."""
+def least_exchange(M, K, N, G, a_bytes, tiles, b_bytes, b_moves):
+    """Min over grids of the busiest tile's received bytes, and whether it reduces."""
     best = None
-    T = t.tiles
+    T = tiles
     for gk in range(1, T + 1):
         kb = -(-K // gk)
         for gn in range(1, T // gk + 1):
@@ -49,39 +62,62 @@ def least_exchange(M, K, N, G, a_bytes, t: Target, b_bytes, b_moves):
     return best
 
 
-def main(argv):
-    t = Target.load(argv[0] if argv else "ipu21")
-    T0, D, F, H = (int(x) for x in (argv[1:5] if len(argv) > 4 else (729, 1152, 4304, 16)))
-    dh = D // H
-    tiles = t.tiles
-    mm = {  # name: (M, K, N, groups, a_bytes, rate dtype, weights move)
-        "qkv": (T0, D, 3 * D, 1, 1, "fp8", False),
-        "q.kT": (T0, dh, T0, H, 2, "f16", True),
-        "p.v": (T0, T0, dh, H, 2, "f16", True),
-        "proj": (T0, D, D, 1, 1, "fp8", False),
-        "fc1": (T0, D, F, 1, 1, "fp8", False),
-        "fc2": (T0, F, D, 1, 1, "fp8", False),
+def layer(f: dict, T0: int, D: int, F: int, H: int, mode: str) -> dict:
+    tiles, dh = f["tiles"], D // H
+    rate = f["amp_macs_per_cycle"]
+    w_rate = rate["fp8"] if mode == "fp8" else min(rate["f16"], rate["fp8"])
+    ab = 1 if mode == "fp8" else 2
+    mm = {  # name: (M, K, N, groups, a bytes, rate, B moves, b bytes)
+        "qkv": (T0, D, 3 * D, 1, ab, w_rate, False, 1),
+        "q.kT": (T0, dh, T0, H, 2, rate["f16"], True, 2),
+        "p.v": (T0, T0, dh, H, 2, rate["f16"], True, 2),
+        "proj": (T0, D, D, 1, ab, w_rate, False, 1),
+        "fc1": (T0, D, F, 1, ab, w_rate, False, 1),
+        "fc2": (T0, F, D, 1, ab, w_rate, False, 1),
     }
-    for reading in ("fp8", "target"):
-        comp = exch = steps = 0
-        rows = []
-        for name, (M, K, N, G, ab, dt, bm) in mm.items():
-            rate = t.amp_macs_per_cycle[dt]
-            if reading == "target" and not bm:     # FP16 activations: FP16 rate, 2-byte blocks
-                rate, ab = min(rate, t.amp_macs_per_cycle["f16"]), 2
-            c = -(-(M * K * N * G) // (rate * tiles))
-            v, red = least_exchange(M, K, N, G, ab, t, 2 if bm else 1, bm)
-            x = -(-v // t.exchange_bytes_per_cycle) + t.exchange_phase_cycles * (2 if red else 1)
-            s = 4 if red else 2
-            comp, exch, steps = comp + c, exch + x, steps + s
-            rows.append((name, c, x))
-        sync = steps * t.sync_cycles
-        total = comp + exch + sync
-        print(f"\n### weight matmuls at the {reading} rate\n\n| op | compute | exchange |\n|---|---:|---:|")
-        for name, c, x in rows:
-            print(f"| {name} | {c} | {x} |")
-        print(f"| **layer** | **{comp}** | **{exch}** (+ {sync} sync) |")
-        print(f"\nbound per layer: {total} cycles; 1.5x bound: {int(1.5 * total)}")
+    compute = sum(M * K * N * G / (r * tiles) for M, K, N, G, _, r, _, _ in mm.values())
+    # vector kernels: bytes read + written and transcendentals (DESIGN §2's kernel table)
+    vbytes = {"layernorm x2": 2 * 10 * T0 * D,
+              "bias x4": 4 * T0 * (3 * D + D + F + D) + 2 * (3 * D + D + F + D),
+              "gelu": 4 * T0 * F, "softmax": 6 * H * T0 * T0, "residual adds x2": 2 * 6 * T0 * D}
+    trans = {"layernorm x2": 2 * T0, "gelu": T0 * F, "softmax": H * T0 * T0}
+    if mode == "fp8":
+        vbytes["casts x4"] = 3 * T0 * (D + D + D + F)
+    vector = (sum(vbytes.values()) / f["vector_bytes_per_cycle"]
+              + sum(trans.values()) / f["transcendental_elems_per_cycle"]) / tiles
+    bound_x = f["exchange_phase_cycles"]
+    bound_sync = 2 * f["sync_cycles"]
+    bound = dict(compute=round(compute), vector=round(vector), exchange=bound_x, sync=bound_sync)
+    bound["total"] = sum(bound.values())
+    ex, steps, per_mm = 0, 0, {}
+    for name, (M, K, N, G, a, r, bm, bb) in mm.items():
+        v, red = least_exchange(M, K, N, G, a, tiles, bb, bm)
+        x = -(-v // f["exchange_bytes_per_cycle"]) + f["exchange_phase_cycles"] * (2 if red else 1)
+        ex, steps = ex + x, steps + (4 if red else 2)
+        per_mm[name] = dict(compute=round(M * K * N * G / (r * tiles)), exchange=int(x))
+    est = dict(compute=round(compute), vector=round(vector), exchange=int(ex), sync=steps * f["sync_cycles"])
+    est["total"] = sum(est.values())
+    return dict(bound=bound, estimate=est, matmuls=per_mm,
+                vector_bytes=vbytes, transcendentals=trans)
+
+
+def main(argv):
+    name = argv[0] if argv else "ipu21"
+    f = yaml.safe_load((ROOT / "conf" / "target" / f"{name}.yaml").read_text())
+    T0, D, F, H = (int(x) for x in (argv[1:5] if len(argv) > 4 else (729, 1152, 4304, 16)))
+    out = dict(target=name, tokens=T0, width=D, hidden=F, heads=H,
+               modes={m: layer(f, T0, D, F, H, m) for m in ("f16", "fp8")})
+    (HERE / "bound.json").write_text(json.dumps(out, indent=1) + "\n")
+    print("| activations | | compute | vector | exchange | sync | cycles / layer |\n|---|---|---:|---:|---:|---:|---:|")
+    for m, r in out["modes"].items():
+        for kind in ("bound", "estimate"):
+            b = r[kind]
+            print(f"| {m} | {kind} | {b['compute']:,} | {b['vector']:,} | {b['exchange']:,} | {b['sync']:,} "
+                  f"| **{b['total']:,}** |")
+    for m, r in out["modes"].items():
+        print(f"\n### estimate's matmuls, {m} activations\n\n| op | compute | exchange |\n|---|---:|---:|")
+        for op, v in r["matmuls"].items():
+            print(f"| {op} | {v['compute']:,} | {v['exchange']:,} |")
 
 
 if __name__ == "__main__":

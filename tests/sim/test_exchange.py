@@ -3,7 +3,7 @@ import numpy as np
 
 from compiler import sim
 
-from .asm import R0_DATA, R0_DATA2, R1, Asm, put
+from .asm import R0_DATA, R0_DATA2, R1, R1_B, Asm, put
 
 
 def test_strided_block_and_cycles():
@@ -70,3 +70,25 @@ def test_exchange_is_bulk_synchronous_swap():
     a.stream_out("o", 128, [(0, 0, R0_DATA, 64, 1, 64, 64), (64, 1, R0_DATA, 64, 1, 64, 64)])
     res = sim.run(a.build(), s)
     assert (res.outputs["o"][:64] == 2).all() and (res.outputs["o"][64:] == 1).all()
+
+
+def _send_16k(senders):
+    """Each tile of `senders` sends 16 KiB (its region-1 pair) to tile 20 + its index."""
+    a = Asm()
+    n = 16 * 1024
+    for i, t in enumerate(senders):
+        a.exch(t, sends=[(20 + i, R1, n, 1, 0)])
+        a.exch(20 + i, recvs=[(t, R1_B, n, 1, 0)])
+    a.sync()
+    return a, sim.run(a.build(), {})
+
+
+def test_one_tile_sends_at_4_bytes_per_cycle_whatever_its_neighbours_do():
+    """DESIGN §2: 4 B/cycle per tile, no pair bonus. One tile sending 16 KiB alone
+    needs at least 16384 / 4 + 100 = 4,196 cycles; two tiles of one (former)
+    supertile, 0 and 1, each sending 16 KiB, take exactly as long."""
+    a, alone = _send_16k([0])
+    _, pair = _send_16k([0, 1])
+    assert alone.tile_cycles[0, 0] >= 4196
+    assert pair.tile_cycles[0, 0] == pair.tile_cycles[0, 1] == alone.tile_cycles[0, 0]
+    assert alone.step_cycles[0] == pair.step_cycles[0] >= 4196 + a.t.sync_cycles

@@ -1,0 +1,264 @@
+"""An independent cycle oracle: every superstep's cycles re-derived from the lowered
+program and the machine table of DESIGN §2, sharing no code with the cost model.
+
+    step_cycles(program) -> int64[executed supersteps]      (sync included)
+    host_cycles(program) -> int                             (host in + out)
+
+It reads only the Program: instruction words decoded from the code bytes with the
+encoding constants of compiler/isa.py, exchange entries from the encoded table bytes,
+the REPEAT relocation table, the host stream descriptors, and the raw figures of the
+target dict the program carries (the YAML). It imports neither target.py's cost
+functions nor expand's analysis nor the simulator's kernels, and executes nothing: a
+wrong cost anywhere in those shows up as a disagreement (tests/sim/test_oracle.py).
+
+The machine, as DESIGN §2 states it:
+- a superstep is every tile running to its SYNC; it lasts as long as its slowest tile,
+  plus one sync (`sync_cycles`). A tile's time is the sum of its kernels, or, if it
+  takes part in the step's exchange (EXCH), the whole exchange phase;
+- an exchange phase: each tile sends at most, and receives at most,
+  `exchange_bytes_per_cycle`, whatever its neighbours do; the phase lasts as long as
+  its busiest sender or receiver plus `exchange_phase_cycles`;
+- the AMP (MATMUL) runs at the rate of the slower operand type; it works in passes of
+  whole channel groups (`amp_in_group` of k, `amp_out_group` of n: a ragged block pays
+  for the padding); each pass first loads its weights (in_group x out_group elements at
+  `amp_weight_load_bytes_per_cycle`), then streams the m rows; plus `amp_overhead_cycles`
+  per invocation;
+- every other kernel costs `kernel_overhead_cycles` plus, for each of its passes over
+  memory, the bytes it reads and writes at `vector_bytes_per_cycle` (a COPY at
+  `copy_bytes_per_cycle`) and its exp/tanh/erf/rsqrt evaluations at
+  `transcendental_elems_per_cycle`, each pass rounded up to whole cycles. Per element
+  of f16 data (2 B): GELU reads and writes (4 B) and evaluates once; BIAS reads x,
+  writes y (4 B) plus the bias row once; ADD reads its 1 + nsrc1 sources and writes
+  (2 B each); CAST reads the source width and writes the destination width; LAYERNORM
+  reads twice (statistics, then normalise) plus γ and β and writes (10 B), one rsqrt
+  per row; SOFTMAX reads twice and writes (6 B) with one exp per element; ONLINE_SOFTMAX
+  is a SOFTMAX pass plus the state update (one exp per row, 12 B of f32 state per row);
+  ROWSCALE reads x (and the addend with F_ADD) and writes, plus 4 B of f32 scale per row;
+- REPEAT costs nothing: its body runs `count` times (relocation moves addresses; the
+  oracle re-derives an iteration's costs only if a relocated word is one a cost reads);
+- host streams move at `host_bytes_per_cycle`, in and out each rounded up.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import isa
+
+BYTES = {isa.DTYPES["f16"]: 2, isa.DTYPES["fp8"]: 1, isa.DTYPES["f32"]: 4}
+DNAME = {v: k for k, v in isa.DTYPES.items()}
+# instruction words a cost reads, per opcode (1-based argument words; word 0 always)
+COST_WORDS = {isa.MATMUL: (4, 5, 6), isa.ADD: (4, 5), isa.COPY: (3, 4), isa.GELU: (3,),
+              isa.LAYERNORM: (5, 6), isa.SOFTMAX: (3, 4), isa.CAST: (3,), isa.ONLINE_SOFTMAX: (4, 5),
+              isa.ROWSCALE: (5, 6), isa.BIAS: (4, 5), isa.EXCH: (1, 2, 3)}
+ENTRY_COST_WORDS = (0, 2, 3)     # peer tile, row bytes, rows
+
+
+def _up(a, b):
+    return -(-np.asarray(a, np.int64) // b)
+
+
+class _Figures:
+    def __init__(self, fig: dict):
+        self.f = fig
+
+    def __getattr__(self, k):
+        return self.f[k]
+
+
+def kernel_cycles(op, w, f: _Figures) -> np.ndarray:
+    """Cycles of kernel instructions: op int64[n], w int64[n, INSTR_WORDS]."""
+    K, V, X = f.kernel_overhead_cycles, f.vector_bytes_per_cycle, f.transcendental_elems_per_cycle
+    out = np.zeros(len(op), np.int64)
+    dt, dt2, fl = (w[:, 0] >> 8) & 0xFF, (w[:, 0] >> 16) & 0xFF, (w[:, 0] >> 24) & 0xFF
+
+    def at(code):
+        return np.flatnonzero(op == code)
+
+    i = at(isa.MATMUL)
+    if len(i):
+        a = np.where(dt2[i] == 0, dt[i], dt2[i])
+        b = dt[i]
+        rate = {c: f.amp_macs_per_cycle[DNAME[c]] for c in BYTES}
+        ra, rb = np.vectorize(rate.get)(a), np.vectorize(rate.get)(b)
+        d = np.where(ra < rb, a, b)                      # the slower operand's type
+        for c in np.unique(d):
+            s = i[d == c]
+            name = DNAME[int(c)]
+            gi, go, r = f.amp_in_group[name], f.amp_out_group[name], f.amp_macs_per_cycle[name]
+            m, k, n = w[s, 4], w[s, 5], w[s, 6]
+            passes = _up(k, gi) * _up(n, go)
+            load = -(-(gi * go * BYTES[int(c)]) // f.amp_weight_load_bytes_per_cycle)
+            out[s] = f.amp_overhead_cycles + passes * (load + _up(m * gi * go, r))
+    i = at(isa.COPY)
+    out[i] = K + _up(w[i, 3] * w[i, 4], f.copy_bytes_per_cycle)
+    i = at(isa.ADD)
+    out[i] = K + _up(2 * w[i, 5] * (1 + w[i, 4] + 1), V)
+    i = at(isa.GELU)
+    out[i] = K + _up(4 * w[i, 3], V) + _up(w[i, 3], X)
+    i = at(isa.BIAS)
+    r, c = w[i, 4], w[i, 5]
+    out[i] = K + _up(4 * r * c + 2 * c, V)
+    i = at(isa.CAST)
+    src = np.vectorize(BYTES.get)(dt2[i]) if len(i) else 0
+    dst = np.vectorize(BYTES.get)(dt[i]) if len(i) else 0
+    out[i] = K + _up(w[i, 3] * (src + dst), V)
+    i = at(isa.LAYERNORM)
+    r, c = w[i, 5], w[i, 6]
+    out[i] = K + _up(10 * r * c, V) + _up(r, X)
+    i = at(isa.SOFTMAX)
+    r, c = w[i, 3], w[i, 4]
+    out[i] = K + _up(6 * r * c, V) + _up(r * c, X)
+    i = at(isa.ONLINE_SOFTMAX)
+    r, c = w[i, 4], w[i, 5]
+    out[i] = K + _up(6 * r * c, V) + _up(r * c, X) + _up(r, X) + _up(12 * r, V)
+    i = at(isa.ROWSCALE)
+    r, c = w[i, 5], w[i, 6]
+    add = (fl[i] & isa.F_ADD) != 0
+    out[i] = K + _up(r * c * (4 + 2 * add) + 4 * r, V)
+    return out
+
+
+class Oracle:
+    def __init__(self, program):
+        p = program
+        self.p, self.f = p, _Figures(dict(p.target))
+        self.T = T = len(p.code_addr)
+        code_off = np.asarray(p.code_off, np.int64)
+        self.words = np.frombuffer(np.ascontiguousarray(p.code, np.uint8).tobytes(), "<u4").astype(np.int64)
+        self.words = self.words.reshape(-1, isa.INSTR_WORDS)
+        n = np.diff(code_off) // isa.INSTR_BYTES
+        self.tile = np.repeat(np.arange(T), n)
+        self.pc = np.arange(len(self.tile)) - np.repeat(code_off[:-1] // isa.INSTR_BYTES, n)
+        op = self.words[:, 0] & 0xFF
+        self.op = op
+        # static superstep of each instruction (a REPEAT body counted once)
+        sync = (op == isa.SYNC).astype(np.int64)
+        before = np.cumsum(sync) - sync
+        first = np.repeat(np.cumsum(np.r_[0, n[:-1]]), n)
+        self.step = before - before[first]          # SYNCs before it on its own tile
+        nsync = np.bincount(self.tile, sync, T).astype(np.int64)
+        if len(set(nsync.tolist())) > 1:
+            raise ValueError(f"tiles disagree on the number of supersteps: {sorted(set(nsync.tolist()))}")
+        self.nsync = int(nsync[0]) if T else 0
+        tab = np.ascontiguousarray(p.table, np.uint8).tobytes()
+        self.table = np.frombuffer(tab[:len(tab) // 4 * 4], "<u4").astype(np.int64)
+        self.table_off = np.asarray(p.table_off, np.int64)
+        self.table_addr = np.asarray(p.table_addr, np.int64)
+        self.code_addr = np.asarray(p.code_addr, np.int64)
+
+    def table_index(self, tile, addr):
+        """Global table-word index of absolute address `addr` on `tile`."""
+        off = self.table_off[tile] + (addr - self.table_addr[tile])
+        if np.any(off % 4) or np.any(addr < self.table_addr[tile]) or \
+                np.any(addr - self.table_addr[tile] >= np.diff(self.table_off)[tile]):
+            raise ValueError("a table address lies outside its tile's exchange table")
+        return off // 4
+
+    # ---- one evaluation of the whole program's static supersteps ----------------
+    def costs(self, words, table):
+        """Per static superstep and tile: (cycles int64[S, T]). Uses `words`
+        (instruction words) and `table` (table words) as given (relocated or not)."""
+        T, S, f = self.T, self.nsync + 1, self.f
+        op = words[:, 0] & 0xFF
+        tile, step = self.tile, self.step
+        comp = np.zeros((S, T), np.int64)
+        kern = ~np.isin(op, (isa.END, isa.SYNC, isa.EXCH, isa.REPEAT))
+        np.add.at(comp, (step[kern], tile[kern]), kernel_cycles(op[kern], words[kern], f))
+        ex = np.flatnonzero(op == isa.EXCH)
+        send = np.zeros((S, T), np.int64)
+        recv = np.zeros((S, T), np.int64)
+        took = np.zeros((S, T), bool)
+        took[step[ex], tile[ex]] = True
+        if len(ex):
+            ns, nr = words[ex, 2], words[ex, 3]
+            ne = ns + nr
+            base = self.table_index(tile[ex], words[ex, 1])
+            inst = np.repeat(np.arange(len(ex)), ne)
+            j = np.arange(len(inst)) - np.repeat(np.cumsum(ne) - ne, ne)
+            at = base[inst] + j * isa.ENTRY_WORDS
+            nbytes = table[at + 2] * table[at + 3]
+            is_send = j < ns[inst]
+            np.add.at(send, (step[ex][inst][is_send], tile[ex][inst][is_send]), nbytes[is_send])
+            np.add.at(recv, (step[ex][inst][~is_send], tile[ex][inst][~is_send]), nbytes[~is_send])
+        worst = np.maximum(send.max(1, initial=0), recv.max(1, initial=0))
+        phase = f.exchange_phase_cycles + -(-worst // f.exchange_bytes_per_cycle)
+        cyc = np.where(took, phase[:, None], comp)
+        return cyc
+
+    def step_cycles(self) -> np.ndarray:
+        f, op, words = self.f, self.op, self.words
+        base = self.costs(words, self.table).max(1) + f.sync_cycles
+        S = self.nsync + 1
+        # the segment after the last SYNC is a superstep only if a tile does something there
+        last = (self.step == self.nsync) & (op != isa.END)
+        steps = list(range(S if last.any() else S - 1))
+        rep = np.flatnonzero(op == isa.REPEAT)
+        if not len(rep):
+            return base[steps]
+        if len(rep) != self.T or len(set(self.step[rep].tolist())) != 1:
+            raise ValueError("REPEAT must start the same superstep on every tile")
+        count, body, reloc, nreloc = (int(x) for x in self.words[rep[0], 1:5])
+        bodyn = self.words[rep, 2]
+        r0 = int(self.step[rep[0]])
+        in_body = np.zeros(len(op), bool)
+        for r, nb in zip(rep, bodyn):
+            in_body[r + 1:r + 1 + nb] = True
+        B = int(((op == isa.SYNC) & in_body)[rep[0]:rep[0] + 1 + int(bodyn[0])].sum())
+        per_iter = [base[r0:r0 + B]] * count
+        code_s, tab_s = self.relocations(rep, in_body)
+        if code_s is not None:
+            per_iter = []
+            for i in range(count):
+                w = (words + i * code_s) & 0xFFFFFFFF
+                t = (self.table + i * tab_s) & 0xFFFFFFFF
+                per_iter.append(self.costs(w, t).max(1)[r0:r0 + B] + f.sync_cycles)
+        out = [base[:r0]] + per_iter + [base[r0 + B:len(steps)]]
+        return np.concatenate(out)
+
+    def relocations(self, rep, in_body):
+        """Strides of relocated words (code, table) if any relocated word is one a
+        cost reads; (None, None) when relocation moves addresses only."""
+        code_s = np.zeros_like(self.words)
+        tab_s = np.zeros_like(self.table)
+        rep = rep[self.words[rep, 4] > 0]
+        n = self.words[rep, 4]
+        if not len(rep):
+            return None, None
+        # the relocation entries of every tile: (tile, word address, stride)
+        tile = np.repeat(self.tile[rep], n)
+        j = np.arange(len(tile)) - np.repeat(np.cumsum(n) - n, n)
+        at = np.repeat(self.table_index(self.tile[rep], self.words[rep, 3]), n) + j * isa.RELOC_WORDS
+        waddr, stride = self.table[at], self.table[at + 1]
+        c0 = self.code_addr[tile]
+        first = np.searchsorted(self.tile, np.arange(self.T))            # each tile's first instruction
+        ncode = np.bincount(self.tile, minlength=self.T)[tile]
+        in_code = (waddr >= c0) & (waddr < c0 + ncode * isa.INSTR_BYTES)
+        g = first[tile[in_code]] + (waddr[in_code] - c0[in_code]) // isa.INSTR_BYTES
+        word = (waddr[in_code] - c0[in_code]) % isa.INSTR_BYTES // 4
+        code_s[g, word] = stride[in_code]
+        cost_word = np.zeros((max(isa.OP_NAMES) + 1, isa.INSTR_WORDS), bool)
+        for op, ws in COST_WORDS.items():
+            cost_word[op, list(ws)] = True
+        costly = bool(cost_word[self.op[g], word].any())
+        tg = self.table_index(tile[~in_code], waddr[~in_code])
+        tab_s[tg] = stride[~in_code]
+        # the table words the body's exchanges read as peer, row bytes or rows
+        ex = np.flatnonzero((self.op == isa.EXCH) & in_body)
+        ne = self.words[ex, 2] + self.words[ex, 3]
+        base = np.repeat(self.table_index(self.tile[ex], self.words[ex, 1]), ne)
+        k = np.arange(len(base)) - np.repeat(np.cumsum(ne) - ne, ne)
+        read = (base + k * isa.ENTRY_WORDS)[:, None] + np.array(ENTRY_COST_WORDS)
+        costly |= bool(np.isin(tg, read).any())
+        return (code_s, tab_s) if costly else (None, None)
+
+
+def step_cycles(program) -> np.ndarray:
+    """Cycles of every executed superstep (sync included), in execution order."""
+    return Oracle(program).step_cycles()
+
+
+def host_cycles(program) -> int:
+    f = dict(program.target)
+    nbytes = [int((np.asarray(h["row_bytes"], np.int64) * np.asarray(h["rows"], np.int64)).sum())
+              for h in (program.host_in, program.host_out)]
+    return sum(-(-b // f["host_bytes_per_cycle"]) for b in nbytes)

@@ -364,7 +364,7 @@ def _read(zf: zipfile.ZipFile) -> Any:
 
 def _decode(src: Any, head: bytes) -> Any:
     if is_pickle(head):
-        raise CodecError("is a pickle: refusing to load it (loading a pickle can run code)")
+        raise CodecError("is a pickle (refused: loading a pickle can run code)")
     try:
         with zipfile.ZipFile(src) as zf:
             return _read(zf)

@@ -501,6 +501,9 @@ def map_reduce(fn: Callable[..., Any], items: Iterable[Any], reduce: Callable[[A
         gen = pending()
         try:
             _RUNNERS[ex.kind](ex, fn, gen, deliver, scatter, label, window or ex.config.window)
+        except BaseException:
+            prog.enabled = False    # no "n/n done" line after a failure: the error is the last word
+            raise
         finally:
             gen.close()
 

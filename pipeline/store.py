@@ -387,9 +387,8 @@ class Store:
             log.warning("store: could not delete corrupt entry %s: %s", key, _reason(e))
 
     def _refuse(self, path: str, why: str) -> None:
-        raise StoreError(f"store entry {path} {why}; refusing to load it (nothing in it was run): "
-                         f"it was not written by this version of Tessera -- check who can write to "
-                         f"{self.url}, then delete the entry")
+        raise StoreError(f"store entry {path}: {why}; nothing in it was run -- this Tessera did not "
+                         f"write it: check who can write to {self.url}, then delete it")
 
     def get(self, key: str) -> Any:
         """The value stored under ``key``, or ``MISSING`` (absent, or corrupt/truncated: deleted).
@@ -401,7 +400,7 @@ class Store:
         if data is None:
             return MISSING
         if codec.is_pickle(data):
-            self._refuse(path, "is a pickle")
+            self._refuse(path, "is a pickle (refused: loading a pickle can run code)")
         if len(data) < HEADER_SIZE:
             self._discard(key, f"truncated header ({len(data)} bytes)")
             return MISSING
@@ -417,12 +416,12 @@ class Store:
             self._discard(key, "sha256 mismatch")
             return MISSING
         if ver != FORMAT_VERSION or kind != CODEC_DATA:
-            self._refuse(path, f"has format version {ver}, codec {kind} (this Tessera writes "
+            self._refuse(path, f"format version {ver}, codec {kind} (refused: this Tessera reads "
                                f"{FORMAT_VERSION}, {CODEC_DATA})")
         try:
             return codec.loads(payload)
         except codec.CodecError as e:
-            self._refuse(path, f"is not a valid data entry ({e})")
+            self._refuse(path, f"not a data entry: {e}")
 
     def cached(self, key: str, fn: Callable[[], Any]) -> Any:
         """``get(key)``, or compute ``fn()``, ``put`` it, and return it."""

@@ -145,15 +145,12 @@ SHOW = "dvc exp show --csv --drop '.*' --keep 'Experiment|State|status|run.cycle
 def test_two_trials_share_one_store_concurrently(tmp_path):
     shared = tmp_path / "shared-store"
     d = copy_repo(tmp_path / "t")
-    p = yaml.safe_load((d / "params.yaml").read_text())
-    p["store"] = str(shared)
-    p["policy"]["plan_candidates"] = 12
-    (d / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     sh("git init -q -b main && dvc init -q && dvc config hydra.enabled True && dvc config core.autostage true"
        " && git add -A && git commit -qm init", d)
     # two caps that both fit the 32x64x64 GEMM: expand's items differ (the cap is in their
     # key), place's are the same tile problems, computed and written by both at once
-    q = sh("dvc exp run --queue -S 'policy.exchange_table_cap=65536,65535'", d)
+    q = sh(f"dvc exp run --queue -S 'policy.exchange_table_cap=65536,65535' -S policy.plan_candidates=12"
+           f" -S 'store={shared}'", d)
     assert q.stdout.count("Queued experiment") == 2
     sh("dvc exp run --run-all -j 2", d)
     rows = [r for r in csv.DictReader(io.StringIO(sh(SHOW, d).stdout)) if r["Experiment"]]
@@ -168,6 +165,9 @@ def test_two_trials_share_one_store_concurrently(tmp_path):
     assert all(store.get(k) is not store_mod.MISSING for k in keys)
     assert not [f for f in shared.rglob("*") if f.is_file() and not f.name.endswith(".tsr")]
     # lose nothing: each trial rerun alone finds every one of its items in the shared store
+    p = yaml.safe_load((d / "params.yaml").read_text())
+    p["store"] = str(shared)
+    p["policy"]["plan_candidates"] = 12
     for cap in (65536, 65535):
         p["policy"]["exchange_table_cap"] = cap
         (d / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))

@@ -231,3 +231,42 @@ def test_digest_stability():
     out = subprocess.run([sys.executable, "-c", code, str(REPO)], capture_output=True, text=True, env=env,
                          check=True).stdout.strip()
     assert out == digest({"b": b"abc", "a": a, "s": {"r", "q", "p"}})
+
+
+def _hammer(root: str, seed: int, rounds: int) -> list[str]:
+    """Put and get the same keys as another process; return what went wrong."""
+    bad = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            bad.append(record.getMessage())     # e.g. "store: entry ... is corrupt"
+    logging.getLogger("pipeline.store").addHandler(Collect(logging.WARNING))
+    s = Store(root)
+    rng = np.random.default_rng(seed)
+    for _ in range(rounds):
+        k = f"key{rng.integers(8)}"
+        want = {"k": k, "a": np.full(50_000 + int(k[-1]) * 1000, int(k[-1]), np.int64)}
+        if rng.random() < 0.5:
+            s.put(k, want)
+        else:
+            got = s.get(k)
+            if got is not MISSING and (got["k"] != k or not np.array_equal(got["a"], want["a"])):
+                bad.append(k)
+    return bad
+
+
+def test_concurrent_writers_of_the_same_keys(tmp_path, caplog):
+    """Two processes writing and reading the same keys: every read is whole (never corrupt,
+    never another key's value), every key ends present, no temporary file is left."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    root = str(tmp_path / "shared")
+    Store(root)
+    with cf.ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as pool:
+        outs = list(pool.map(_hammer, [root, root], [1, 2], [150, 150]))
+    assert outs == [[], []]
+    s = Store(root)
+    with caplog.at_level(logging.WARNING, logger="pipeline.store"):
+        assert all(s.get(k) is not MISSING for k in s.keys())
+    assert not caplog.records and len(s.keys()) == 8
+    assert [p.name for p in entry_files(tmp_path / "shared") if not p.name.endswith(".tsr")] == []

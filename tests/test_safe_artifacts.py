@@ -129,12 +129,15 @@ def test_no_code_path_unpickles_from_disk():
     none in the project's code (Dask's in-memory transport is Dask's own code)."""
     bad = re.compile(r"\b(?:c?pickle|cloudpickle|dill|joblib|marshal|shelve)\.(?:loads?|Unpickler|open)\b"
                      r"|allow_pickle\s*=\s*True|torch\.load|yaml\.(?:unsafe_)?load\(|Unpickler\(")
+    # the before/after benchmark times pickle.loads on bytes it just made in memory
+    exempt = {("experiments/artifact_format/serialise.py", "pickle.loads(blob)")}
     hits = []
     for root in ("compiler", "pipeline", "experiments"):
         for f in (REPO / root).rglob("*.py"):
+            rel = f.relative_to(REPO).as_posix()
             for i, line in enumerate(f.read_text().splitlines(), 1):
-                if bad.search(line):
-                    hits.append(f"{f.relative_to(REPO)}:{i}: {line.strip()}")
+                if bad.search(line) and not any(rel == e and s in line for e, s in exempt):
+                    hits.append(f"{rel}:{i}: {line.strip()}")
     assert not hits, hits
     assert bad.search("x = pickle" + ".loads(b)") and bad.search("np.load(p, allow_pickle" + "=True)")
 

@@ -42,11 +42,11 @@ import math
 import re
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
-__all__ = ["CodecError", "dumps", "loads", "load", "FORMAT", "SCHEMA", "is_pickle"]
+__all__ = ["CodecError", "dump", "dumps", "loads", "load", "FORMAT", "SCHEMA", "is_pickle"]
 
 FORMAT = "tessera-data"
 SCHEMA = 1
@@ -166,7 +166,7 @@ class _Encoder:
             name, raw = _dtype_name(o.dtype, where)
             doc = {"$array": len(self.arrays)}
             if raw is not None:
-                a, doc["view"] = o.view(raw) if o.flags.c_contiguous else np.ascontiguousarray(o).view(raw), name
+                a, doc["view"] = (o if o.flags.c_contiguous else o.copy(order="C")).view(raw), name
             else:
                 a = _narrow(o)
                 if a is None:
@@ -202,16 +202,27 @@ def _zipinfo(name: str) -> zipfile.ZipInfo:
     return zi
 
 
-def dumps(value: Any) -> bytes:
-    """The data-only encoding of ``value`` (deterministic bytes); CodecError naming what cannot be stored."""
+def dump(value: Any, f: BinaryIO) -> None:
+    """Write the data-only encoding of ``value`` to the seekable binary file ``f`` (from its
+    start); CodecError naming what cannot be stored, raised before anything is written."""
     enc = _Encoder()
     doc = {"format": FORMAT, "schema": SCHEMA, "value": enc.enc(value, "value")}
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
         zf.writestr(_zipinfo(DOC), _json(doc).encode())
         for i, a in enumerate(enc.arrays):
-            with zf.open(_zipinfo(f"{i}.npy"), "w", force_zip64=a.nbytes > 1 << 30) as f:
-                np.lib.format.write_array(f, a, allow_pickle=False)
+            a = a if a.flags.c_contiguous else a.copy(order="C")     # (ascontiguousarray makes 0-d 1-d)
+            with zf.open(_zipinfo(f"{i}.npy"), "w", force_zip64=a.nbytes > 1 << 30) as m:
+                # the .npy header, then the array's memory as is (no per-chunk copies)
+                np.lib.format.write_array_header_1_0(m, {"descr": np.lib.format.dtype_to_descr(a.dtype),
+                                                         "fortran_order": False, "shape": a.shape})
+                if a.nbytes:
+                    m.write(memoryview(a.reshape(-1).view(np.uint8)))
+
+
+def dumps(value: Any) -> bytes:
+    """The data-only encoding of ``value`` (deterministic bytes); CodecError naming what cannot be stored."""
+    buf = io.BytesIO()
+    dump(value, buf)
     return buf.getvalue()
 
 

@@ -36,12 +36,13 @@ class StageError(Exception):
     """Missing or unreadable upstream artifact, unwritable output: a one-line error."""
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data) -> None:
+    """Write ``data`` (bytes, or a function writing to a binary file) to ``path`` atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            data(f) if callable(data) else f.write(data)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
@@ -74,7 +75,7 @@ def load_result(phase: str):
 
 
 def save_result(phase: str, res) -> None:
-    write_atomic(ART / phase / RESULT, codec.dumps(res))
+    write_atomic(ART / phase / RESULT, lambda f: codec.dump(res, f))
 
 
 def make_mapper(executor: Executor, store: Store):

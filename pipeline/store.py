@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib.util
+import io
 import json
 import logging
 import math
@@ -341,7 +342,9 @@ class Store:
     def put(self, key: str, value: Any) -> None:
         """Encode ``value`` (data only, pipeline/codec.py) and write it atomically under ``key``."""
         final = self.path(key)
-        payload = codec.dumps(value)    # fails (CodecError) before anything is written
+        buf = io.BytesIO()
+        codec.dump(value, buf)          # fails (CodecError) before anything is written
+        payload = buf.getbuffer()
         header = _HEADER.pack(MAGIC, FORMAT_VERSION, CODEC_DATA, len(payload), hashlib.sha256(payload).digest())
         tmp = f"{final.rsplit('/', 1)[0]}/{_TMP_PREFIX}{key}-{uuid.uuid4().hex}"
         if self._local:
@@ -360,7 +363,7 @@ class Store:
         else:
             try:
                 self.fs.makedirs(final.rsplit("/", 1)[0], exist_ok=True)
-                self.fs.pipe_file(tmp, header + payload)
+                self.fs.pipe_file(tmp, header + bytes(payload))
                 self.fs.mv(tmp, final)
             except BaseException:
                 try:

@@ -47,7 +47,7 @@ def sample():
         "i64": np.array([[0, 7], [-3, 1 << 40]], np.int64), "small": np.arange(5, dtype=np.int64),
         "u16": np.arange(3, dtype=np.uint16), "f16": np.linspace(0, 1, 7, dtype=np.float16),
         "f8": np.array([0.5, -2, 448], ml_dtypes.float8_e4m3fn), "bool": np.array([True, False]),
-        "empty": np.zeros((0, 3), np.int64), "0d": np.array(2.5), "strided": np.arange(20.0)[::3],
+        "empty": np.zeros((0, 3), np.int64), "0d": np.array(2.5), "F": np.ones((2, 3), order="F"), "strided": np.arange(20.0)[::3],
         "np_scalars": [np.int64(5), np.float32(1.5), np.bool_(True), ml_dtypes.float8_e4m3fn(2.0)],
         "dc": [Rejection("place", "memory", "tile 3", {"tile": 3}),
                Candidate(((0, Grid(1, 2, 2, 1, 1, 16, 64, 32, 100, 4096)),), 10, frozenset({1, 0}))],

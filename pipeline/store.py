@@ -57,9 +57,9 @@ from typing import Any, Callable, Iterable
 
 import cloudpickle
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 
 from . import codec
-from fsspec.implementations.local import LocalFileSystem
 
 __all__ = ["Store", "StoreError", "MISSING", "task_key", "digest", "code_version"]
 

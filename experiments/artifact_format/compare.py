@@ -11,6 +11,7 @@ Results: results.json next to this file (medians over the rounds)."""
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 import yaml
@@ -53,6 +55,17 @@ def set_params(d: Path, overrides: list[str]) -> None:
     (d / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
 
 
+def pickled(blob: bytes) -> bool:
+    """The file, or a zip member in it (store entries: after the 52-byte header), starts like a pickle."""
+    off = 52 if blob[:8] == b"TSRSTORE" else 0
+    if blob[off:off + 1] == b"\x80":
+        return True
+    if blob[off:off + 2] != b"PK":
+        return False
+    with zipfile.ZipFile(io.BytesIO(blob[off:])) as zf:
+        return any(pickled(zf.read(n)) for n in zf.namelist())
+
+
 def trial(d: Path) -> dict:
     shutil.rmtree(d / ".tessera-store", ignore_errors=True)
     shutil.rmtree(d / "artifacts", ignore_errors=True)
@@ -67,6 +80,8 @@ def trial(d: Path) -> dict:
         out[ph] = {"wall_s": wall, "elapsed_s": host["elapsed_s"], "peak_rss_mib": host["peak_rss_mib"],
                    "artifact_bytes": res[0].stat().st_size if res else 0}
     store = d / ".tessera-store"
+    files = [f for r in (d / "artifacts", store) for f in r.rglob("*") if f.is_file()]
+    out["files"], out["pickles"] = len(files), sum(pickled(f.read_bytes()) for f in files)
     out["store_bytes"] = sum(f.stat().st_size for f in store.rglob("*.tsr"))
     out["store_entries"] = sum(1 for _ in store.rglob("*.tsr"))
     return out
@@ -92,7 +107,7 @@ def main() -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     med = {s: {ph: {k: statistics.median(run[ph][k] for run in rs) for k in rs[0][ph]} for ph in PHASES}
-           | {k: rs[0][k] for k in ("store_bytes", "store_entries")} for s, rs in runs.items()}
+           | {k: rs[0][k] for k in ("store_bytes", "store_entries", "files", "pickles")} for s, rs in runs.items()}
     result = {"before": a.before, "rounds": a.rounds, "overrides": a.S, "median": med, "runs": runs}
     (HERE / "results.json").write_text(json.dumps(result, indent=1) + "\n")
     b, f = med["before"], med["after"]
@@ -108,6 +123,8 @@ def main() -> None:
           f"{tot(b, 'wall_s'):.1f} → {tot(f, 'wall_s'):.1f} | {tot(b, 'elapsed_s'):.2f} → {tot(f, 'elapsed_s'):.2f} | |")
     print(f"store: {b['store_entries']} entries {b['store_bytes'] / 1e6:.1f} MB → "
           f"{f['store_entries']} entries {f['store_bytes'] / 1e6:.1f} MB")
+    print(f"files under artifacts/ and the store that are (or hold) pickles: {b['pickles']}/{b['files']} → "
+          f"{f['pickles']}/{f['files']}")
 
 
 if __name__ == "__main__":

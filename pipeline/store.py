@@ -373,16 +373,23 @@ class Store:
                 raise
 
     # -- read ----------------------------------------------------------------------------
-    def _read(self, path: str) -> bytes | None:
+    def _read(self, path: str) -> tuple[bytes | None, int | None]:
+        """The entry's bytes (None if absent) and, locally, the inode they were read from."""
         try:
             if self._local:
                 with open(path, "rb") as f:
-                    return f.read()
-            return self.fs.cat_file(path)
+                    return f.read(), os.fstat(f.fileno()).st_ino
+            return self.fs.cat_file(path), None
         except (FileNotFoundError, NotADirectoryError):
-            return None
+            return None, None
 
-    def _discard(self, key: str, why: str) -> None:
+    def _discard(self, key: str, why: str, inode: int | None = None) -> None:
+        if inode is not None:   # another trial sharing the store may have replaced it meanwhile
+            try:
+                if os.stat(self.path(key)).st_ino != inode:
+                    return
+            except FileNotFoundError:
+                return
         log.warning("store: entry %s is corrupt (%s); deleted, it will be recomputed", key, why)
         try:
             self.delete(key)
@@ -399,24 +406,24 @@ class Store:
         Raises StoreError (one line) for an entry that is intact but not ours (a pickle, another
         format version, a payload the codec refuses): that was written on purpose by someone."""
         path = self.path(key)
-        data = self._read(path)
+        data, inode = self._read(path)
         if data is None:
             return MISSING
         if codec.is_pickle(data):
             self._refuse(path, "is a pickle (refused: loading a pickle can run code)")
         if len(data) < HEADER_SIZE:
-            self._discard(key, f"truncated header ({len(data)} bytes)")
+            self._discard(key, f"truncated header ({len(data)} bytes)", inode)
             return MISSING
         magic, ver, kind, n, sha = _HEADER.unpack_from(data)
         if magic != MAGIC:
-            self._discard(key, "bad magic")
+            self._discard(key, "bad magic", inode)
             return MISSING
         if len(data) - HEADER_SIZE != n:
-            self._discard(key, f"payload length {len(data) - HEADER_SIZE} != {n}")
+            self._discard(key, f"payload length {len(data) - HEADER_SIZE} != {n}", inode)
             return MISSING
         payload = memoryview(data)[HEADER_SIZE:]
         if hashlib.sha256(payload).digest() != sha:
-            self._discard(key, "sha256 mismatch")
+            self._discard(key, "sha256 mismatch", inode)
             return MISSING
         if ver != FORMAT_VERSION or kind != CODEC_DATA:
             self._refuse(path, f"format version {ver}, codec {kind} (refused: this Tessera reads "

@@ -20,9 +20,11 @@ A file is an uncompressed zip: ``data.json`` (``{"format": "tessera-data", "sche
   dtype's name. Object arrays cannot be stored. Every occurrence is stored (no sharing by
   identity): the bytes are a function of the value alone, so a result read back from the store
   encodes exactly like a freshly computed one.
-* Dataclasses: ``{"$dc": "compiler.plan.Candidate", "fields": {...}}``. Only the types named
-  in ``compiler.result.RESULT_TYPES`` are written or read: the name in a file is looked up in
-  that allowlist, never imported; the object is made with ``cls.__new__`` and its fields set
+* Dataclasses: ``{"$dc": 3, "v": [...]}``, the field values in the order of row 3 of the file's
+  type table ``"types": [["compiler.plan.Candidate", ["strategy", "cycles", ...]], ...]`` (names
+  written once per file, not per object). Only the types named in
+  ``compiler.result.RESULT_TYPES`` are written or read: a name in a file is looked up in that
+  allowlist, never imported; the object is made with ``cls.__new__`` and its fields set
   (no ``__init__``/``__post_init__``, as pickle does). A field missing from the file takes its
   default; an unknown field is an error.
 
@@ -139,6 +141,8 @@ class _Encoder:
     def __init__(self):
         self.arrays: list[np.ndarray] = []
         self.names = _allowlist()[1]
+        self.classes: dict[str, int] = {}      # dataclass name -> its row in the type table
+        self.table: list[list] = []            # [name, [field names]]: written once per file
 
     def enc(self, o: Any, where: str) -> Any:
         t = type(o)
@@ -188,8 +192,11 @@ class _Encoder:
             if extra:
                 raise CodecError(f"cannot store {where}: {name} has attributes that are not fields: "
                                  f"{', '.join(sorted(extra))}")
-            return {"$dc": name, "fields": {f.name: self.enc(getattr(o, f.name), f"{where}.{f.name}")
-                                            for f in fields}}
+            idx = self.classes.get(name)
+            if idx is None:
+                idx = self.classes[name] = len(self.table)
+                self.table.append([name, [f.name for f in fields]])
+            return {"$dc": idx, "v": [self.enc(getattr(o, f.name), f"{where}.{f.name}") for f in fields]}
         raise CodecError(f"cannot store {where}: type {t.__module__}.{t.__qualname__} "
                          f"(only data: numbers, str, bytes, containers, numpy arrays, result dataclasses)")
 
@@ -206,7 +213,8 @@ def dump(value: Any, f: BinaryIO) -> None:
     """Write the data-only encoding of ``value`` to the seekable binary file ``f`` (from its
     start); CodecError naming what cannot be stored, raised before anything is written."""
     enc = _Encoder()
-    doc = {"format": FORMAT, "schema": SCHEMA, "value": enc.enc(value, "value")}
+    val = enc.enc(value, "value")
+    doc = {"format": FORMAT, "schema": SCHEMA, "types": enc.table, "value": val}
     with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
         zf.writestr(_zipinfo(DOC), _json(doc).encode())
         for i, a in enumerate(enc.arrays):
@@ -235,10 +243,10 @@ def _reject_constant(c: str):
 
 
 class _Decoder:
-    def __init__(self, zf: zipfile.ZipFile, n_arrays: int):
+    def __init__(self, zf: zipfile.ZipFile, n_arrays: int, table: Any):
         self.zf = zf
         self.n = n_arrays
-        self.types = _allowlist()[0]
+        self.table = [self.row(r) for r in _list(table, "types")]
 
     def dec(self, j: Any) -> Any:
         if type(j) is list:
@@ -291,7 +299,9 @@ class _Decoder:
                 a = a.astype(_dtype(j["as"]))
             return a
         if tag == "$dc":
-            return self.dataclass(v, j.get("fields"))
+            if type(v) is not int or not 0 <= v < len(self.table):
+                raise CodecError(f"type reference {v!r} out of range")
+            return self.dataclass(self.table[v], _list(j.get("v"), "$dc values"))
         raise CodecError(f"unknown tag {tag}")
 
     def array(self, name: str) -> np.ndarray:
@@ -301,27 +311,39 @@ class _Decoder:
         except ValueError as e:     # e.g. "Object arrays cannot be loaded when allow_pickle=False"
             raise CodecError(f"member {name}: {_line(e)}") from None
 
-    def dataclass(self, name: Any, fields: Any) -> Any:
-        cls = self.types.get(name) if isinstance(name, str) else None
+    @staticmethod
+    def row(r: Any) -> tuple:
+        """A type-table row [name, [field names]] checked against the allowlist: (class, names, defaults)."""
+        if type(r) is not list or len(r) != 2 or type(r[1]) is not list:
+            raise CodecError("malformed type table")
+        name, names = r
+        cls = _allowlist()[0].get(name) if isinstance(name, str) else None
         if cls is None:
             raise CodecError(f"type {name!r} is not one Tessera reads (compiler.result.RESULT_TYPES)")
-        if type(fields) is not dict:
-            raise CodecError(f"{name}: malformed fields")
         known = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = set(fields) - set(known)
+        unknown = [n for n in names if n not in known]
         if unknown:
-            raise CodecError(f"{name}: unknown field {sorted(unknown)[0]!r}")
-        obj = cls.__new__(cls)
+            raise CodecError(f"{name}: unknown field {unknown[0]!r}")
+        if len(set(names)) != len(names):
+            raise CodecError(f"{name}: repeated field")
+        missing = []                       # fields the file lacks take their defaults
         for fname, f in known.items():
-            if fname in fields:
-                val = self.dec(fields[fname])
-            elif f.default is not dataclasses.MISSING:
-                val = f.default
-            elif f.default_factory is not dataclasses.MISSING:
-                val = f.default_factory()
-            else:
+            if fname in names:
+                continue
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise CodecError(f"{name}: field {fname!r} missing")
-            object.__setattr__(obj, fname, val)
+            missing.append(f)
+        return cls, names, missing
+
+    def dataclass(self, row: tuple, values: list) -> Any:
+        cls, names, missing = row
+        if len(values) != len(names):
+            raise CodecError(f"{cls.__qualname__}: {len(values)} values for {len(names)} fields")
+        obj = cls.__new__(cls)
+        for fname, v in zip(names, values):
+            object.__setattr__(obj, fname, self.dec(v))
+        for f in missing:
+            object.__setattr__(obj, f.name, f.default if f.default is not dataclasses.MISSING else f.default_factory())
         return obj
 
 
@@ -370,7 +392,7 @@ def _read(zf: zipfile.ZipFile) -> Any:
         raise CodecError(f"schema version {schema} is older than this Tessera reads ({SCHEMA}): recompute it")
     if "value" not in doc:
         raise CodecError(f"{DOC} has no value")
-    return _Decoder(zf, n).dec(doc["value"])
+    return _Decoder(zf, n, doc.get("types", [])).dec(doc["value"])
 
 
 def _decode(src: Any, head: bytes) -> Any:

@@ -135,8 +135,11 @@ def zip_of(members: dict[str, bytes]) -> bytes:
     return buf.getvalue()
 
 
-def doc_of(value, schema=codec.SCHEMA, fmt=codec.FORMAT) -> bytes:
-    return json.dumps({"format": fmt, "schema": schema, "value": value}).encode()
+def doc_of(value, schema=codec.SCHEMA, fmt=codec.FORMAT, types=()) -> bytes:
+    return json.dumps({"format": fmt, "schema": schema, "types": list(types), "value": value}).encode()
+
+
+REJ = "compiler.result.Rejection"
 
 
 def npy(a, allow_pickle=False) -> bytes:
@@ -179,9 +182,13 @@ def test_refusals_run_no_code(tmp_path):
         (zip_of({"data.json": doc_of({"$array": 0}), "0.npy": npy(planted_obj_array, True)}),
          ["0.npy", "allow_pickle"]),
         (zip_of({"data.json": doc_of({"$array": 3})}), ["out of range"]),
-        (zip_of({"data.json": doc_of({"$dc": "os.system", "fields": {}})}), ["'os.system'"]),
-        (zip_of({"data.json": doc_of({"$dc": "compiler.result.Rejection", "fields": {"evil": 1}})}),
-         ["unknown field 'evil'"]),
+        (zip_of({"data.json": doc_of({"$dc": 0, "v": ["ls"]}, types=[["os.system", ["command"]]])}),
+         ["'os.system'"]),
+        (zip_of({"data.json": doc_of(1, types=[[REJ, ["phase", "evil"]]])}), ["unknown field 'evil'"]),
+        (zip_of({"data.json": doc_of({"$dc": 1, "v": []}, types=[[REJ, ["phase", "reason", "message"]]])}),
+         ["out of range"]),
+        (zip_of({"data.json": doc_of({"$dc": 0, "v": [1]}, types=[[REJ, ["phase", "reason", "message"]]])}),
+         ["1 values for 3 fields"]),
         (zip_of({"data.json": doc_of({"$scalar": "O", "hex": ""})}), ["dtype"]),
         (zip_of({"data.json": doc_of({"$array": 0, "view": "object"}), "0.npy": npy(np.zeros(2, np.uint8))}),
          ["dtype"]),
@@ -203,13 +210,11 @@ def test_refusals_run_no_code(tmp_path):
 
 
 def test_missing_field_takes_its_default():
-    blob = zip_of({"data.json": doc_of({"$dc": "compiler.result.Rejection",
-                                        "fields": {"phase": "p", "reason": "r", "message": "m"}})})
+    blob = zip_of({"data.json": doc_of({"$dc": 0, "v": ["p", "r", "m"]}, types=[[REJ, ["phase", "reason", "message"]]])})
     r = codec.loads(blob)
     assert r == Rejection("p", "r", "m") and r.figures == {}
     with pytest.raises(CodecError, match="field 'message' missing"):
-        codec.loads(zip_of({"data.json": doc_of({"$dc": "compiler.result.Rejection",
-                                                 "fields": {"phase": "p", "reason": "r"}})}))
+        codec.loads(zip_of({"data.json": doc_of({"$dc": 0, "v": ["p", "r"]}, types=[[REJ, ["phase", "reason"]]])}))
 
 
 def test_allowlist_names_resolve_to_dataclasses():

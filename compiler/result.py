@@ -15,3 +15,23 @@ class Rejection:
 
     def metrics(self) -> dict:
         return {"phase": self.phase, "reason": self.reason, **self.figures}
+
+
+# The dataclasses a phase result or fan-out result may hold: the only types the data-only
+# codec (pipeline/codec.py) writes and reconstructs. A name read from a file is looked up
+# here, never imported. A new result dataclass goes here (the codec names it if it is missing).
+RESULT_TYPES = (
+    "compiler.result.Rejection",
+    "compiler.target.Target",
+    "compiler.policy.Policy",
+    "compiler.ir.Tensor", "compiler.ir.Op", "compiler.ir.Repeat", "compiler.ir.Graph",
+    "compiler.phases.ModelResult",
+    "compiler.plan.Candidate", "compiler.plan.PlanResult", "compiler.plan.matmul.Grid",
+    "compiler.expand.Expanded", "compiler.expand.ExpandResult", "compiler.expand.tilegraph.TileGraph",
+    "compiler.place.config.PlaceConfig", "compiler.place.problem.Solution",
+    "compiler.place.phase.Support", "compiler.place.phase.Placement", "compiler.place.phase.PlaceResult",
+    "compiler.schedule.Schedule",
+    "compiler.lower.program.Program", "compiler.lower.LowerResult",
+    "compiler.run.RunResult",
+    "compiler.report.ReportResult",
+)

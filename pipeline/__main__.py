@@ -28,7 +28,7 @@ usage: python -m pipeline <stage> [--help]
 
 Runs one stage of the trial, as dvc.yaml does (`dvc repro` runs them all, in order). A stage
 reads params.yaml (the composed config), checks every key and value, loads its upstream
-artifacts/<phase>/result.pkl, runs the compiler phase and writes its outputs only when it
+artifacts/<phase>/result.npz, runs the compiler phase and writes its outputs only when it
 succeeds. Bad input: one line `error: ...`, exit 2, the stage's previous outputs untouched.
 A trial that does not fit is a result: exit 0, status rejected in metrics/trial.json.
 
@@ -56,7 +56,7 @@ def stage_help(phase: str) -> str:
         upstream = "-"
     else:
         ups = PHASES[phase][0]
-        reads = "params.yaml" + "".join(f", artifacts/{u}/result.pkl" for u in ups)
+        reads = "params.yaml" + "".join(f", artifacts/{u}/result.npz" for u in ups)
         writes = ", ".join(str(p.relative_to(REPO)) for p in outputs_of(phase))
         upstream = ", ".join(ups) or "-"
     return (f"usage: python -m pipeline {phase} [--help]\n\n"

@@ -22,7 +22,8 @@ window/executor/arrival order; ``collect_by_index`` keeps everything in a dict b
 Store. With ``store`` and ``key(item) -> str``, an item whose key is in the store is reduced
 from the stored value and not submitted; every computed result is ``put`` into the store as
 soon as it arrives. A stage that is killed (even SIGKILL) therefore resumes by recomputing only
-the unfinished items.
+the unfinished items. Stored results must be data (``pipeline/codec.py``: numbers, strings,
+containers, numpy arrays, the compiler's result dataclasses); a store entry never holds code.
 
 Executors (``ExecutorConfig.kind``):
 
@@ -50,7 +51,9 @@ input died, or the cluster restarted), the inputs are scattered again and the it
 Worker processes re-import the main module: scripts that use ``processes`` must guard their
 entry point with ``if __name__ == "__main__":``. ``fn`` must be picklable by cloudpickle
 (module-level functions of importable modules are sent by reference; the workers must be able
-to import them -- the same checkout / PYTHONPATH).
+to import them -- the same checkout / PYTHONPATH). Tasks, scattered inputs and results travel
+between client and workers in memory with Dask's own (pickle) serialisation: trusted transport
+inside one cluster, never read back from a file of ours.
 
 To reuse one cluster for several ``map_reduce`` calls, open a session:
 ``with Executor(cfg) as ex: map_reduce(..., executor=ex)``.
@@ -501,6 +504,9 @@ def map_reduce(fn: Callable[..., Any], items: Iterable[Any], reduce: Callable[[A
         gen = pending()
         try:
             _RUNNERS[ex.kind](ex, fn, gen, deliver, scatter, label, window or ex.config.window)
+        except BaseException:
+            prog.enabled = False    # no "n/n done" line after a failure: the error is the last word
+            raise
         finally:
             gen.close()
 

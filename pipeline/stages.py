@@ -2,7 +2,7 @@
 
 A stage reads params.yaml, loads its upstream artifacts, runs the compiler phase
 with a mapper that fans out over Dask through the content-addressed store, and
-writes artifacts/<phase>/result.pkl, metrics/<phase>.json and the host monitor
+writes artifacts/<phase>/result.npz (data only: pipeline/codec.py), metrics/<phase>.json and the host monitor
 files, all atomically. A rejection is a result (exit 0); bad input is a one-line
 error (exit 2)."""
 from __future__ import annotations
@@ -10,18 +10,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pickle
 import sys
 import tempfile
 from pathlib import Path
-
-import cloudpickle
 
 import compiler
 from compiler.phases import PHASES, run_phase
 from compiler.report import rejection_line, report
 from compiler.target import ConfigError
 
+from . import codec
 from .config import REPO, load_params
 from .fanout import Executor, ExecutorConfig, map_reduce
 from .monitor import HostMonitor
@@ -31,7 +29,7 @@ ART = REPO / "artifacts"
 METRICS = REPO / "metrics"
 PLOTS = METRICS / "plots"       # dvc plots data written by the report stage (git-tracked, small)
 HOST = METRICS / "host"         # host time/RSS per stage: git-ignored, not a DVC out (they differ every run)
-RESULT = "result.pkl"
+RESULT = "result.npz"           # pipeline/codec.py: JSON + .npy members, nothing that can run code
 UNITS = {"expand": "candidates", "place": "tile problems"}   # what the progress line counts
 CODE = sorted(str(p) for p in Path(compiler.__file__).parent.rglob("*.py"))  # the compiler's code version
 
@@ -40,12 +38,13 @@ class StageError(Exception):
     """Missing or unreadable upstream artifact, unwritable output: a one-line error."""
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data) -> None:
+    """Write ``data`` (bytes, or a function writing to a binary file) to ``path`` atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            data(f) if callable(data) else f.write(data)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
@@ -66,13 +65,19 @@ def _plain(o):
 def load_result(phase: str):
     path = ART / phase / RESULT
     try:
-        return pickle.loads(path.read_bytes())
+        return codec.load(path)
     except FileNotFoundError:
         raise StageError(f"missing upstream artifact {path.relative_to(REPO)}: "
                          f"run `dvc repro {phase}` first") from None
-    except Exception as e:
-        raise StageError(f"unreadable upstream artifact {path.relative_to(REPO)} ({e}): "
-                         f"rerun `dvc repro -f {phase}`") from None
+    except codec.CodecError as e:
+        raise StageError(f"unreadable upstream artifact {path.relative_to(REPO)}: {e}; "
+                         f"rerun `dvc repro -f {phase}` (or find who wrote it)") from None
+    except OSError as e:
+        raise StageError(f"unreadable upstream artifact {path.relative_to(REPO)}: {e.strerror or e}") from None
+
+
+def save_result(phase: str, res) -> None:
+    write_atomic(ART / phase / RESULT, lambda f: codec.dump(res, f))
 
 
 def make_mapper(executor: Executor, store: Store):
@@ -82,13 +87,9 @@ def make_mapper(executor: Executor, store: Store):
         shared = shared or {}
         base = digest(shared)
         key = lambda item: task_key(task, CODE, [base, digest(item)], {})
-
-        def detached(acc, i, result):
-            # A freshly computed result may share objects with the inputs; one read back
-            # from the store does not, and pickle writes the two differently. Reduce a
-            # detached copy either way, so a resumed run writes byte-identical artifacts.
-            return reduce(acc, i, cloudpickle.loads(cloudpickle.dumps(result, protocol=5)))
-        return map_reduce(fn, items, detached, init, executor=executor, store=store, key=key,
+        # A fresh result and one read back from the store encode to the same bytes (the codec
+        # writes values, not object identities), so a resumed run writes identical artifacts.
+        return map_reduce(fn, items, reduce, init, executor=executor, store=store, key=key,
                           label=task, scatter=shared, unit=UNITS.get(task, "items"))
     return mapper
 
@@ -131,7 +132,7 @@ def run_stage(phase: str, params: str | Path | None = None) -> object:
                 write_atomic(PLOTS / name, text.encode())
             write_json(METRICS / "trial.json", res.summary)
         else:
-            write_atomic(out / RESULT, pickle.dumps(res, protocol=4))
+            save_result(phase, res)
             write_json(METRICS / f"{phase}.json", {phase: res.metrics()})
         write_json(HOST / f"{phase}.json", host)
     except BaseException:

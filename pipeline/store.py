@@ -16,29 +16,37 @@ A task result is stored under a key that hashes everything the result depends on
   (dict order does not matter), dataclasses, and as a last resort the pickle of the object.
 * ``Store(url)`` -- any fsspec URL or a plain path. Entries live at ``<root>/<k[:2]>/<k>.tsr``.
   Each entry is a 52-byte header (magic ``TSRSTORE``, format version, codec, payload length,
-  sha256 of the payload) followed by the cloudpickle payload. Writes go to a temporary name in
-  the same directory and are renamed into place (``os.replace`` locally, ``fs.mv`` elsewhere),
-  so a reader never sees a partial entry, even if the writer is killed. Reads verify magic,
-  version, length and sha256: a corrupt or truncated entry is logged (``logging.warning``
-  naming the key), deleted, and reported as ``MISSING`` -- it is recomputed, never trusted.
+  sha256 of the payload) followed by the payload: the value in the data-only format of
+  ``pipeline/codec.py`` (JSON and .npy members in a zip; nothing in it can run code). Writes
+  go to a temporary name in the same directory and are renamed into place (``os.replace``
+  locally, ``fs.mv`` elsewhere), so a reader never sees a partial entry, even if the writer is
+  killed, and two trials writing the same key concurrently leave one whole entry.
+* Reads verify magic, length and sha256: a corrupt or truncated entry is logged
+  (``logging.warning`` naming the key), deleted, and reported as ``MISSING`` -- it is
+  recomputed, never trusted. An entry whose envelope is intact but which is not ours -- a
+  pickle, another format version, a payload the codec refuses -- did not come from a torn
+  write: someone wrote it. ``get`` refuses it with a one-line ``StoreError`` naming the entry
+  and leaves it for inspection; nothing in it runs.
 * The store is probed at construction; an unwritable location raises
   ``StoreError: cannot write to store <path>: <reason>`` (one line).
 
 The default location used by the stages is ``<repo>/.tessera-store`` (``Store.default()``),
 overridable with the ``TESSERA_STORE`` environment variable.
 
-This module is generic: it imports nothing from ``compiler/``.
+This module is generic: it imports nothing from ``compiler/`` (the codec looks up dataclass
+names in ``compiler.result.RESULT_TYPES``, its allowlist, when it first meets one).
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import importlib.util
+import io
 import json
 import logging
 import math
 import os
-import pickle
+import pickle  # digest() of otherwise unhashable objects: dumps only, nothing is ever unpickled
 import re
 import struct
 import sys
@@ -51,6 +59,8 @@ import cloudpickle
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+from . import codec
+
 __all__ = ["Store", "StoreError", "MISSING", "task_key", "digest", "code_version"]
 
 log = logging.getLogger(__name__)
@@ -58,8 +68,8 @@ log = logging.getLogger(__name__)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 MAGIC = b"TSRSTORE"
-FORMAT_VERSION = 1
-CODEC_CLOUDPICKLE = 0
+FORMAT_VERSION = 2          # 1: cloudpickle payloads (never read any more; keys changed with the version)
+CODEC_DATA = 1              # pipeline/codec.py
 _HEADER = struct.Struct(">8sHHQ32s")  # magic, version, codec, payload length, sha256(payload)
 HEADER_SIZE = _HEADER.size  # 52
 SUFFIX = ".tsr"
@@ -195,6 +205,7 @@ def task_key(task: str, code: list[Any], inputs: list[str], config: dict) -> str
     """
     payload = {
         "format": FORMAT_VERSION,
+        "schema": codec.SCHEMA,
         "task": str(task),
         "code": code_version(code),
         "inputs": [str(i) for i in inputs],
@@ -237,7 +248,7 @@ def _feed(h: "hashlib._Hash", obj: Any) -> None:
             a = np.ascontiguousarray(a)
             meta = f"a{a.dtype.str}{a.dtype.descr if a.dtype.fields else ''}{a.shape}:".encode()
             h.update(meta)
-            h.update(memoryview(a).cast("B") if a.size else b"")
+            h.update(a.reshape(-1).view(np.uint8).data if a.size else b"")   # any dtype (ml_dtypes too)
     elif isinstance(obj, (list, tuple)):
         h.update(b"%c%d:" % (b"l" if isinstance(obj, list) else b"t", len(obj)))
         for x in obj:
@@ -278,21 +289,6 @@ def digest(obj: Any) -> str:
 # --------------------------------------------------------------------------------------------
 # The store
 # --------------------------------------------------------------------------------------------
-
-class _HashingWriter:
-    """File-like that hashes and counts what is written through it."""
-
-    def __init__(self, f):
-        self.f = f
-        self.h = hashlib.sha256()
-        self.n = 0
-
-    def write(self, b) -> int:
-        mv = memoryview(b).cast("B")
-        self.h.update(mv)
-        self.n += mv.nbytes
-        return self.f.write(mv)
-
 
 def _reason(e: BaseException) -> str:
     r = getattr(e, "strerror", None) or str(e) or type(e).__name__
@@ -344,18 +340,19 @@ class Store:
 
     # -- write ---------------------------------------------------------------------------
     def put(self, key: str, value: Any) -> None:
-        """Serialise ``value`` with cloudpickle and write it atomically under ``key``."""
+        """Encode ``value`` (data only, pipeline/codec.py) and write it atomically under ``key``."""
         final = self.path(key)
+        buf = io.BytesIO()
+        codec.dump(value, buf)          # fails (CodecError) before anything is written
+        payload = buf.getbuffer()
+        header = _HEADER.pack(MAGIC, FORMAT_VERSION, CODEC_DATA, len(payload), hashlib.sha256(payload).digest())
         tmp = f"{final.rsplit('/', 1)[0]}/{_TMP_PREFIX}{key}-{uuid.uuid4().hex}"
         if self._local:
             os.makedirs(os.path.dirname(final), exist_ok=True)
             try:
                 with open(tmp, "wb") as f:
-                    f.write(b"\0" * HEADER_SIZE)
-                    w = _HashingWriter(f)
-                    cloudpickle.dump(value, w, protocol=5)
-                    f.seek(0)
-                    f.write(_HEADER.pack(MAGIC, FORMAT_VERSION, CODEC_CLOUDPICKLE, w.n, w.h.digest()))
+                    f.write(header)
+                    f.write(payload)
                 os.replace(tmp, final)
             except BaseException:
                 try:
@@ -364,12 +361,9 @@ class Store:
                     pass
                 raise
         else:
-            payload = cloudpickle.dumps(value, protocol=5)
-            header = _HEADER.pack(MAGIC, FORMAT_VERSION, CODEC_CLOUDPICKLE, len(payload),
-                                  hashlib.sha256(payload).digest())
             try:
                 self.fs.makedirs(final.rsplit("/", 1)[0], exist_ok=True)
-                self.fs.pipe_file(tmp, header + payload)
+                self.fs.pipe_file(tmp, header + bytes(payload))
                 self.fs.mv(tmp, final)
             except BaseException:
                 try:
@@ -379,52 +373,65 @@ class Store:
                 raise
 
     # -- read ----------------------------------------------------------------------------
-    def _read(self, path: str) -> bytes | None:
+    def _read(self, path: str) -> tuple[bytes | None, int | None]:
+        """The entry's bytes (None if absent) and, locally, the inode they were read from."""
         try:
             if self._local:
                 with open(path, "rb") as f:
-                    return f.read()
-            return self.fs.cat_file(path)
+                    return f.read(), os.fstat(f.fileno()).st_ino
+            return self.fs.cat_file(path), None
         except (FileNotFoundError, NotADirectoryError):
-            return None
+            return None, None
 
-    def _discard(self, key: str, why: str) -> None:
+    def _discard(self, key: str, why: str, inode: int | None = None) -> None:
+        if inode is not None:   # another trial sharing the store may have replaced it meanwhile
+            try:
+                if os.stat(self.path(key)).st_ino != inode:
+                    return
+            except FileNotFoundError:
+                return
         log.warning("store: entry %s is corrupt (%s); deleted, it will be recomputed", key, why)
         try:
             self.delete(key)
         except Exception as e:  # pragma: no cover - best effort
             log.warning("store: could not delete corrupt entry %s: %s", key, _reason(e))
 
-    def _check(self, data: bytes) -> str | None:
-        if len(data) < HEADER_SIZE:
-            return f"truncated header ({len(data)} bytes)"
-        magic, ver, codec, n, sha = _HEADER.unpack_from(data)
-        if magic != MAGIC:
-            return "bad magic"
-        if ver != FORMAT_VERSION:
-            return f"format version {ver} != {FORMAT_VERSION}"
-        if codec != CODEC_CLOUDPICKLE:
-            return f"unknown codec {codec}"
-        if len(data) - HEADER_SIZE != n:
-            return f"payload length {len(data) - HEADER_SIZE} != {n}"
-        if hashlib.sha256(memoryview(data)[HEADER_SIZE:]).digest() != sha:
-            return "sha256 mismatch"
-        return None
+    def _refuse(self, path: str, why: str) -> None:
+        raise StoreError(f"store entry {path}: {why}; nothing in it was run -- this Tessera did not "
+                         f"write it: check who can write to {self.url}, then delete it")
 
     def get(self, key: str) -> Any:
-        """The value stored under ``key``, or ``MISSING`` (absent, corrupt or truncated)."""
+        """The value stored under ``key``, or ``MISSING`` (absent, or corrupt/truncated: deleted).
+
+        Raises StoreError (one line) for an entry that is intact but not ours (a pickle, another
+        format version, a payload the codec refuses): that was written on purpose by someone."""
         path = self.path(key)
-        data = self._read(path)
+        data, inode = self._read(path)
         if data is None:
             return MISSING
-        why = self._check(data)
-        if why is None:
-            try:
-                return cloudpickle.loads(memoryview(data)[HEADER_SIZE:])
-            except Exception as e:
-                why = f"cannot unpickle: {_reason(e)}"
-        self._discard(key, why)
-        return MISSING
+        if codec.is_pickle(data):
+            self._refuse(path, "is a pickle (refused: loading a pickle can run code)")
+        if len(data) < HEADER_SIZE:
+            self._discard(key, f"truncated header ({len(data)} bytes)", inode)
+            return MISSING
+        magic, ver, kind, n, sha = _HEADER.unpack_from(data)
+        if magic != MAGIC:
+            self._discard(key, "bad magic", inode)
+            return MISSING
+        if len(data) - HEADER_SIZE != n:
+            self._discard(key, f"payload length {len(data) - HEADER_SIZE} != {n}", inode)
+            return MISSING
+        payload = memoryview(data)[HEADER_SIZE:]
+        if hashlib.sha256(payload).digest() != sha:
+            self._discard(key, "sha256 mismatch", inode)
+            return MISSING
+        if ver != FORMAT_VERSION or kind != CODEC_DATA:
+            self._refuse(path, f"format version {ver}, codec {kind} (refused: this Tessera reads "
+                               f"{FORMAT_VERSION}, {CODEC_DATA})")
+        try:
+            return codec.loads(payload)
+        except codec.CodecError as e:
+            self._refuse(path, f"not a data entry: {e}")
 
     def cached(self, key: str, fn: Callable[[], Any]) -> Any:
         """``get(key)``, or compute ``fn()``, ``put`` it, and return it."""

@@ -119,11 +119,11 @@ def test_corrupt_params_yaml(built, text):
 
 
 def test_missing_and_corrupt_upstream_artifact(repo):
-    one_line_error(run(repo, "pipeline", "plan"), "artifacts/model/result.pkl")
+    one_line_error(run(repo, "pipeline", "plan"), "artifacts/model/result.npz")
     assert leftovers(repo, "plan") == []
     (repo / "artifacts" / "model").mkdir(parents=True)
-    (repo / "artifacts" / "model" / "result.pkl").write_bytes(b"\x80\x04truncated")
-    one_line_error(run(repo, "pipeline", "plan"), "artifacts/model/result.pkl")
+    (repo / "artifacts" / "model" / "result.npz").write_bytes(b"\x80\x04truncated")
+    one_line_error(run(repo, "pipeline", "plan"), "artifacts/model/result.npz")
     assert leftovers(repo, "plan") == []
 
 
@@ -136,7 +136,7 @@ def test_unwritable_store_path(repo):
 def test_unwritable_output_leaves_nothing(repo):
     (repo / "metrics").write_text("a file where the metrics directory should be\n")
     one_line_error(run(repo, "pipeline", "model"), "metrics")
-    assert leftovers(repo, "model") == []                         # result.pkl was written, then removed
+    assert leftovers(repo, "model") == []                         # result.npz was written, then removed
     assert not [p for p in (repo / "artifacts" / "model").glob(".*")]
 
 

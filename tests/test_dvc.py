@@ -150,8 +150,8 @@ def test_stage_errors_are_one_line_and_nonzero(tmp_path):
     p["model"]["k"] = 64
     (d / "params.yaml").write_text(yaml.safe_dump(p))
     r = stage(d, "plan")                                  # no model artifact yet
-    assert r.returncode == 2 and "artifacts/model/result.pkl" in r.stderr
-    assert not (d / "artifacts" / "plan" / "result.pkl").exists()
+    assert r.returncode == 2 and "artifacts/model/result.npz" in r.stderr
+    assert not (d / "artifacts" / "plan" / "result.npz").exists()
 
 
 def test_rejection_is_data_exit_zero(tmp_path):

@@ -41,12 +41,12 @@ def test_k_split_reduction_runs_four_supersteps():
 
 
 def test_same_config_same_bytes():
-    import pickle
+    from pipeline import codec
     a = compile_trial(cfg(m=24, k=64, n=40, dtype="fp8", policy={"grid": "2x2x2"}))
     b = compile_trial(cfg(m=24, k=64, n=40, dtype="fp8", policy={"grid": "2x2x2"}))
     pa, pb = a["lower"].program, b["lower"].program
     assert pa.code.tobytes() == pb.code.tobytes() and pa.table.tobytes() == pb.table.tobytes()
-    assert pickle.dumps(a["place"]) == pickle.dumps(b["place"])
+    assert codec.dumps(a["place"]) == codec.dumps(b["place"])
 
 
 def test_too_large_is_rejected_with_deficit():

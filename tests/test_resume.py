@@ -75,13 +75,13 @@ def trial(tmp_path_factory):
     for ph in ("model", "plan"):
         sh([sys.executable, "-m", "pipeline", ph], d)
     finish(stage(d, "expand"))                       # the uninterrupted reference
-    ref = (d / "artifacts" / "expand" / "result.pkl").read_bytes()
+    ref = (d / "artifacts" / "expand" / "result.npz").read_bytes()
     return d, ref
 
 
 def test_sigkill_mid_fanout_resumes_from_store(trial):
     d, ref = trial
-    res = d / "artifacts" / "expand" / "result.pkl"
+    res = d / "artifacts" / "expand" / "result.npz"
     res.unlink()
     (d / "metrics" / "expand.json").unlink()
     set_params(d, store=".store-kill")
@@ -104,7 +104,7 @@ def test_sigkill_mid_fanout_resumes_from_store(trial):
     assert entries(store) == N
     assert res.read_bytes() == ref                   # byte-identical to the uninterrupted run
     print(f"\nresume: killed after {done}/{N} candidates; resumed run recomputed {N - cached}, "
-          f"reused {cached}; result.pkl byte-identical ({len(ref)} B)")
+          f"reused {cached}; result.npz byte-identical ({len(ref)} B)")
 
 
 def test_corrupt_and_truncated_entries_are_recomputed(trial):
@@ -120,7 +120,7 @@ def test_corrupt_and_truncated_entries_are_recomputed(trial):
     assert err.count("is corrupt") == 3, err
     _, cached = counts(err, N)
     assert cached == N - 3
-    assert (d / "artifacts" / "expand" / "result.pkl").read_bytes() == ref
+    assert (d / "artifacts" / "expand" / "result.npz").read_bytes() == ref
 
 
 def _workers(pid: int) -> list[psutil.Process]:
@@ -137,7 +137,7 @@ def test_dead_worker_is_retried_under_processes(trial, tmp_path):
     sh([sys.executable, "-m", "pipeline", "plan"], d)
     set_params(d, store=".store-ref2")
     finish(stage(d, "expand"))                         # reference for N_PROC (threads: same result, faster)
-    ref = (d / "artifacts" / "expand" / "result.pkl").read_bytes()
+    ref = (d / "artifacts" / "expand" / "result.npz").read_bytes()
     set_params(d, **{"executor.kind": "processes", "executor.temp_dir": str(tmp_path), "store": ".store-proc"})
     store = d / ".store-proc"
     p = stage(d, "expand")
@@ -155,4 +155,4 @@ def test_dead_worker_is_retried_under_processes(trial, tmp_path):
     err = finish(p)
     _, cached = counts(err, N_PROC)
     assert cached == 0
-    assert (d / "artifacts" / "expand" / "result.pkl").read_bytes() == ref
+    assert (d / "artifacts" / "expand" / "result.npz").read_bytes() == ref

@@ -49,7 +49,7 @@ def point(n: int, executor: str, scratch: Path) -> dict:
     return {"candidates": plan["candidates"], "screened": m["expand"].get("screened"),
             "finalists": m["expand"]["finalists"], "peak_rss_mib": host["peak_rss_mib"],
             "elapsed_s": host["elapsed_s"], "stage_wall_s": round(wall, 2),
-            "result_pkl_mib": round((d / "artifacts" / "expand" / "result.pkl").stat().st_size / 2**20, 1)}
+            "result_npz_mib": round((d / "artifacts" / "expand" / "result.npz").stat().st_size / 2**20, 1)}
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import pipeline.store as store_mod  # noqa: E402
+from pipeline import codec  # noqa: E402
 from pipeline.store import HEADER_SIZE, MISSING, Store, StoreError, digest, task_key  # noqa: E402
 
 
@@ -25,14 +26,14 @@ def entry_files(root: Path) -> list[Path]:
 
 def test_round_trip_local(tmp_path):
     s = Store(tmp_path / "store")
-    value = {"a": np.arange(12, dtype=np.int32).reshape(3, 4), "b": [1, "x", None], "f": lambda x: x + 1}
+    value = {"a": np.arange(12, dtype=np.int32).reshape(3, 4), "b": [1, "x", None], "t": (1.5, b"\0")}
     k = "k" + "0" * 63
     assert s.get(k) is MISSING and k not in s
     s.put(k, value)
     assert k in s
     got = s.get(k)
     np.testing.assert_array_equal(got["a"], value["a"])
-    assert got["b"] == value["b"] and got["f"](1) == 2
+    assert got["b"] == value["b"] and got["t"] == value["t"]
     # a stored None is a value, not a miss
     s.put("none-key", None)
     assert s.get("none-key") is None and "none-key" in s
@@ -98,30 +99,65 @@ def test_contains_detects_truncation_cheaply(tmp_path):
     assert "abc" not in s
 
 
-class Explodes:
-    """Pickling writes a big chunk first (the list element before it), then fails."""
-
-    def __reduce__(self):
-        raise RuntimeError("boom mid-serialize")
-
-
-def test_atomic_write_no_partial_entry(tmp_path):
+def test_code_is_refused_before_anything_is_written(tmp_path):
+    """Only data is stored: a function or an arbitrary object fails (CodecError, naming it)
+    before any byte reaches the store."""
     s = Store(tmp_path / "st")
     s.put("key1", "old value")
     before = entry_files(tmp_path / "st")
-    with pytest.raises(RuntimeError, match="boom"):
-        s.put("key1", [os.urandom(4 << 20), Explodes()])
-    with pytest.raises(RuntimeError, match="boom"):
-        s.put("key2", [os.urandom(4 << 20), Explodes()])
+    for bad in ([os.urandom(4 << 20), lambda x: x], {"obj": Path("x")}):
+        with pytest.raises(codec.CodecError, match="cannot store value"):
+            s.put("key1", bad)
+    assert entry_files(tmp_path / "st") == before
+    assert s.get("key1") == "old value"
+
+
+class WriteFails(Exception):
+    pass
+
+
+def test_atomic_write_no_partial_entry(tmp_path, monkeypatch):
+    """A writer that dies mid-write (here: the payload write raises) leaves no entry."""
+    s = Store(tmp_path / "st")
+    s.put("key1", "old value")
+    before = entry_files(tmp_path / "st")
+    real_open = open
+
+    class Half:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            self.f.close()
+
+        def write(self, b):
+            if len(b) > 1 << 20:
+                self.f.write(bytes(b)[: len(b) // 2])
+                raise WriteFails("disk full mid-payload")
+            return self.f.write(b)
+
+    monkeypatch.setattr("builtins.open", lambda p, m="r", *a, **k: Half(real_open(p, m, *a, **k))
+                        if "w" in m and ".tmp-" in str(p) else real_open(p, m, *a, **k))
+    for key in ("key1", "key2"):
+        with pytest.raises(WriteFails):
+            s.put(key, [os.urandom(4 << 20)])
+    monkeypatch.undo()
     assert entry_files(tmp_path / "st") == before  # no temp or partial file visible
     assert s.get("key1") == "old value"
     assert "key2" not in s and s.get("key2") is MISSING
 
 
-def test_atomic_write_remote_fs():
+def test_atomic_write_remote_fs(monkeypatch):
     s = Store(f"memory://tessera-test-{uuid.uuid4().hex}")
-    with pytest.raises(RuntimeError, match="boom"):
-        s.put("key2", [b"x" * 1000, Explodes()])
+
+    def mv(*a, **k):
+        raise WriteFails("rename failed")
+    monkeypatch.setattr(s.fs, "mv", mv)
+    with pytest.raises(WriteFails):
+        s.put("key2", [b"x" * 1000])
     assert s.keys() == [] and s.fs.find(s.root) == []
 
 
@@ -195,3 +231,42 @@ def test_digest_stability():
     out = subprocess.run([sys.executable, "-c", code, str(REPO)], capture_output=True, text=True, env=env,
                          check=True).stdout.strip()
     assert out == digest({"b": b"abc", "a": a, "s": {"r", "q", "p"}})
+
+
+def _hammer(root: str, seed: int, rounds: int) -> list[str]:
+    """Put and get the same keys as another process; return what went wrong."""
+    bad = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            bad.append(record.getMessage())     # e.g. "store: entry ... is corrupt"
+    logging.getLogger("pipeline.store").addHandler(Collect(logging.WARNING))
+    s = Store(root)
+    rng = np.random.default_rng(seed)
+    for _ in range(rounds):
+        k = f"key{rng.integers(8)}"
+        want = {"k": k, "a": np.full(50_000 + int(k[-1]) * 1000, int(k[-1]), np.int64)}
+        if rng.random() < 0.5:
+            s.put(k, want)
+        else:
+            got = s.get(k)
+            if got is not MISSING and (got["k"] != k or not np.array_equal(got["a"], want["a"])):
+                bad.append(k)
+    return bad
+
+
+def test_concurrent_writers_of_the_same_keys(tmp_path, caplog):
+    """Two processes writing and reading the same keys: every read is whole (never corrupt,
+    never another key's value), every key ends present, no temporary file is left."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    root = str(tmp_path / "shared")
+    Store(root)
+    with cf.ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as pool:
+        outs = list(pool.map(_hammer, [root, root], [1, 2], [150, 150]))
+    assert outs == [[], []]
+    s = Store(root)
+    with caplog.at_level(logging.WARNING, logger="pipeline.store"):
+        assert all(s.get(k) is not MISSING for k in s.keys())
+    assert not caplog.records and len(s.keys()) == 8
+    assert [p.name for p in entry_files(tmp_path / "shared") if not p.name.endswith(".tsr")] == []

@@ -27,7 +27,7 @@ class PlaceConfig:
     section_inference: bool = True      # ...prune when a time section's remaining bytes cannot fit
     search_node_budget: int = 4096      # per search method and part
     search_filter_budget: int = 2_000_000  # domain subtractions per address-domain search
-    canonical_node_budget: int = 20_000  # nodes per part for the canonical search
+    canonical_node_budget: int = 20_000  # nodes per part for the canonical search (0: no limit)
     time_limit_s: float | None = None   # optional wall-clock cap on the searches (benchmarks)
 
     @classmethod

@@ -75,7 +75,7 @@ def _solve_part(sub, cfg, deadline):
         # near zero slack, where its "leave this floor empty" branch dies at
         # once), then the monotone-offset MiniMalloc order (strong with slack and
         # at proving infeasibility). Either one's exhaustion is a proof.
-        budget = cfg.canonical_node_budget
+        budget = cfg.canonical_node_budget if cfg.canonical_node_budget > 0 else 1 << 62
         modes = [(False, budget)]
         if cfg.canonical_skyline:
             modes = [(True, budget // 2), (False, budget - budget // 2)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -142,6 +143,11 @@ def run_stage(phase: str, params: str | Path | None = None) -> object:
             write_json(METRICS / "trial.json", {**res.summary, "host": host})
         else:
             write_atomic(out / RESULT, pickle.dumps(res, protocol=4))
+            if phase == "place":   # policy.place.dump: tile problems for the CLI / other allocators
+                shutil.rmtree(out / "dumps", ignore_errors=True)
+                files = [("index.txt", "".join(f"{n}\n" for n, _ in res.dumps) or "none\n")]
+                for name, text in files + res.dumps:
+                    write_atomic(out / "dumps" / name, text.encode())
             write_json(METRICS / f"{phase}.json", {phase: res.metrics(), "host": host})
     except BaseException:
         for f in outputs_of(phase):   # no partial outputs: a failed stage leaves none of its files

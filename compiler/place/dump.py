@@ -290,6 +290,18 @@ def write_csv(path, p: Problem, addr, extras: dict | None = None) -> None:
     Path(path).write_text("\n".join(lines) + "\n")
 
 
+def to_csv_text(p: Problem) -> tuple[str, int]:
+    """(CSV text, capacity): the lifetime x size x alignment relaxation of a tile
+    problem for allocators that know only that: offsets relative to memory_base,
+    capacity = the tile's free bytes (memory less reserved ranges); regions,
+    bank edges and reserved ranges are left out (the JSON dump keeps them)."""
+    cap = int(p.memory_end - p.memory_base - (p.reserved[:, 1] - p.reserved[:, 0]).sum())
+    lines = ["id,lower,upper,size,alignment"]
+    lines += [f"{p.name(i).replace(',', ';')},{int(p.start[i])},{int(p.end[i])},{int(p.extent[i])},{int(p.align[i])}"
+              for i in range(len(p))]
+    return "\n".join(lines) + "\n", cap
+
+
 def capacity_from_name(path) -> int | None:
     """MiniMalloc's benchmark files name their capacity: `A.1048576.csv`."""
     parts = Path(path).name.split(".")

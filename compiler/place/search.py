@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from . import bound, greedy
 from .addrsearch import AddressSearch
 from .canonical import CanonicalSearch
+from .skyline_jit import CompiledSkyline, pure
 from .instance import SubInstance, parts
 
 
@@ -64,6 +65,14 @@ def _solve_part(sub, cfg, deadline):
         if failed < 0:
             return a, name, 0, False
     nodes = 0
+    if cfg.canonical and cfg.compiled_skyline and pure(sub):
+        a, st, nodes = _compiled(sub, cfg, deadline)
+        if a is not None:
+            return a, "compiled-skyline", nodes, False
+        if st == "exhausted":
+            return None, "compiled-skyline-exhausted", nodes, True
+        if deadline is not None and time.perf_counter() >= deadline:
+            return None, "unknown", nodes, False
     if cfg.search:
         s = AddressSearch(sub, cfg, deadline)
         a, st = s.run()
@@ -94,3 +103,41 @@ def _solve_part(sub, cfg, deadline):
             if st == "exhausted":
                 return None, "canonical-exhausted", nodes, True
     return None, "unknown", nodes, False
+
+
+def _compiled(sub, cfg, deadline):
+    """Spend the part's budget (nodes: canonical_node_budget, 0 = none; and/or
+    the wall clock) on the compiled skyline as restarts: round r gives each
+    tie-break order 2n * 2^r nodes (MiniMalloc's round robin of preorders),
+    plus one seeded shuffle per round. An attempt that ends under its limit
+    explored everything: a proof. (addr | None, placed|exhausted|budget, nodes)"""
+    cs = CompiledSkyline(sub, cfg)
+    budget = cfg.canonical_node_budget if cfg.canonical_node_budget > 0 else 1 << 62
+    rate = None                       # nodes per second, measured
+    rnd = 0
+    while True:
+        seeds = [0, 1, 2, 3 + rnd] if cfg.canonical_restarts else [0]
+        for seed in seeds:
+            limit = (sub.n * 2 << rnd) if cfg.canonical_restarts else budget
+            limit = min(limit, budget - cs.nodes)
+            if deadline is not None:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    return None, "budget", cs.nodes
+                if rate is not None:
+                    limit = min(limit, max(1000, int(left * rate)))
+                elif not cfg.canonical_restarts:
+                    limit = min(limit, 20_000)     # a first, short probe measures the rate
+            if limit <= 0:
+                return None, "budget", cs.nodes
+            t = time.perf_counter()
+            n0 = cs.nodes
+            r = cs.run(limit, cs.preorders(seed))
+            dt = time.perf_counter() - t
+            if cs.nodes - n0 >= 1000 and dt > 0:
+                rate = (cs.nodes - n0) / dt
+            if r == 1:
+                return cs.addr, "placed", cs.nodes
+            if r == 0:
+                return None, "exhausted", cs.nodes
+        rnd += 1

@@ -43,11 +43,12 @@ except ImportError:  # pragma: no cover - numba is a declared dependency
         return lambda f: f
 
 INF = 1 << 62
-STACK = 256 << 20
+STACK = 512 << 20       # the kernels recurse per placement and per waste step;
+MAX_DEPTH = 60_000      # deeper than this an attempt ends without a verdict
 
 
 @njit(cache=True)
-def minoff(c, sf, s0, s1, al):
+def _minoff(c, sf, s0, s1, al):
     m = sf[s0[c]]
     for t in range(s0[c] + 1, s1[c]):
         if sf[t] > m:
@@ -55,37 +56,92 @@ def minoff(c, sf, s0, s1, al):
     a = al[c]
     return (m + a - 1) // a * a
 
+
 @njit(cache=True)
-def infer(lo, hi, f, sf, tot, addr, s0, s1, al, mptr, mlist, cap, low):
-    for t in range(lo, hi):
-        low[t] = INF
-    for t in range(lo, hi):
-        if tot[t] == 0:
+def _refresh(cs, nc, S, P, trail_c, trail_t):
+    """After floors changed under requests cs[:nc] (and placements): recompute
+    their lowest starts `mo`, and `low` (the lowest start of an unplaced
+    request, per section) on the sections of every request whose `mo` changed.
+    Old values go on the trails (returned as counts) for undo."""
+    sf, tot, addr, mo, low, stamp, cut = S
+    ext, al, s0, s1, pre, mptr, mlist, optr, olist = P
+    ntc = 0
+    ntt = 0
+    stamp[0] += 1
+    mark = stamp[0]
+    for q in range(nc):
+        c = cs[q]
+        if addr[c] >= 0:
+            new = INF          # placed: leaves every section's minimum
+        else:
+            new = _minoff(c, sf, s0, s1, al)
+        if new == mo[c]:
             continue
-        for k in range(mptr[t], mptr[t + 1]):
-            c = mlist[k]
-            if addr[c] >= 0 or s0[c] != t:
-                continue       # each unplaced request once, at its first section
-            m = minoff(c, sf, s0, s1, al)
-            for u in range(s0[c], s1[c]):
-                if m < low[u]:
-                    low[u] = m
+        trail_c[2 * ntc] = c
+        trail_c[2 * ntc + 1] = mo[c]
+        ntc += 1
+        mo[c] = new
+        for t in range(s0[c], s1[c]):
+            if stamp[1 + t] == mark:
+                continue
+            stamp[1 + t] = mark
+            trail_t[2 * ntt] = t
+            trail_t[2 * ntt + 1] = low[t]
+            ntt += 1
+            m = INF
+            for k in range(mptr[t], mptr[t + 1]):
+                d = mlist[k]
+                if mo[d] < m:
+                    m = mo[d]
+            low[t] = m
+    return ntc, ntt
+
+
+@njit(cache=True)
+def _undo(S, trail_c, ntc, trail_t, ntt):
+    mo, low = S[3], S[4]
+    for q in range(ntt - 1, -1, -1):
+        low[trail_t[2 * q]] = trail_t[2 * q + 1]
+    for q in range(ntc - 1, -1, -1):
+        mo[trail_c[2 * q]] = trail_c[2 * q + 1]
+
+
+@njit(cache=True)
+def _check(lo, hi, f, S, cap):
+    """Section inference: the unplaced bytes of each section fit above the
+    highest of its floor, f and the lowest start of a request live there."""
+    sf, tot, low = S[0], S[1], S[4]
     for t in range(lo, hi):
         if tot[t] == 0:
             continue
         b = sf[t]
         if f > b:
             b = f
-        if low[t] < INF and low[t] > b:
+        if low[t] > b:
             b = low[t]
         if tot[t] + b > cap:
             return False
     return True
 
+
 @njit(cache=True)
-def dfs(lo, hi, sf, tot, addr, ext, al, s0, s1, pre, mptr, mlist, cap, low, st, flags):
-    # st: [nodes, limit]; flags: [inference, decompose, hatless]
-    # returns 1 placed (state left placed), 0 exhausted (state restored), -1 limit
+def _place_trails(P, b, n):
+    optr = P[7]
+    k = optr[b + 1] - optr[b] + 1
+    return np.empty(2 * k, np.int64), np.empty(2 * n + 2, np.int64), np.empty(k, np.int64)
+
+
+@njit(cache=True)
+def dfs(lo, hi, S, P, cap, st, flags):
+    """st: [nodes, node limit, depth, depth limit]; flags: [inference,
+    decompose, hatless, dominance]. 1 placed (state left placed), 0 exhausted
+    (state restored), -1 a limit hit (no verdict)."""
+    if st[2] > st[3]:
+        return -1
+    sf, tot, addr, mo, low, stamp, cut = S
+    ext, al, s0, s1, pre, mptr, mlist, optr, olist = P
+    n = len(ext)
+    ns = len(sf)
     first = -1
     for t in range(lo, hi):
         if tot[t] > 0:
@@ -100,36 +156,20 @@ def dfs(lo, hi, sf, tot, addr, ext, al, s0, s1, pre, mptr, mlist, cap, low, st, 
             break
     lo, hi = first, last + 1
     if flags[1]:
-        # runs of sections with work left, cut by empty sections
-        nrun = 0
-        t = lo
-        while t < hi:
-            if tot[t] > 0:
-                nrun += 1
-                while t < hi and tot[t] > 0:
-                    t += 1
-            else:
-                t += 1
-        if nrun > 1:
-            sf_save = sf[lo:hi].copy()
-            tot_save = tot[lo:hi].copy()
-            addr_save = addr.copy()
-            t = lo
-            while t < hi:
-                if tot[t] > 0:
-                    a = t
-                    while t < hi and tot[t] > 0:
-                        t += 1
-                    r = dfs(a, t, sf, tot, addr, ext, al, s0, s1, pre, mptr, mlist, cap,
-                            low, st, flags)
-                    if r != 1:
-                        if r == 0:
-                            sf[lo:hi] = sf_save
-                            tot[lo:hi] = tot_save
-                            addr[:] = addr_save
-                        return r
-                else:
-                    t += 1
+        # MiniMalloc's dynamic decomposition: section boundaries no unplaced
+        # request crosses (cut == 0) split the sections into runs that share
+        # only placed requests: each run is solved on its own
+        runs = _runs(lo, hi, tot, cut)
+        if len(runs) > 2:
+            saves = _save(S)
+            for q in range(0, len(runs), 2):
+                st[2] += 1
+                r = dfs(runs[q], runs[q + 1], S, P, cap, st, flags)
+                st[2] -= 1
+                if r != 1:
+                    if r == 0:
+                        _restore(S, saves)
+                    return r
             return 1
     # lowest, leftmost floor among sections with work left
     ta = -1
@@ -152,7 +192,7 @@ def dfs(lo, hi, sf, tot, addr, ext, al, s0, s1, pre, mptr, mlist, cap, low, st, 
     # lowest start, or on top of an unplaced request (whose floor is >= f):
     # at least f + the smallest unplaced extent
     minext = INF
-    for c in range(len(ext)):
+    for c in range(n):
         if addr[c] < 0 and ext[c] < minext and s0[c] >= lo and s1[c] <= hi:
             minext = ext[c]
     nxt = INF
@@ -160,7 +200,7 @@ def dfs(lo, hi, sf, tot, addr, ext, al, s0, s1, pre, mptr, mlist, cap, low, st, 
         c = mlist[k]
         if addr[c] >= 0:
             continue
-        m = minoff(c, sf, s0, s1, al)
+        m = mo[c]
         if m == f:
             if m + ext[c] <= cap:
                 cand[nc] = c
@@ -187,16 +227,31 @@ def dfs(lo, hi, sf, tot, addr, ext, al, s0, s1, pre, mptr, mlist, cap, low, st, 
             tot[t] -= ext[b]
             if tot[t] > 0:
                 hatless = False
+        for t in range(a0, a1 - 1):
+            cut[t] -= 1
+        trail_c, trail_t, cs = _place_trails(P, b, ns)
+        ncs = 0
+        cs[ncs] = b
+        ncs += 1
+        for k in range(optr[b], optr[b + 1]):
+            if addr[olist[k]] < 0:
+                cs[ncs] = olist[k]
+                ncs += 1
+        ntc, ntt = _refresh(cs, ncs, S, P, trail_c, trail_t)
         ok = True
         if flags[0]:
-            ok = infer(lo, hi, f, sf, tot, addr, s0, s1, al, mptr, mlist, cap, low)
+            ok = _check(lo, hi, f, S, cap)
         if ok:
-            r = dfs(lo, hi, sf, tot, addr, ext, al, s0, s1, pre, mptr, mlist, cap, low, st,
-                    flags)
+            st[2] += 1
+            r = dfs(lo, hi, S, P, cap, st, flags)
+            st[2] -= 1
             if r != 0:
                 return r
+        _undo(S, trail_c, ntc, trail_t, ntt)
         for t in range(a0, a1):
             tot[t] += ext[b]
+        for t in range(a0, a1 - 1):
+            cut[t] += 1
         sf[a0:a1] = saved
         addr[b] = -1
         if hatless and flags[2]:
@@ -209,18 +264,194 @@ def dfs(lo, hi, sf, tot, addr, ext, al, s0, s1, pre, mptr, mlist, cap, low, st, 
         return 0
     old = sf[ta]
     sf[ta] = nxt
+    cs = np.empty(nm, np.int64)
+    ncs = 0
+    for k in range(mptr[ta], mptr[ta + 1]):
+        if addr[mlist[k]] < 0:
+            cs[ncs] = mlist[k]
+            ncs += 1
+    trail_c = np.empty(2 * nm, np.int64)
+    trail_t = np.empty(2 * ns + 2, np.int64)
+    ntc, ntt = _refresh(cs, ncs, S, P, trail_c, trail_t)
     ok = True
     if flags[0]:
-        ok = infer(lo, hi, f, sf, tot, addr, s0, s1, al, mptr, mlist, cap, low)
+        ok = _check(lo, hi, f, S, cap)
     r = 0
     if ok:
-        r = dfs(lo, hi, sf, tot, addr, ext, al, s0, s1, pre, mptr, mlist, cap, low, st, flags)
+        st[2] += 1
+        r = dfs(lo, hi, S, P, cap, st, flags)
+        st[2] -= 1
     if r == 0:
+        _undo(S, trail_c, ntc, trail_t, ntt)
         sf[ta] = old
     return r
 
 
+@njit(cache=True)
+def _runs(lo, hi, tot, cut):
+    """MiniMalloc's dynamic decomposition: section boundaries no unplaced request
+    crosses (cut == 0) split [lo, hi) into runs sharing only placed requests.
+    Returns [a0, b0, a1, b1, ...] of the runs with work left."""
+    out = np.empty(2 * (hi - lo), np.int64)
+    k = 0
+    t = lo
+    while t < hi:
+        a = t
+        work = False
+        while True:
+            if tot[t] > 0:
+                work = True
+            t += 1
+            if t >= hi or cut[t - 1] == 0:
+                break
+        if work:
+            out[k] = a
+            out[k + 1] = t
+            k += 2
+    return out[:k]
 
+
+@njit(cache=True)
+def _save(S):
+    return (S[0].copy(), S[1].copy(), S[2].copy(), S[3].copy(), S[4].copy(), S[6].copy())
+
+
+@njit(cache=True)
+def _restore(S, saves):
+    S[0][:] = saves[0]
+    S[1][:] = saves[1]
+    S[2][:] = saves[2]
+    S[3][:] = saves[3]
+    S[4][:] = saves[4]
+    S[6][:] = saves[5]
+
+
+@njit(cache=True)
+def dfs_mono(lo, hi, L, lastpre, S, P, cap, st, flags):
+    """MiniMalloc's order (canonical.py `dfs`): requests placed in non-decreasing
+    (lowest start, preorder), each at its lowest start; dominance: nothing
+    starts at or above the lowest top any unplaced request could reach (the
+    gap below would hold it). Same state, inference and decomposition as `dfs`."""
+    if st[2] > st[3]:
+        return -1
+    sf, tot, addr, mo, low, stamp, cut = S
+    ext, al, s0, s1, pre, mptr, mlist, optr, olist = P
+    n = len(ext)
+    ns = len(sf)
+    first = -1
+    for t in range(lo, hi):
+        if tot[t] > 0:
+            first = t
+            break
+    if first < 0:
+        return 1
+    last = first
+    for t in range(hi - 1, first - 1, -1):
+        if tot[t] > 0:
+            last = t
+            break
+    lo, hi = first, last + 1
+    if flags[1]:
+        runs = _runs(lo, hi, tot, cut)
+        if len(runs) > 2:
+            saves = _save(S)
+            for q in range(0, len(runs), 2):
+                st[2] += 1
+                r = dfs_mono(runs[q], runs[q + 1], -1, -1, S, P, cap, st, flags)
+                st[2] -= 1
+                if r != 1:
+                    if r == 0:
+                        _restore(S, saves)
+                    return r
+            return 1
+    mh = INF
+    for c in range(n):
+        if addr[c] < 0 and s0[c] >= lo and s0[c] < hi and mo[c] + ext[c] < mh:
+            mh = mo[c] + ext[c]
+    if not flags[3]:
+        mh = INF
+    cand = np.empty(n, np.int64)
+    key = np.empty(n, np.int64)
+    nc = 0
+    for c in range(n):
+        if addr[c] >= 0 or s0[c] < lo or s0[c] >= hi:
+            continue
+        m = mo[c]
+        if m >= mh or m + ext[c] > cap:
+            continue
+        if m < L or (m == L and pre[c] <= lastpre):
+            continue
+        cand[nc] = c
+        key[nc] = (m << 20) + pre[c]
+        nc += 1
+    order = np.argsort(key[:nc])
+    for q in range(nc):
+        b = cand[order[q]]
+        st[0] += 1
+        if st[0] > st[1]:
+            return -1
+        o = mo[b]
+        a0, a1 = s0[b], s1[b]
+        saved = sf[a0:a1].copy()
+        addr[b] = o
+        for t in range(a0, a1):
+            if o + ext[b] > sf[t]:
+                sf[t] = o + ext[b]
+            tot[t] -= ext[b]
+        for t in range(a0, a1 - 1):
+            cut[t] -= 1
+        trail_c, trail_t, cs = _place_trails(P, b, ns)
+        ncs = 0
+        cs[ncs] = b
+        ncs += 1
+        for k in range(optr[b], optr[b + 1]):
+            if addr[olist[k]] < 0:
+                cs[ncs] = olist[k]
+                ncs += 1
+        ntc, ntt = _refresh(cs, ncs, S, P, trail_c, trail_t)
+        ok = True
+        if flags[0]:
+            ok = _check(lo, hi, o, S, cap)
+        if ok:
+            st[2] += 1
+            r = dfs_mono(lo, hi, o, pre[b], S, P, cap, st, flags)
+            st[2] -= 1
+            if r != 0:
+                return r
+        _undo(S, trail_c, ntc, trail_t, ntt)
+        for t in range(a0, a1):
+            tot[t] += ext[b]
+        for t in range(a0, a1 - 1):
+            cut[t] += 1
+        sf[a0:a1] = saved
+        addr[b] = -1
+    return 0
+
+
+_WARM = []
+
+
+def warm() -> float:
+    """Compile (or load from numba's cache) both kernels on a two-request
+    problem; seconds spent. Callers do this before their clock starts, so a
+    first run's compilation never eats a case's time limit."""
+    if _WARM or not HAVE_NUMBA:
+        return 0.0
+    import time
+
+    from .instance import Instance
+    from .problem import Problem
+    t = time.perf_counter()
+    p = Problem(0, 8, 8, 8, size=[4, 4], align=[1, 1], start=[0, 0], end=[1, 1], region=[0, 0])
+    cs = CompiledSkyline(Instance(p), _Flags())
+    for sky in (True, False):
+        cs.run(100, cs.preorders(0), sky)
+    _WARM.append(time.perf_counter() - t)
+    return _WARM[0]
+
+
+class _Flags:
+    section_inference = decompose = hatless_pruning = dominance = True
 
 
 def pure(sub) -> bool:
@@ -253,25 +484,42 @@ class CompiledSkyline:
         np.add.at(tot, self.s0, self.ext)
         np.add.at(tot, self.s1, -self.ext)
         self.tot0 = np.cumsum(tot)[:self.ns]
-        self.flags = np.array([cfg.section_inference, cfg.decompose, cfg.hatless_pruning], np.int64)
+        self.flags = np.array([cfg.section_inference, cfg.decompose, cfg.hatless_pruning,
+                               cfg.dominance], np.int64)
+        ov = [np.asarray(sub.ov[i], np.int64) for i in range(n)]
+        self.optr = np.concatenate([[0], np.cumsum([len(o) for o in ov])]).astype(np.int64)
+        self.olist = np.concatenate(ov).astype(np.int64) if n else np.zeros(0, np.int64)
+        self.area = self.ext * (np.array(sub.end, np.int64) - np.array(sub.start, np.int64))
+        self.total = np.array([self.tot0[a:b].max() for a, b in zip(self.s0, self.s1)], np.int64)
         self.nodes = 0
         self.n = n
         self.addr = None
 
-    def run(self, limit: int, pre: np.ndarray) -> int:
-        sf = np.full(self.ns, self.base, np.int64)
+    def run(self, limit: int, pre: np.ndarray, skyline: bool = True) -> int:
+        ns, n = self.ns, self.n
+        sf = np.full(ns, self.base, np.int64)
         tot = self.tot0.copy()
-        addr = np.full(self.n, -1, np.int64)
-        low = np.zeros(self.ns, np.int64)
-        st = np.array([0, limit], np.int64)
-        args = (0, self.ns, sf, tot, addr, self.ext, self.al, self.s0, self.s1,
-                np.asarray(pre, np.int64), self.mptr, self.mlist, self.cap, low, st, self.flags)
+        addr = np.full(n, -1, np.int64)
+        mo = (self.base + self.al - 1) // self.al * self.al
+        low = np.full(ns, INF, np.int64)
+        np.minimum.at(low, np.repeat(np.arange(ns), np.diff(self.mptr)), mo[self.mlist])
+        stamp = np.zeros(ns + 1, np.int64)
+        cut = np.zeros(ns + 1, np.int64)       # unplaced requests crossing boundary t|t+1
+        np.add.at(cut, self.s0, 1)
+        np.add.at(cut, self.s1 - 1, -1)
+        cut = np.cumsum(cut)[:ns]
+        S = (sf, tot, addr, mo, low, stamp, cut)
+        P = (self.ext, self.al, self.s0, self.s1, np.asarray(pre, np.int64), self.mptr,
+             self.mlist, self.optr, self.olist)
+        st = np.array([0, limit, 0, MAX_DEPTH], np.int64)
         out = []
         # the kernel recurses once per placement and waste step: a thread with a
         # large stack keeps a 1000-request part far from the limit
         old = threading.stack_size(STACK)
         try:
-            th = threading.Thread(target=lambda: out.append(dfs(*args)))
+            th = threading.Thread(target=lambda: out.append(
+                dfs(0, ns, S, P, self.cap, st, self.flags) if skyline else
+                dfs_mono(0, ns, -1, -1, S, P, self.cap, st, self.flags)))
             th.start()
             th.join()
         finally:
@@ -285,21 +533,19 @@ class CompiledSkyline:
         return int(r)
 
     def preorders(self, seed: int) -> np.ndarray:
-        """Tie-break ranks: attempt 0 area (size x lifetime), big first; then
-        MiniMalloc's alternatives (sections x area, total x area), then seeded
-        shuffles within quartiles of the area order."""
-        area = self.ext * (self.s1 - self.s0)
-        secs = self.s1 - self.s0
+        """Tie-break ranks, attempt by attempt: 0 area (size x lifetime), big
+        first (canonical.py's preorder); 1-3 MiniMalloc's WAT, TAW, TWA (W
+        sections spanned, A area, T the largest section total it lives in);
+        then seeded shuffles within quartiles of the area order."""
+        area, secs, total = self.area, self.s1 - self.s0, self.total
         idx = np.arange(self.n)
-        if seed == 0:
-            order = np.lexsort((idx, -self.ext, -area))
-        elif seed == 1:
-            order = np.lexsort((idx, -area, -secs))
-        elif seed == 2:
-            order = np.lexsort((idx, -secs, -self.ext))
+        keys = {0: (idx, -self.ext, -area), 1: (idx, -total, -area, -secs),
+                2: (idx, -secs, -area, -total), 3: (idx, -area, -secs, -total)}
+        if seed in keys:
+            order = np.lexsort(keys[seed])
         else:
             rng = np.random.default_rng(seed)
-            base = np.lexsort((idx, -self.ext, -area))
+            base = np.lexsort(keys[0])
             q = np.empty(self.n, np.int64)
             q[base] = np.arange(self.n) // max(1, self.n // 4)
             order = np.lexsort((rng.random(self.n), q))

@@ -39,7 +39,7 @@ try:
 except ImportError:  # pragma: no cover - numba is a declared dependency
     HAVE_NUMBA = False
 
-    def njit(**kw):
+    def njit(*a, **kw):
         return lambda f: f
 
 INF = 1 << 62
@@ -132,6 +132,48 @@ def _place_trails(P, b, n):
 
 
 @njit(cache=True)
+def _runs(lo, hi, tot, cut):
+    """MiniMalloc's dynamic decomposition: section boundaries no unplaced request
+    crosses (cut == 0) split [lo, hi) into runs sharing only placed requests.
+    Returns [a0, b0, a1, b1, ...] of the runs with work left."""
+    out = np.empty(2 * (hi - lo), np.int64)
+    k = 0
+    t = lo
+    while t < hi:
+        a = t
+        work = False
+        while True:
+            if tot[t] > 0:
+                work = True
+            t += 1
+            if t >= hi or cut[t - 1] == 0:
+                break
+        if work:
+            out[k] = a
+            out[k + 1] = t
+            k += 2
+    return out[:k]
+
+
+@njit(cache=True)
+def _save(S):
+    return (S[0].copy(), S[1].copy(), S[2].copy(), S[3].copy(), S[4].copy(), S[6].copy())
+
+
+@njit(cache=True)
+def _restore(S, saves):
+    S[0][:] = saves[0]
+    S[1][:] = saves[1]
+    S[2][:] = saves[2]
+    S[3][:] = saves[3]
+    S[4][:] = saves[4]
+    S[6][:] = saves[5]
+
+
+# The two recursive kernels are compiled per process (numba's on-disk cache of a
+# recursive function crashes when loaded: measured with numba 0.68); their
+# non-recursive helpers are cached. `warm()` compiles them before any clock.
+@njit(cache=False)
 def dfs(lo, hi, S, P, cap, st, flags):
     """st: [nodes, node limit, depth, depth limit]; flags: [inference,
     decompose, hatless, dominance]. 1 placed (state left placed), 0 exhausted
@@ -287,46 +329,7 @@ def dfs(lo, hi, S, P, cap, st, flags):
     return r
 
 
-@njit(cache=True)
-def _runs(lo, hi, tot, cut):
-    """MiniMalloc's dynamic decomposition: section boundaries no unplaced request
-    crosses (cut == 0) split [lo, hi) into runs sharing only placed requests.
-    Returns [a0, b0, a1, b1, ...] of the runs with work left."""
-    out = np.empty(2 * (hi - lo), np.int64)
-    k = 0
-    t = lo
-    while t < hi:
-        a = t
-        work = False
-        while True:
-            if tot[t] > 0:
-                work = True
-            t += 1
-            if t >= hi or cut[t - 1] == 0:
-                break
-        if work:
-            out[k] = a
-            out[k + 1] = t
-            k += 2
-    return out[:k]
-
-
-@njit(cache=True)
-def _save(S):
-    return (S[0].copy(), S[1].copy(), S[2].copy(), S[3].copy(), S[4].copy(), S[6].copy())
-
-
-@njit(cache=True)
-def _restore(S, saves):
-    S[0][:] = saves[0]
-    S[1][:] = saves[1]
-    S[2][:] = saves[2]
-    S[3][:] = saves[3]
-    S[4][:] = saves[4]
-    S[6][:] = saves[5]
-
-
-@njit(cache=True)
+@njit(cache=False)
 def dfs_mono(lo, hi, L, lastpre, S, P, cap, st, flags):
     """MiniMalloc's order (canonical.py `dfs`): requests placed in non-decreasing
     (lowest start, preorder), each at its lowest start; dominance: nothing

@@ -152,7 +152,7 @@ def trace(seed, n, cap=1 << 20, ops=None, slack=0.0):
     around them many short activations (live 1-3 ops, produced by one op and
     consumed by the next few), filling the free address at every op exactly.
     Built by recursive cuts: a window of ops either splits in time, or peels a
-    long-lived band off its bottom; windows of at most 3 ops become activations."""
+    long-lived band off its bottom or top; windows of at most 3 ops become activations."""
     rng = np.random.default_rng(seed)
     ops = ops or max(40, n // 3)
     done, todo = [], [(0, ops, 0, cap)]
@@ -161,9 +161,13 @@ def trace(seed, n, cap=1 << 20, ops=None, slack=0.0):
         t0, t1, a0, a1 = todo.pop(k)
         w = a1 - a0
         if t1 - t0 > 3 and w >= 64 and rng.random() < 0.35:   # a long-lived band
-            c = a0 + max(32, int(w * rng.uniform(0.05, 0.3)))
-            done.append((t0, t1, a0, c))
-            todo.append((t0, t1, c, a1))
+            h = max(32, int(w * rng.uniform(0.05, 0.3)))
+            if rng.random() < 0.5:                             # below or above the rest
+                done.append((t0, t1, a0, a0 + h))
+                todo.append((t0, t1, a0 + h, a1))
+            else:
+                done.append((t0, t1, a1 - h, a1))
+                todo.append((t0, t1, a0, a1 - h))
         elif t1 - t0 > 3 and rng.random() < 0.8:                # split the ops window
             c = int(rng.integers(t0 + 1, t1))
             todo += [(t0, c, a0, a1), (c, t1, a0, a1)]

@@ -247,7 +247,15 @@ def dfs(lo, hi, S, P, cap, st, flags):
             if m + ext[c] <= cap:
                 cand[nc] = c
                 top = f + ext[c]
-                key[nc] = (((s1[c] != tb) * 2 + (top != left and top != right)) << 40) + pre[c]
+                # closing the step first, then the top nearest a neighbour's floor
+                # (0: flush, as at zero slack; small: a near fit under slack)
+                d = INF
+                if left >= 0:
+                    d = abs(top - left)
+                if right >= 0 and abs(top - right) < d:
+                    d = abs(top - right)
+                d = min(d, (1 << 21) - 1)
+                key[nc] = ((((s1[c] != tb) << 21) + d) << 21) + pre[c]
                 nc += 1
             m2 = (f + minext + al[c] - 1) // al[c] * al[c]
         else:

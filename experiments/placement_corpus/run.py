@@ -8,7 +8,7 @@ the CLI's default settings, and one ablation row per technique.
 Generates the corpus (generate.py) if missing. "Default settings" are the
 CLI's (`python -m compiler.place`): `time_limit_s=60`, no node limit. Every
 placement is checked by the independent validator (an invalid one aborts the
-run). Results go to results-<part>.json beside this file; `table` renders
+run). Results go to results-default-<sets>.json / results-ablation.json beside this file; `table` renders
 results.md. The before column (commit 56f5a2e) is `python -m compiler.place
 bench DIR --json before-<set>.json` run with that commit's code on PYTHONPATH.
 """
@@ -83,7 +83,8 @@ def main(argv=None):
         for k in a.sets.split(","):
             print(k, flush=True)
             out[k] = run_set(sets[k], cfg)
-            json.dump(out, open(HERE / "results-default.json", "w"), indent=1)
+            json.dump(out, open(HERE / f"results-default-{a.sets.replace(',', '-')}.json", "w"),
+                      indent=1)
     else:
         files = {"hard (12 of 36)": sets["hard"][::3], "zeroslack": sets["zeroslack"]}
         for name, ov in ABLATE:
@@ -95,7 +96,9 @@ def main(argv=None):
 
 def table():
     md = []
-    d = json.loads((HERE / "results-default.json").read_text())
+    d = {}
+    for f in sorted(HERE.glob("results-default-*.json")):
+        d.update(json.loads(f.read_text()))
     md += ["| set (default settings) | cases | placed | median s | max s | before: placed | before: median s | before: max s |",
            "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for k in SETS:

@@ -58,3 +58,32 @@ def test_compiled_search_is_sound_and_complete(reference, over, skyline):
         assert got == ref, (k, got, ref)
         seen.add(got)
     assert seen == {PLACED, INFEASIBLE}
+
+
+def _guillotine(seed, n=14, cap=64, horizon=12):
+    rng = np.random.default_rng(seed)
+    rects = [(0, horizon, 0, cap)]
+    while len(rects) < n:
+        k = int(rng.integers(len(rects)))
+        t0, t1, a0, a1 = rects[k]
+        if rng.random() < 0.5 and t1 - t0 >= 2:
+            c = int(rng.integers(t0 + 1, t1))
+            rects[k:k + 1] = [(t0, c, a0, a1), (c, t1, a0, a1)]
+        elif a1 - a0 >= 2:
+            c = int(rng.integers(a0 + 1, a1))
+            rects[k:k + 1] = [(t0, t1, a0, c), (t0, t1, c, a1)]
+    t0, t1, a0, a1 = map(np.array, zip(*[rects[k] for k in rng.permutation(n)]))
+    return Problem(0, cap, cap, cap, size=a1 - a0, align=np.ones(n, np.int64), start=t0, end=t1,
+                   region=np.zeros(n, np.int8))
+
+
+def test_zero_slack_skyline_never_refutes_a_tiling():
+    """On feasible zero-slack tilings the skyline finds a placement, never a
+    false proof (hatless pruning and decomposition fire constantly there)."""
+    cfg = PlaceConfig()
+    for seed in range(60):
+        p = _guillotine(seed)
+        cs = CompiledSkyline(Instance(p), cfg)
+        r = cs.run(1_000_000, cs.preorders(seed % 6), True)
+        assert r == 1, seed
+        assert validate(p, cs.addr) == []

@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     except (ValueError, DumpError, ProblemError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if cfg.canonical and cfg.compiled_skyline and any(
+    if a.cmd != "validate" and cfg.canonical and cfg.compiled_skyline and any(
             not len(p.bank_edges) and p.region0_end == p.memory_end for _, p, _ in loaded):
         from .skyline_jit import warm
         jit = warm()   # numba compiles once per checkout (cached); not part of any case's time

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -133,6 +134,11 @@ def run_stage(phase: str, params: str | Path | None = None) -> object:
             write_json(METRICS / "trial.json", res.summary)
         else:
             save_result(phase, res)
+            if phase == "place":   # policy.place.dump: tile problems for the CLI / other allocators
+                shutil.rmtree(out / "dumps", ignore_errors=True)
+                files = [("index.txt", "".join(f"{n}\n" for n, _ in res.dumps) or "none\n")]
+                for name, text in files + res.dumps:
+                    write_atomic(out / "dumps" / name, text.encode())
             write_json(METRICS / f"{phase}.json", {phase: res.metrics()})
         write_json(HOST / f"{phase}.json", host)
     except BaseException:

@@ -41,6 +41,8 @@ class CanonicalSearch:
         n = inst.n
         self.nodes = 0
         self.budget = cfg.canonical_node_budget if budget is None else budget
+        if self.budget <= 0:     # no node limit: the wall clock decides (CLI)
+            self.budget = INF
         self.dominance, self.inference = cfg.dominance, cfg.section_inference
         self.base = min((w[0] for r in (0, 1) for w in inst.windows[r]), default=0)
         self.has_bank = [bool(b) for b in inst.bank]

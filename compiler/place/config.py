@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 
+DUMP_MODES = ("none", "failing", "all")
+
+
 @dataclass(frozen=True)
 class PlaceConfig:
     # proofs
@@ -25,10 +28,24 @@ class PlaceConfig:
     canonical_restarts: bool = True     # ...spend its budget as restarts with varied tie-breaks
     dominance: bool = True              # ...skip placements that leave a gap a waiting request fills
     section_inference: bool = True      # ...prune when a time section's remaining bytes cannot fit
+    compiled_skyline: bool = True       # pure parts (one window, no bank edges): numba skyline first
+    hatless_pruning: bool = True        # ...a branch placing a request with nothing live beside it
+                                        #    is the only one its node needs (MiniMalloc's name)
     search_node_budget: int = 4096      # per search method and part
     search_filter_budget: int = 2_000_000  # domain subtractions per address-domain search
-    canonical_node_budget: int = 20_000  # nodes per part for the canonical search
+    canonical_node_budget: int = 20_000  # nodes per part for the canonical search (0: no limit)
     time_limit_s: float | None = None   # optional wall-clock cap on the searches (benchmarks)
+    dump: str = "failing"               # place phase: tile problems to hand back as dumps
+                                        #   (none | failing | all; distinct problems only)
+
+    def __post_init__(self):
+        if self.dump not in DUMP_MODES:
+            raise ValueError(f"place config key 'dump': expected one of {', '.join(DUMP_MODES)}, "
+                             f"got {self.dump!r}")
+
+    def solver_key(self) -> "PlaceConfig":
+        """The config without keys that do not change a solution (cache keys)."""
+        return replace(self, dump="failing")
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "PlaceConfig":

@@ -18,16 +18,21 @@ JSON dump (format "tessera-place-dump/1"):
                                                    # solver never reads it (corpus only)
 
 Lifetimes are half-open [start, end) in schedule events; addresses absolute.
-CSV (`id,lower,upper,size[,alignment]`, optional header): lifetimes half-open
-[lower, upper); the capacity comes from the command line; the arena is one
-region [0, capacity) with no bank or region constraints.
+CSV, the format of MiniMalloc and public allocator benchmarks: columns found by
+header name, in any order: `id` or `buffer`; `lower`,`upper` (half-open
+[lower, upper)) or `start`,`end` (inclusive: [start, end], MiniMalloc's
+meaning); `size`; optional `alignment` (power of two, default 1); optional
+`offset` (a placement: `validate` checks it; `solve` ignores it). A file without
+a header is positional `id,lower,upper,size[,alignment]`. Blank lines and lines
+starting with `#` are skipped. The capacity comes from `--capacity` or the file
+name (`NAME.<capacity>.csv`); the arena is one region [0, capacity) with no
+bank or region constraints. Solutions are written as the input's columns plus
+`offset`.
 
 Bad input raises DumpError with one line naming the file and the request.
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
 from pathlib import Path
 
@@ -152,27 +157,106 @@ def from_dict(d, where: str = "dump") -> tuple[Problem, dict]:
     return p, extras
 
 
-def read_csv(text: str, capacity: int | None, where: str = "csv") -> Problem:
-    if capacity is None or capacity <= 0:
-        raise DumpError(f"{where}: a CSV problem needs a positive --capacity")
-    ids, cols = [], {k: [] for k in ("lower", "upper", "size", "alignment")}
-    for ln, row in enumerate(csv.reader(io.StringIO(text)), 1):
-        row = [c.strip() for c in row]
-        if not row or not any(row):
+# CSV columns by header name (MiniMalloc's names and ours); `start,end` is an
+# inclusive lifetime (MiniMalloc: upper = end + 1), `lower,upper` half-open.
+_COLS = {"id": "id", "buffer": "id", "lower": "lower", "start": "start", "upper": "upper",
+         "end": "end", "size": "size", "alignment": "alignment", "offset": "offset"}
+_POSITIONAL = ["id", "lower", "upper", "size", "alignment"]   # headerless files
+
+
+def _csv_fail(where, ln, msg):
+    raise DumpError(f"{where}:{ln}: {msg}")
+
+
+def _csv_rows(text, where):
+    """(line number, fields) of each data line; blank and `#` comment lines skipped."""
+    out = []
+    for ln, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s.startswith("#"):
             continue
-        if ln == 1 and not row[1].lstrip("-").isdigit():
-            continue  # header
-        if len(row) not in (4, 5):
-            raise DumpError(f"{where}:{ln}: expected id,lower,upper,size[,alignment]")
-        try:
-            vals = [int(x) for x in row[1:]]
-        except ValueError:
-            raise DumpError(f"{where}:{ln}: request {row[0]}: non-integer field") from None
-        ids.append(row[0])
-        cols["lower"].append(vals[0])
-        cols["upper"].append(vals[1])
-        cols["size"].append(vals[2])
-        cols["alignment"].append(vals[3] if len(vals) == 4 else 1)
+        f = [c.strip() for c in s.split(",")]
+        if len(f) == 1:
+            d = next((c for c in (";", "\t", "|", " ") if c in s), None)
+            _csv_fail(where, ln, f"one field; fields must be separated by ','"
+                      + (f" (found {d!r})" if d else ""))
+        out.append((ln, f))
+    if not out:
+        raise DumpError(f"{where}:1: empty CSV (no header, no buffers)")
+    return out
+
+
+def _int(where, ln, col, v):
+    try:
+        return int(v)
+    except ValueError:
+        _csv_fail(where, ln, f"column {col!r}: {v!r} is not an integer")
+
+
+def read_csv_full(text: str, capacity: int | None, where: str = "csv"):
+    """(problem, extras): extras['addr'] from an `offset` column (every row set),
+    extras['csv'] = (header, rows) to write a solution back in the same columns."""
+    if capacity is None or capacity <= 0:
+        raise DumpError(f"{where}: a CSV problem needs a positive --capacity "
+                        "(or a file name like NAME.<capacity>.csv)")
+    rows = _csv_rows(text, where)
+    hln, head = rows[0]
+    names = head
+    if all(h.lower() in _COLS for h in head):
+        header = [_COLS[h.lower()] for h in head]
+        rows = rows[1:]
+        for k, h in enumerate(header):
+            if header.index(h) != k:
+                _csv_fail(where, hln, f"column {head[k]!r} repeats {head[header.index(h)]!r}")
+        if ("lower" in header) + ("start" in header) != 1 or ("upper" in header) + ("end" in header) != 1:
+            _csv_fail(where, hln, "header needs one of lower/start and one of upper/end")
+        if ("lower" in header) != ("upper" in header):
+            _csv_fail(where, hln, "mixed lifetime columns: use lower,upper (half-open) "
+                      "or start,end (inclusive)")
+        for req in ("id", "size"):
+            if req not in header:
+                _csv_fail(where, hln, f"header lacks column {req!r} (or 'buffer' for id)"
+                          if req == "id" else f"header lacks column {req!r}")
+        if not rows:
+            _csv_fail(where, hln, "header but no buffers")
+    elif any(not h.lstrip("-").isdigit() for h in head[1:]):
+        bad = next(h for h in head if h.lower() not in _COLS)
+        _csv_fail(where, hln, f"unknown column {bad!r} (known: id|buffer, lower|start, "
+                  "upper|end, size, alignment, offset)")
+    else:
+        if len(head) not in (4, 5):
+            _csv_fail(where, hln, "headerless CSV expects id,lower,upper,size[,alignment]")
+        header = names = _POSITIONAL[:len(head)]
+    inclusive = "end" in header
+    ids, cols = [], {k: [] for k in ("lower", "upper", "size", "alignment", "offset")}
+    seen = {}
+    for ln, f in rows:
+        if len(f) != len(header):
+            _csv_fail(where, ln, f"{len(f)} fields, expected {len(header)} ({','.join(header)})")
+        v = dict(zip(header, f))
+        rid = v["id"]
+        if rid in seen:
+            _csv_fail(where, ln, f"buffer {rid!r} repeats line {seen[rid]}")
+        seen[rid] = ln
+        lo = _int(where, ln, "lower/start", v.get("lower", v.get("start")))
+        hi = _int(where, ln, "upper/end", v.get("upper", v.get("end"))) + inclusive
+        size = _int(where, ln, "size", v["size"])
+        al = _int(where, ln, "alignment", v["alignment"]) if v.get("alignment") else 1
+        if size <= 0:
+            _csv_fail(where, ln, f"buffer {rid}: size {size} must be positive")
+        if hi <= lo:
+            _csv_fail(where, ln, f"buffer {rid}: lifetime "
+                      + (f"[{lo}, {hi - 1}] (inclusive end)" if inclusive else f"[{lo}, {hi})")
+                      + " is empty")
+        if al <= 0 or al & (al - 1):
+            _csv_fail(where, ln, f"buffer {rid}: alignment {al} is not a power of two")
+        ids.append(rid)
+        cols["lower"].append(lo)
+        cols["upper"].append(hi)
+        cols["size"].append(size)
+        cols["alignment"].append(al)
+        off = v.get("offset", "")
+        cols["offset"].append(_int(where, ln, "offset", off) if off else None)
     n = len(ids)
     p = Problem(0, capacity, capacity, capacity, size=np.array(cols["size"], np.int64),
                 align=np.array(cols["alignment"], np.int64),
@@ -182,21 +266,62 @@ def read_csv(text: str, capacity: int | None, where: str = "csv") -> Problem:
         check(p)
     except ProblemError as e:
         raise DumpError(f"{where}: {e}") from None
-    return p
+    keep = [k for k, h in enumerate(header) if h != "offset"]
+    extras = {"csv": ([names[k] for k in keep], [[f[k] for k in keep] for _, f in rows])}
+    if "offset" in header and all(o is not None for o in cols["offset"]):
+        extras["addr"] = cols["offset"]
+    return p, extras
+
+
+def read_csv(text: str, capacity: int | None, where: str = "csv") -> Problem:
+    return read_csv_full(text, capacity, where)[0]
+
+
+def write_csv(path, p: Problem, addr, extras: dict | None = None) -> None:
+    """The input's columns (or id,lower,upper,size,alignment) plus `offset`."""
+    if extras and "csv" in extras:
+        header, rows = extras["csv"]
+    else:
+        header = ["id", "lower", "upper", "size", "alignment"]
+        rows = [[p.name(i), int(p.start[i]), int(p.end[i]), int(p.extent[i]), int(p.align[i])]
+                for i in range(len(p))]
+    lines = [",".join(map(str, [*header, "offset"]))]
+    lines += [",".join(map(str, [*r, int(a)])) for r, a in zip(rows, addr)]
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+def to_csv_text(p: Problem) -> tuple[str, int]:
+    """(CSV text, capacity): the lifetime x size x alignment relaxation of a tile
+    problem for allocators that know only that: offsets relative to memory_base,
+    capacity = the tile's free bytes (memory less reserved ranges); regions,
+    bank edges and reserved ranges are left out (the JSON dump keeps them)."""
+    cap = int(p.memory_end - p.memory_base - (p.reserved[:, 1] - p.reserved[:, 0]).sum())
+    lines = ["id,lower,upper,size,alignment"]
+    lines += [f"{p.name(i).replace(',', ';')},{int(p.start[i])},{int(p.end[i])},{int(p.extent[i])},{int(p.align[i])}"
+              for i in range(len(p))]
+    return "\n".join(lines) + "\n", cap
+
+
+def capacity_from_name(path) -> int | None:
+    """MiniMalloc's benchmark files name their capacity: `A.1048576.csv`."""
+    parts = Path(path).name.split(".")
+    return int(parts[-2]) if len(parts) >= 3 and parts[-2].isdigit() else None
 
 
 def load(path, capacity: int | None = None) -> tuple[Problem, dict]:
     path = Path(path)
     try:
         text = path.read_text()
-    except OSError as e:
-        raise DumpError(f"{path}: cannot read ({e.strerror})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise DumpError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
     if path.suffix.lower() == ".csv":
-        return read_csv(text, capacity, str(path)), {}
+        return read_csv_full(text, capacity or capacity_from_name(path), str(path))
+    if not text.strip():
+        raise DumpError(f"{path}:1: empty file")
     try:
         d = json.loads(text)
     except json.JSONDecodeError as e:
-        raise DumpError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+        raise DumpError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
     return from_dict(d, str(path))
 
 

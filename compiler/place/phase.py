@@ -6,6 +6,7 @@ otherwise the trial is rejected naming tile, event, live, available and deficit 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -16,6 +17,7 @@ from ..expand.analysis import profile_bytes
 from ..result import Rejection
 from ..target import Target
 from .config import PlaceConfig
+from .dump import to_csv_text, to_dict
 from .problem import PLACED, Problem
 from .solve import solve
 
@@ -104,6 +106,9 @@ class PlaceResult:
     tilegraph: object = None
     attempts: list = field(default_factory=list)    # per finalist tried: outcome counts
     rejection: Rejection | None = None
+    # (file name, text) per dumped tile problem (policy.place.dump): <name>.json is
+    # exact; <name>.<capacity>.csv its lifetime x size relaxation for other allocators
+    dumps: list = field(default_factory=list)
 
     def metrics(self) -> dict:
         p = self.placement
@@ -123,7 +128,7 @@ def place_finalist(tg, t: Target, place_cfg: PlaceConfig, mapper):
     first = {k: keys.index(k) for k in uniq}
     chunks = [[problems[first[k]] for k in uniq[i:i + CHUNK]] for i in range(0, len(uniq), CHUNK)]
     sols = mapper("place", solve_chunk, chunks, lambda acc, i, r: {**acc, i: r}, {},
-                  dict(place_cfg=place_cfg))
+                  dict(place_cfg=place_cfg.solver_key()))
     by_key = {k: s for i in range(len(chunks)) for k, s in zip(uniq[i * CHUNK:], sols[i])}
     addr = np.full(len(tg.req["tile"]), -1, np.int64)
     counts = Counter(distinct=len(uniq))
@@ -139,7 +144,24 @@ def place_finalist(tg, t: Target, place_cfg: PlaceConfig, mapper):
             counts["failed"] += 1
             if worst is None or s.deficit > worst[1].deficit:
                 worst = (tile, s)
-    return support, addr, counts, worst, (min(free) if free else 0)
+    dumps = []
+    if place_cfg.dump != "none":
+        for k in uniq:
+            s = by_key[k]
+            if place_cfg.dump == "all" or s.status != PLACED:
+                dumps += dump_files(f"tile{first[k]}", problems[first[k]], first[k], s)
+    return support, addr, counts, worst, (min(free) if free else 0), dumps
+
+
+def dump_files(name, p: Problem, tile: int, sol) -> list:
+    """A tile problem as files for the CLI, another allocator or a bug report."""
+    d = to_dict(p, tile=tile, addr=sol.addr if sol.status == PLACED else None)
+    d["solution"] = {"status": sol.status, "method": sol.method, "nodes": sol.nodes,
+                     "event": sol.event, "live_bytes": sol.live_bytes,
+                     "available_bytes": sol.available_bytes, "deficit": sol.deficit}
+    text, cap = to_csv_text(p)
+    return [(f"{name}.json", json.dumps(d, separators=(",", ":")) + "\n"),
+            (f"{name}.{cap}.csv", text)]
 
 
 def _peak_live(p: Problem) -> int:
@@ -155,8 +177,9 @@ def place(expand_res, t: Target, place_cfg: PlaceConfig, mapper=mappers.serial) 
     worst_overall = None
     for i, fin in enumerate(expand_res.finalists):
         tg = fin.tilegraph
-        support, addr, counts, worst, min_free = place_finalist(tg, t, place_cfg, mapper)
+        support, addr, counts, worst, min_free, dumps = place_finalist(tg, t, place_cfg, mapper)
         res.attempts.append(dict(counts))
+        res.dumps += [(f"f{i}-{n}", text) for n, text in dumps]
         if worst is None:
             res.placement = Placement(i, addr, support, dict(counts), min_free)
             res.tilegraph = tg

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from . import bound, greedy
 from .addrsearch import AddressSearch
 from .canonical import CanonicalSearch
+from .skyline_jit import CompiledSkyline, pure, warm
 from .instance import SubInstance, parts
 
 
@@ -64,6 +65,14 @@ def _solve_part(sub, cfg, deadline):
         if failed < 0:
             return a, name, 0, False
     nodes = 0
+    if cfg.canonical and cfg.compiled_skyline and pure(sub):
+        a, st, nodes = _compiled(sub, cfg, deadline)
+        if a is not None:
+            return a, "compiled-skyline", nodes, False
+        if st == "exhausted":
+            return None, "compiled-skyline-exhausted", nodes, True
+        if deadline is not None and time.perf_counter() >= deadline:
+            return None, "unknown", nodes, False
     if cfg.search:
         s = AddressSearch(sub, cfg, deadline)
         a, st = s.run()
@@ -75,7 +84,7 @@ def _solve_part(sub, cfg, deadline):
         # near zero slack, where its "leave this floor empty" branch dies at
         # once), then the monotone-offset MiniMalloc order (strong with slack and
         # at proving infeasibility). Either one's exhaustion is a proof.
-        budget = cfg.canonical_node_budget
+        budget = cfg.canonical_node_budget if cfg.canonical_node_budget > 0 else 1 << 62
         modes = [(False, budget)]
         if cfg.canonical_skyline:
             modes = [(True, budget // 2), (False, budget - budget // 2)]
@@ -94,3 +103,47 @@ def _solve_part(sub, cfg, deadline):
             if st == "exhausted":
                 return None, "canonical-exhausted", nodes, True
     return None, "unknown", nodes, False
+
+
+def _compiled(sub, cfg, deadline):
+    """Spend the part's budget (nodes: canonical_node_budget, 0 = none; and/or
+    the wall clock) on the compiled skyline as restarts: round r gives each
+    tie-break order 2n * 2^r nodes (MiniMalloc's round robin of preorders),
+    plus one seeded shuffle per round, each in both orders: the skyline (strong
+    at zero slack) and MiniMalloc's monotone offsets (strong with some slack;
+    alone when `canonical_skyline` is off). An attempt that ends under its limit
+    explored everything: a proof. (addr | None, placed|exhausted|budget, nodes)"""
+    jit = warm()                      # one-off compilation: not part of the time limit
+    if deadline is not None:
+        deadline += jit
+    cs = CompiledSkyline(sub, cfg)
+    budget = cfg.canonical_node_budget if cfg.canonical_node_budget > 0 else 1 << 62
+    rate = None                       # nodes per second, measured
+    rnd = 0
+    while True:
+        seeds = [0, 1, 2, 3, 4 + rnd] if cfg.canonical_restarts else [0]
+        modes = [True, False] if cfg.canonical_skyline else [False]
+        for seed, sky in ((s, m) for s in seeds for m in modes):
+            limit = (sub.n * 2 << rnd) if cfg.canonical_restarts else budget
+            limit = min(limit, budget - cs.nodes)
+            if deadline is not None:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    return None, "budget", cs.nodes
+                if rate is not None:
+                    limit = min(limit, max(1000, int(left * rate)))
+                elif not cfg.canonical_restarts:
+                    limit = min(limit, 20_000)     # a first, short probe measures the rate
+            if limit <= 0:
+                return None, "budget", cs.nodes
+            t = time.perf_counter()
+            n0 = cs.nodes
+            r = cs.run(limit, cs.preorders(seed), sky)
+            dt = time.perf_counter() - t
+            if cs.nodes - n0 >= 1000 and dt > 0:
+                rate = (cs.nodes - n0) / dt
+            if r == 1:
+                return cs.addr, "placed", cs.nodes
+            if r == 0:
+                return None, "exhausted", cs.nodes
+        rnd += 1

@@ -1,19 +1,22 @@
-"""Placement corpus benchmark: results table and the ablation by flag.
+"""Placement corpus benchmark: per set placed count, median and max seconds with
+the CLI's default settings, and one ablation row per technique.
 
-    .venv/bin/python experiments/placement_corpus/run.py            # everything (~25 min, 2 cores)
-    .venv/bin/python experiments/placement_corpus/run.py --quick    # main + tight only
+    .venv/bin/python experiments/placement_corpus/run.py default     # hard, zeroslack, tight, main
+    .venv/bin/python experiments/placement_corpus/run.py ablation    # hard subset + zeroslack, 10 s
+    .venv/bin/python experiments/placement_corpus/run.py table       # results.md from the JSON files
 
-Generates the corpus (generate.py) if missing, solves every case with the
-default PlaceConfig and with one flag overridden per ablation row, validates
-every placement with the independent validator, and writes results.md and
-results.json beside this file. CP-SAT (30 s) classifies the tight set's unknowns.
+Generates the corpus (generate.py) if missing. "Default settings" are the
+CLI's (`python -m compiler.place`): `time_limit_s=60`, no node limit. Every
+placement is checked by the independent validator (an invalid one aborts the
+run). Results go to results-default-<sets>.json / results-ablation.json beside this file; `table` renders
+results.md. The before column (commit 56f5a2e) is `python -m compiler.place
+bench DIR --json before-<set>.json` run with that commit's code on PYTHONPATH.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -21,116 +24,108 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from compiler.place import PLACED, INFEASIBLE, PlaceConfig, Problem, solve, validate  # noqa: E402
-from compiler.place.cpsat import solve_cpsat  # noqa: E402
+from compiler.place import PLACED, INFEASIBLE, PlaceConfig, solve, validate  # noqa: E402
+from compiler.place.__main__ import CLI_DEFAULTS  # noqa: E402
 from compiler.place.dump import cases, load  # noqa: E402
+from compiler.place.skyline_jit import warm  # noqa: E402
 
-GREEDY = dict(search=False, canonical=False)
-ABLATE = [
+SETS = ("hard", "zeroslack", "tight", "main")
+ABLATE = [  # (row, overrides) on the hard subset and zero-slack at 10 s per case
     ("default", {}),
-    ("online first-fit only", dict(order_lifetime=False, order_alignment=False,
-                                   order_end_first=False, **GREEDY)),
-    ("seeds' two orders (lifetime, alignment)", dict(greedy_online=False, order_end_first=False,
-                                                     **GREEDY)),
-    ("+ end-first order", dict(greedy_online=False, **GREEDY)),
-    ("all greedy orders", dict(**GREEDY)),
-    ("search_restarts=false", dict(search_restarts=False)),
-    ("must_occupy_propagation=false", dict(must_occupy_propagation=False)),
-    ("must_occupy + restarts off (the seeds' search)", dict(must_occupy_propagation=False,
-                                                            search_restarts=False, canonical=False)),
-    ("search=false (canonical only)", dict(search=False)),
-    ("canonical=false (address search only)", dict(canonical=False)),
-]
-ABLATE_ZS = [
-    ("default", {}),
-    ("canonical_skyline=false", dict(canonical_skyline=False)),
-    ("canonical_restarts=false", dict(canonical_restarts=False)),
+    ("compiled_skyline=false (Python searches only)", dict(compiled_skyline=False)),
+    ("canonical_skyline=false (monotone order only)", dict(canonical_skyline=False)),
+    ("hatless_pruning=false", dict(hatless_pruning=False)),
     ("section_inference=false", dict(section_inference=False)),
-    ("canonical=false", dict(canonical=False)),
+    ("decompose=false", dict(decompose=False)),
+    ("canonical_restarts=false", dict(canonical_restarts=False)),
+    ("dominance=false", dict(dominance=False)),
 ]
 
 
-def run_set(files, cfg, cpsat=0.0):
+def run_set(files, cfg, verbose=True):
     rows = []
     for f in files:
         p, _ = load(f)
         sol = solve(p, cfg)
         ok = sol.status != PLACED or not validate(p, sol.addr)
         assert ok, f"{f}: INVALID placement from {sol.method}"
-        r = dict(case=f.name, n=len(p), status=sol.status, ms=sol.seconds * 1e3, nodes=sol.nodes,
-                 method=sol.method)
-        if cpsat and sol.status != PLACED:
-            r["cpsat"] = solve_cpsat(p, time_limit_s=cpsat).status
-        rows.append(r)
-    ms = np.array([r["ms"] for r in rows])
+        rows.append(dict(case=f.name, n=len(p), status=sol.status, s=sol.seconds, nodes=sol.nodes,
+                         method=sol.method))
+        if verbose:
+            print(f"  {f.name}: {sol.status} {sol.seconds:.2f} s {sol.method}", flush=True)
+    s = np.array([r["s"] for r in rows])
     return dict(cases=len(rows), placed=sum(r["status"] == PLACED for r in rows),
                 infeasible=sum(r["status"] == INFEASIBLE for r in rows),
-                median_ms=float(np.median(ms)), p95_ms=float(np.percentile(ms, 95)),
-                max_ms=float(ms.max()), rows=rows)
+                median_s=float(np.median(s)), max_s=float(s.max()), rows=rows)
 
 
-def greedy_250():
-    rng = np.random.default_rng(0)
-    n = 250
-    s = rng.integers(0, 100, n)
-    p = Problem(311296, 524288, 950272, 16384, size=rng.integers(64, 3000, n),
-                align=2 ** rng.integers(2, 7, n), start=s, end=s + rng.integers(1, 20, n),
-                region=rng.integers(0, 2, n))
-    ts = []
-    for _ in range(30):
-        t = time.perf_counter()
-        sol = solve(p)
-        ts.append(time.perf_counter() - t)
-    assert sol.status == PLACED and sol.method.startswith("greedy") and not validate(p, sol.addr)
-    return float(np.median(ts) * 1e3)
+def _corpus():
+    root = HERE / "cases"
+    if not (root / "hard").exists():
+        import generate
+        generate.main(["--out", str(root)])
+    return {k: cases([root / k]) for k in SETS}
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--zs-limit", type=float, default=60.0, help="seconds per zero-slack case")
-    ap.add_argument("--zs-ablation-limit", type=float, default=10.0)
+    ap.add_argument("part", choices=["default", "ablation", "table"])
+    ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--limit", type=float, default=10.0, help="ablation: seconds per case")
     a = ap.parse_args(argv)
-    root = HERE / "cases"
-    if not (root / "main").exists():
-        import generate
-        generate.main(["--out", str(root)])
-    sets = {k: cases([root / k]) for k in ("main", "tight", "zeroslack")}
-    out = {"greedy_250_ms": greedy_250(), "ablation": [], "zeroslack": []}
-    md = [f"Greedy 250-request tile (fits greedily): median {out['greedy_250_ms']:.2f} ms", "",
-          "| configuration | main placed | main median ms | main p95 ms | main max ms "
-          "| tight placed | tight median ms | tight max ms |",
-          "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for name, ov in ABLATE:
-        cfg = PlaceConfig().override(**ov)
-        m = run_set(sets["main"], cfg)
-        t = run_set(sets["tight"], cfg, cpsat=30.0 if name == "default" else 0.0)
-        out["ablation"].append(dict(name=name, override=ov, main=m, tight=t))
-        md.append(f"| {name} | {m['placed']}/{m['cases']} | {m['median_ms']:.1f} | {m['p95_ms']:.1f} "
-                  f"| {m['max_ms']:.1f} | {t['placed']}/{t['cases']} | {t['median_ms']:.1f} "
-                  f"| {t['max_ms']:.1f} |")
-        print(md[-1], flush=True)
-    d = out["ablation"][0]["tight"]["rows"]
-    unk = [r for r in d if r["status"] != PLACED]
-    md += ["", "Tight-set cases not placed (default): " + (", ".join(
-        f"{r['case']} ({r['status']}, CP-SAT 30 s: {r.get('cpsat')})" for r in unk) or "none")
-           + ". Every case is feasible by construction (its witness validates)."]
-    if not a.quick:
-        md += ["", "| zero-slack configuration | limit s | placed | infeasible | median s | max s |",
-               "|---|---:|---:|---:|---:|---:|"]
-        for name, ov in ABLATE_ZS:
-            lim = a.zs_limit if name == "default" else a.zs_ablation_limit
-            cfg = PlaceConfig().override(canonical_node_budget=10**9, time_limit_s=lim, **ov)
-            z = run_set(sets["zeroslack"], cfg)
-            out["zeroslack"].append(dict(name=name, override=ov, limit=lim, **z))
-            md.append(f"| {name} | {lim:.0f} | {z['placed']}/{z['cases']} | {z['infeasible']} | "
-                      f"{z['median_ms'] / 1e3:.1f} | {z['max_ms'] / 1e3:.1f} |")
-            print(md[-1], flush=True)
-        md += ["", "Zero-slack default, per case: " + ", ".join(
-            f"{r['case'].split('-')[1]} buffers {r['status']} {r['ms'] / 1e3:.1f} s"
-            for r in out["zeroslack"][0]["rows"])]
+    if a.part == "table":
+        return table()
+    sets = _corpus()
+    print(f"kernels compiled in {warm():.1f} s (not counted)", flush=True)
+    out = {}
+    if a.part == "default":
+        cfg = PlaceConfig.from_dict(CLI_DEFAULTS)
+        for k in a.sets.split(","):
+            print(k, flush=True)
+            out[k] = run_set(sets[k], cfg)
+            json.dump(out, open(HERE / f"results-default-{a.sets.replace(',', '-')}.json", "w"),
+                      indent=1)
+    else:
+        files = {"hard (12 of 36)": sets["hard"][::3], "zeroslack": sets["zeroslack"]}
+        for name, ov in ABLATE:
+            cfg = PlaceConfig.from_dict({**CLI_DEFAULTS, "time_limit_s": a.limit, **ov})
+            out[name] = {k: run_set(fs, cfg) for k, fs in files.items()}
+            print(name, {k: v["placed"] for k, v in out[name].items()}, flush=True)
+            json.dump(out, open(HERE / "results-ablation.json", "w"), indent=1)
+
+
+def table():
+    md = []
+    d = {}
+    for f in sorted(HERE.glob("results-default-*.json")):
+        d.update(json.loads(f.read_text()))
+    md += ["| set (default settings) | cases | placed | median s | max s | before: placed | before: median s | before: max s |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for k in SETS:
+        if k not in d:
+            continue
+        r = d[k]
+        b = HERE / f"before-{k}.json"
+        bs = ""
+        if b.exists():
+            x = json.loads(b.read_text())["summary"]
+            bs = f" {x['placed']}/{x['cases']} | {x['median_ms'] / 1e3:.3f} | {x['max_ms'] / 1e3:.3f} |"
+        md.append(f"| {k} | {r['cases']} | {r['placed']}/{r['cases']} | {r['median_s']:.3f} | "
+                  f"{r['max_s']:.3f} |" + (bs or " | | |"))
+    md.append("")
+    fails = [f"{k}: " + ", ".join(x["case"] for x in d[k]["rows"] if x["status"] != PLACED)
+             for k in d if d[k]["placed"] < d[k]["cases"]]
+    md.append("Not placed with default settings: " + ("; ".join(fails) or "none") + ".")
+    ab = HERE / "results-ablation.json"
+    if ab.exists():
+        a = json.loads(ab.read_text())
+        md += ["", "| ablation (10 s per case) | hard subset placed | median s | zero-slack placed | median s |",
+               "|---|---:|---:|---:|---:|"]
+        for name, r in a.items():
+            h, z = r["hard (12 of 36)"], r["zeroslack"]
+            md.append(f"| {name} | {h['placed']}/{h['cases']} | {h['median_s']:.2f} | "
+                      f"{z['placed']}/{z['cases']} | {z['median_s']:.2f} |")
     (HERE / "results.md").write_text("\n".join(md) + "\n")
-    (HERE / "results.json").write_text(json.dumps(out, indent=1) + "\n")
     print("\n".join(md))
 
 

@@ -62,7 +62,7 @@ def test_csv_reader():
     assert list(q.align) == [8, 8] and solve(q).status == "infeasible"  # 10+pad+10 > 24
     with pytest.raises(DumpError, match="capacity"):
         read_csv("0,0,1,1\n", None)
-    with pytest.raises(DumpError, match="request 7"):
+    with pytest.raises(DumpError, match="csv:1: buffer 7"):
         read_csv("7,3,3,10\n", 100)
 
 
@@ -70,7 +70,7 @@ def test_cli_solve_validate_bench(tmp_path, capsys):
     (tmp_path / "cases").mkdir()
     for k in range(3):
         save(tmp_path / "cases" / f"c{k}.json", random_problem(k, n=8, fill=0.3))
-    assert main(["solve", str(tmp_path / "cases"), "--out", str(tmp_path / "out")]) == 0
+    assert main(["solve", str(tmp_path / "cases"), "--out", str(tmp_path / "out")]) == 1  # c0 infeasible
     out = capsys.readouterr().out
     assert out.count("c0.json:") == 1 and "nodes=" in out
     sols = sorted((tmp_path / "out").glob("*.solution.json"))

@@ -111,7 +111,8 @@ def test_bad_values_under_dvc_keep_results_and_a_clean_clone_stays_clean(repo, t
         assert r.returncode != 0 and name in r.stderr and "Running stage" not in r.stdout
     assert sh("git status --porcelain", repo).stdout == ""
     assert outputs(repo) == before
-    assert "up to date" in sh("dvc status", repo).stdout
+    st = sh("dvc status", repo).stdout   # only the inputs stage, which hashes the input files anew each time
+    assert "up to date" in st or st.split() == ["inputs:", "always", "changed"], st
 
     show = sh("dvc metrics show metrics/trial.json", repo).stdout.splitlines()
     assert len(show) == 2, show                            # one header, one row

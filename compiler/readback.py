@@ -47,7 +47,7 @@ DTYPES = {"f16": np.float16, "fp8": FP8, "f32": np.float32}
 def ulp16(x: np.ndarray) -> np.ndarray:
     """f16's spacing at |x| (subnormal spacing 2^-24 near 0)."""
     _, ex = np.frexp(np.abs(x))
-    return np.maximum(np.ldexp(1.0, ex - 11), 2.0 ** -24)
+    return np.where(x == 0, 2.0 ** -24, np.maximum(np.ldexp(1.0, ex - 11), 2.0 ** -24))
 
 
 def checked_iterations(check: str, count: int) -> set[int]:

@@ -41,18 +41,23 @@ class RunResult:
                 "validated": self.validated, "supersteps": len(self.cycles_per_step)}
 
 
-def run(lower_res, model, t: Target, check: str = "all") -> RunResult:
+def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = None, inject=None) -> RunResult:
     """Per-layer cycles come from the profile: the supersteps of the last iteration.
-    `check` (all | last_iteration | sampled) chooses the Repeat iterations read back."""
+    `check` (all | last_iteration | sampled) chooses the Repeat iterations read back.
+    Fault-injection tests may replace host streams (`streams`: name -> array) or write
+    placed bytes after a superstep (`inject(step, memory)`, before it is read back);
+    the checks always hold the device to the model's data."""
     if lower_res.rejection:
         return RunResult(rejection=lower_res.rejection)
     prog, g = lower_res.program, model.graph
     count = g.repeat.count if g.repeat else 1
     checked_iterations(check, count)                      # a bad value fails before the run
-    streams = {n: np.ascontiguousarray(model.data[n]).view(np.uint8).ravel() for n in prog.in_streams}
+    streams = {n: np.ascontiguousarray((streams or {}).get(n, model.data[n])).view(np.uint8).ravel()
+               for n in prog.in_streams}
     dump = getattr(lower_res, "dump", None) or {}
     rb = ReadBack(g, model.data, dump, lower_res.body_steps, check) if dump else None
-    r = sim.run(prog, streams, rb.on_step if rb else None)
+    hooks = [h for h in (inject, rb.on_step if rb else None) if h is not None]
+    r = sim.run(prog, streams, (lambda step, mem: [h(step, mem) for h in hooks]) if hooks else None)
     err, sq_err, sq_ref = 0.0, 0.0, 0.0
     outputs, refs = {}, {}
     for name, ref in model.reference.items():

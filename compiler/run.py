@@ -4,6 +4,8 @@ op by op (compiler/readback.py: each op's output read back from its placed bytes
 the superstep completing it, against the reference op on the device's own inputs)."""
 from __future__ import annotations
 
+import io
+import zipfile
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,6 +41,20 @@ class RunResult:
                 "max_abs_error": self.max_abs_error, "rms_rel_error": self.rms_rel_error,
                 "tolerance": self.tolerance, **self.readback,
                 "validated": self.validated, "supersteps": len(self.cycles_per_step)}
+
+    def output_npz(self) -> bytes:
+        """artifacts/run/output.npz: every graph output as float32 (`<name>`, the device's;
+        `reference/<name>`, the reference's), padded rows included; np.load(...,
+        allow_pickle=False) reads it. Byte-identical for the same values (fixed zip dates)."""
+        arrays = {**self.outputs, **{f"reference/{n}": v for n, v in self.reference.items()}}
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            for name in sorted(arrays):
+                npy = io.BytesIO()
+                np.lib.format.write_array(npy, np.ascontiguousarray(arrays[name], np.float32), allow_pickle=False)
+                z.writestr(zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0)), npy.getvalue(),
+                           zipfile.ZIP_DEFLATED)
+        return buf.getvalue()
 
 
 def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = None, inject=None) -> RunResult:

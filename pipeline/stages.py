@@ -112,7 +112,8 @@ def outputs_of(phase: str) -> list[Path]:
     if phase == "report":
         return files + [out / "profile.html", METRICS / "trial.json", PLOTS / "supersteps.csv",
                         PLOTS / "tiles.csv"]
-    return files + [out / RESULT, METRICS / f"{phase}.json"]
+    extra = [out / "output.npz"] if phase == "run" else []      # graph outputs, device and reference
+    return files + extra + [out / RESULT, METRICS / f"{phase}.json"]
 
 
 def run_stage(phase: str, params: str | Path | None = None) -> object:
@@ -142,6 +143,8 @@ def run_stage(phase: str, params: str | Path | None = None) -> object:
             write_json(METRICS / "trial.json", {**res.summary, "host": host})
         else:
             write_atomic(out / RESULT, pickle.dumps(res, protocol=4))
+            if phase == "run":
+                write_atomic(out / "output.npz", res.output_npz())
             write_json(METRICS / f"{phase}.json", {phase: res.metrics(), "host": host})
     except BaseException:
         for f in outputs_of(phase):   # no partial outputs: a failed stage leaves none of its files

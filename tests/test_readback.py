@@ -157,3 +157,16 @@ def test_real_rows_and_ulp():
     assert real_rows(g, "scores").reshape(2, 16)[:, 15].tolist() == [False, False]
     assert ulp16(np.array([1.0, 1.5, 2.0, 0.0, 2.0 ** -20])).tolist() == [2 ** -10, 2 ** -10, 2 ** -9, 2 ** -24,
                                                                           2 ** -24]
+
+
+def test_output_npz(trial):
+    import io
+    _, r = trial
+    res = r["run"]
+    blob = res.output_npz()
+    with np.load(io.BytesIO(blob), allow_pickle=False) as z:
+        assert sorted(z.files) == ["reference/y", "y"]
+        assert z["y"].dtype == np.float32 and z["y"].shape == (16, 32)
+        assert np.array_equal(z["reference/y"], r["model"].reference["y"].astype(np.float32))
+        assert np.array_equal(z["y"], res.outputs["y"])
+    assert rerun(trial).output_npz() == blob                  # deterministic: same bytes

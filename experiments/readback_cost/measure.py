@@ -1,17 +1,19 @@
 """Cost of run's read-back validation: run-stage host time and peak RSS without it and
 with each `policy.check` mode, on the So400m ViT (ipu21).
 
-    python experiments/readback_cost/measure.py LAYERS [fp8] [modes...]
+    python experiments/readback_cost/measure.py LAYERS [fp8] [none] [all] [last_iteration] [sampled]
 
 Compiles every phase up to lower in-process (serial mapper), keeps only the lower and
-model results (what the run stage loads), then runs the simulator once without
-read-back (lower's dump rows removed) and once per check mode. RSS: this process,
+model results (what the run stage loads), then runs the simulator without read-back
+(`none`: lower's dump rows removed) and once per check mode listed. Time: wall and CPU
+seconds (user + sys of all threads: robust to other load on the machine). RSS: this process,
 sampled every 50 ms by a thread during each run (psutil), so the baseline holds the
 model's data and the lowered program as the run stage's does."""
 from __future__ import annotations
 
 import dataclasses
 import gc
+import resource
 import sys
 import threading
 import time
@@ -36,13 +38,14 @@ def measured(fn):
     th = threading.Thread(target=sample, daemon=True)
     base = proc.memory_info().rss
     th.start()
-    t0 = time.perf_counter()
+    cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+    t0, c0 = time.perf_counter(), cpu()
     out = fn()
-    secs = time.perf_counter() - t0
+    secs, csecs = time.perf_counter() - t0, cpu() - c0
     stop.set()
     th.join()
     peak[0] = max(peak[0], proc.memory_info().rss)
-    return out, secs, base / MIB, peak[0] / MIB
+    return out, secs, csecs, base / MIB, peak[0] / MIB
 
 
 def main(layers: int, fp8: bool, modes: list[str]):
@@ -55,19 +58,20 @@ def main(layers: int, fp8: bool, modes: list[str]):
     del res
     gc.collect()
     label = f"{layers} layers{', fp8 activations' if fp8 else ''}"
-    rows = [("none", dataclasses.replace(lo, dump={}), "all")] + [(m, lo, m) for m in modes]
+    rows = [(m, dataclasses.replace(lo, dump={}) if m == "none" else lo, "all" if m == "none" else m) for m in modes]
     first = None
     for name, lower_res, check in rows:
-        r, secs, base, peak = measured(lambda: run(lower_res, model, t, check))
+        r, secs, csecs, base, peak = measured(lambda: run(lower_res, model, t, check))
         m = r.metrics()
-        first = first or (secs, peak)
-        print(f"| {label} | {name} | {secs:.1f} | {100 * (secs / first[0] - 1):+.0f} % | {base:,.0f} | {peak:,.0f} | "
-              f"{100 * (peak / first[1] - 1):+.1f} % | {m.get('ops_checked', 0)} | {m['validated']} | "
-              f"{m.get('op_error_ratio', '-')} |", flush=True)
+        first = first or (csecs, peak)
+        print(f"| {label} | {name} | {secs:.1f} | {csecs:.1f} | {100 * (csecs / first[0] - 1):+.0f} % | {base:,.0f} | "
+              f"{peak:,.0f} | {100 * (peak / first[1] - 1):+.1f} % | {m.get('ops_checked', 0)} | "
+              f"{m['max_abs_error']:.4g} / {m['tolerance']:.4g} | {m['validated']} | {m.get('op_error_ratio', '-')} |",
+              flush=True)
         del r
         gc.collect()
 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    main(int(args[0]), "fp8" in args, [a for a in args[1:] if a != "fp8"] or ["all"])
+    main(int(args[0]), "fp8" in args, [a for a in args[1:] if a != "fp8"] or ["none", "all"])

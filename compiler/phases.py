@@ -60,7 +60,7 @@ PHASES = {
     "schedule": (("place",), lambda pl, cfg, mp: schedule(pl, target_of(cfg))),
     "lower": (("place", "schedule"), lambda pl, s, cfg, mp:
               lower(pl, s, target_of(cfg), policy_of(cfg).exchange_table_cap)),
-    "run": (("lower", "model"), lambda lo, m, cfg, mp: run(lo, m, target_of(cfg))),
+    "run": (("lower", "model"), lambda lo, m, cfg, mp: run(lo, m, target_of(cfg), policy_of(cfg).check)),
     "report": (("model", "plan", "expand", "place", "schedule", "run"),
                lambda m, p, e, pl, s, r, cfg, mp: report(m, p, e, pl, s, r, target_of(cfg))),
 }

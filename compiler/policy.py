@@ -20,6 +20,7 @@ class Policy:
     weight_stationary: bool = True    # also expand each candidate with weights resident where used
     panel_homes: bool = True          # store weights the AMP reads as micro-panels (FP8) in that order
     grid: str = ""                    # force one GEMM grid "GMxGNxGK[/SP]" (tests, studies); "" = search
+    check: str = "all"                # run's read-back: Repeat iterations checked op by op (all | last_iteration | sampled)
     place: dict = field(default_factory=dict)  # compiler.place.PlaceConfig overrides
 
     @classmethod
@@ -35,6 +36,8 @@ class Policy:
                 raise ConfigError(f"policy.{k}={v!r}: must be a positive integer")
         if not isinstance(p.plan_beam, int) or isinstance(p.plan_beam, bool) or p.plan_beam < 0:
             raise ConfigError(f"policy.plan_beam={p.plan_beam!r}: must be a non-negative integer")
+        if p.check not in ("all", "last_iteration", "sampled"):
+            raise ConfigError(f"policy.check={p.check!r}: expected all, last_iteration or sampled")
         if p.grid and not p.grid_dims:
             raise ConfigError(f"policy.grid={p.grid!r}: expected GMxGNxGK or GMxGNxGK/SP (serial passes), "
                               f"e.g. 2x4x2 or 2x4x2/2")

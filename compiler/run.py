@@ -1,12 +1,17 @@
-"""run: execute the lowered program on the simulator and validate it against the
-numpy reference computed in the model phase (DESIGN §3.7)."""
+"""run: execute the lowered program on the simulator and validate it twice (DESIGN §3.7):
+end to end (the outputs against the numpy reference computed in the model phase) and
+op by op (compiler/readback.py: each op's output read back from its placed bytes after
+the superstep completing it, against the reference op on the device's own inputs)."""
 from __future__ import annotations
 
+import io
+import zipfile
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import sim
+from .readback import ReadBack, checked_iterations, real_rows
 from .target import Target
 
 
@@ -19,9 +24,13 @@ class RunResult:
     tile_cycles: np.ndarray | None = None
     host_cycles: int = 0
     ms: float = 0.0
-    max_abs_error: float = float("nan")
+    max_abs_error: float = float("nan")   # end to end, over real (unpadded) rows
+    rms_rel_error: float = float("nan")   # rms of the error over rms of the reference, real rows
     tolerance: float = 0.0
     validated: bool = False
+    readback: dict = field(default_factory=dict)   # ReadBack.metrics(): ops_checked, ops_failed, ...
+    outputs: dict = field(default_factory=dict)    # graph output name -> float32, the device's
+    reference: dict = field(default_factory=dict)  # the same names, the reference's
     rejection: object = None
 
     def metrics(self) -> dict:
@@ -29,26 +38,60 @@ class RunResult:
             return {"validated": False}
         return {"cycles": self.cycles, "cycles_per_layer": self.cycles_per_layer, "ms": round(self.ms, 6),
                 "host_cycles": self.host_cycles,
-                "max_abs_error": self.max_abs_error, "tolerance": self.tolerance,
+                "max_abs_error": self.max_abs_error, "rms_rel_error": self.rms_rel_error,
+                "tolerance": self.tolerance, **self.readback,
                 "validated": self.validated, "supersteps": len(self.cycles_per_step)}
 
+    def output_npz(self) -> bytes:
+        """artifacts/run/output.npz: every graph output as float32 (`<name>`, the device's;
+        `reference/<name>`, the reference's), padded rows included; np.load(...,
+        allow_pickle=False) reads it. Byte-identical for the same values (fixed zip dates)."""
+        arrays = {**self.outputs, **{f"reference/{n}": v for n, v in self.reference.items()}}
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            for name in sorted(arrays):
+                npy = io.BytesIO()
+                np.lib.format.write_array(npy, np.ascontiguousarray(arrays[name], np.float32), allow_pickle=False)
+                z.writestr(zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0)), npy.getvalue(),
+                           zipfile.ZIP_DEFLATED)
+        return buf.getvalue()
 
-def run(lower_res, model, t: Target) -> RunResult:
-    """Per-layer cycles come from the profile: the supersteps of the last iteration."""
+
+def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = None, inject=None) -> RunResult:
+    """Per-layer cycles come from the profile: the supersteps of the last iteration.
+    `check` (all | last_iteration | sampled) chooses the Repeat iterations read back.
+    Fault-injection tests may replace host streams (`streams`: name -> array) or write
+    placed bytes after a superstep (`inject(step, memory)`, before it is read back);
+    the checks always hold the device to the model's data."""
     if lower_res.rejection:
         return RunResult(rejection=lower_res.rejection)
-    prog = lower_res.program
-    streams = {n: np.ascontiguousarray(model.data[n]).view(np.uint8).ravel() for n in prog.in_streams}
-    r = sim.run(prog, streams)
-    err = 0.0
+    prog, g = lower_res.program, model.graph
+    count = g.repeat.count if g.repeat else 1
+    checked_iterations(check, count)                      # a bad value fails before the run
+    streams = {n: np.ascontiguousarray((streams or {}).get(n, model.data[n])).view(np.uint8).ravel()
+               for n in prog.in_streams}
+    dump = getattr(lower_res, "dump", None) or {}
+    rb = ReadBack(g, model.data, dump, lower_res.body_steps, check) if dump else None
+    hooks = [h for h in (inject, rb.on_step if rb else None) if h is not None]
+    r = sim.run(prog, streams, (lambda step, mem: [h(step, mem) for h in hooks]) if hooks else None)
+    err, sq_err, sq_ref = 0.0, 0.0, 0.0
+    outputs, refs = {}, {}
     for name, ref in model.reference.items():
-        got = r.outputs[name].view(np.float16).reshape(ref.shape).astype(np.float64)
-        d = np.abs(got - ref.astype(np.float64))
-        err = max(err, float(d.max()) if np.isfinite(d).all() else float("inf"))
-    count = model.graph.repeat.count if model.graph.repeat else 1
+        got = r.outputs[name].view(np.float16).reshape(ref.shape)
+        outputs[name], refs[name] = got.astype(np.float32), ref.astype(np.float32)
+        keep = real_rows(g, name)
+        d = np.abs(got[keep].astype(np.float64) - ref[keep].astype(np.float64))
+        fin = bool(np.isfinite(d).all())
+        err = max(err, float(d.max(initial=0.0)) if fin else float("inf"))
+        sq_err += float((d ** 2).sum()) if fin else float("inf")
+        sq_ref += float((ref[keep].astype(np.float64) ** 2).sum())
+    rms_rel = float(np.sqrt(sq_err / sq_ref)) if sq_ref > 0 else (0.0 if sq_err == 0 else float("inf"))
+    rbm = rb.metrics() if rb else {"ops_checked": 0, "ops_failed": 0}
+    per_op_ok = rbm["ops_checked"] > 0 and rbm["ops_failed"] == 0
     per_iter = len(r.step_cycles) // count
     return RunResult(cycles=int(r.total_cycles), cycles_per_layer=int(sum(r.step_cycles[-per_iter:])),
                      cycles_per_step=[int(c) for c in r.step_cycles],
                      step_kind=list(r.step_kind), tile_cycles=r.tile_cycles, host_cycles=int(r.host_cycles),
-                     ms=r.total_cycles / t.clock_hz * 1e3, max_abs_error=err, tolerance=model.tolerance,
-                     validated=bool(err <= model.tolerance))
+                     ms=r.total_cycles / t.clock_hz * 1e3, max_abs_error=err, rms_rel_error=round(rms_rel, 9),
+                     tolerance=model.tolerance, validated=bool(err <= model.tolerance and per_op_ok),
+                     readback=rbm, outputs=outputs, reference=refs)

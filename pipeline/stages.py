@@ -102,7 +102,8 @@ def outputs_of(phase: str) -> list[Path]:
     if phase == "report":
         return files + [out / "profile.html", METRICS / "trial.json", PLOTS / "supersteps.csv",
                         PLOTS / "tiles.csv"]
-    return files + [out / RESULT, METRICS / f"{phase}.json"]
+    extra = [out / "output.npz"] if phase == "run" else []      # graph outputs, device and reference
+    return files + extra + [out / RESULT, METRICS / f"{phase}.json"]
 
 
 def run_stage(phase: str, params: str | Path | None = None) -> object:
@@ -139,6 +140,8 @@ def run_stage(phase: str, params: str | Path | None = None) -> object:
                 files = [("index.txt", "".join(f"{n}\n" for n, _ in res.dumps) or "none\n")]
                 for name, text in files + res.dumps:
                     write_atomic(out / "dumps" / name, text.encode())
+            if phase == "run":
+                write_atomic(out / "output.npz", res.output_npz())
             write_json(METRICS / f"{phase}.json", {phase: res.metrics()})
         write_json(HOST / f"{phase}.json", host)
     except BaseException:

@@ -20,7 +20,7 @@ from ..target import DTYPE_BYTES, STANDARD, Target
 from .layout import Layout, allocate, convert, fill, gather, host_rects, pad
 from .flash import expand_flash
 from .matmul import expand_matmul, resident_weights
-from .tilegraph import END, Builder, TileGraph
+from .tilegraph import DUMP, END, Builder, TileGraph, concat, soa
 
 F16 = isa.DTYPES["f16"]
 VECTOR_SHARD = 256   # bytes per shard of a vector home
@@ -42,6 +42,7 @@ class Ctx:
         self.in_panels: dict[str, tuple] = {}          # streams the host sends in panel order
         self.step_op: list[int] = []                   # op that opened each superstep
         self.fence = -1                                # a Repeat body edge: no compute step spans it
+        self.dump: list[dict] = []                     # op outputs as completed (TileGraph.dump)
 
     # supersteps ---------------------------------------------------------------
     def exchange_step(self) -> int:
@@ -238,6 +239,14 @@ def host_out(c: Ctx, name: str, stream: int):
     c.bld.reads(lay, len(c.kinds) + 1)
 
 
+def dump_rows(op: int, step: int, lay: Layout) -> dict:
+    """The blocks of op's output layout, complete after superstep `step` (row-major)."""
+    A, B, r, k = _blocks(lay)
+    n = len(A)
+    return dict(op=np.full(n, op), step=np.full(n, step), tile=lay.tile[A, B], req=lay.req[A, B],
+                off=lay.off[A, B], r0=lay.rstart[A], rows=r, c0=lay.cstart[B], cols=k, ebytes=np.full(n, lay.ebytes))
+
+
 def home_rotations(graph, names, seq, count: int, T: int, panels: dict, candidates: int = 64) -> dict[str, int]:
     """Balanced home rotation: homes (plan/homes.py) put each tensor's bytes on evenly
     spread tiles from its rotation; largest tensors first, each takes the rotation (from
@@ -318,6 +327,8 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
             expand_flash(c, op)
         else:
             raise NotImplementedError(f"expand: op {op.kind!r}")
+        if not c.lay[op.outputs[0]].panel:
+            c.dump.append(dump_rows(n, len(c.kinds), c.lay[op.outputs[0]]))
     if rep and stop == len(graph.ops):
         body[1] = _end_body(c, carried)
     outs = [t.name for t in graph.of_kind("output")]
@@ -326,5 +337,6 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
     tg = c.bld.build(c.kinds, ins, {n: graph.tensors[n].nbytes for n in outs}, label, count)
     tg.body = tuple(body) if rep else (0, len(c.kinds))
     tg.step_op = c.step_op
+    tg.dump = concat(c.dump) if c.dump else soa(DUMP)
     tg.in_panels = c.in_panels
     return tg

@@ -15,6 +15,9 @@ superstep s; event S+1 the host reading outputs. Lifetimes are [start, end) in e
         row shape (row_bytes, rows, stride): the two shapes carry the same bytes; reloc =
         bytes added to the source address per Repeat iteration (a sequence member)
   hin/hout host stream rows: stream, host_off, req, off, row_bytes, rows, host_stride, tile_stride
+  dump  where each op's output can be read back (host-side only, the simulator never sees
+        it): op index, the superstep completing it, and per block its tile, request +
+        offset, rows r0..r0+rows × cols c0..c0+cols, row-major, ebytes per element
 
 Rows are symbolic (a count and a stride), never one row object per tensor row.
 """
@@ -30,6 +33,7 @@ KERN = ("step", "tile", "op", "dtype", "r0", "o0", "r1", "o1", "r2", "o2", "r3",
 XFER = ("step", "src", "dst", "sreq", "soff", "dreq", "doff",
         "s_row_bytes", "s_rows", "s_stride", "d_row_bytes", "d_rows", "d_stride", "reloc")
 END = -1   # request end placeholder: live to the end of the program
+DUMP = ("op", "step", "tile", "req", "off", "r0", "rows", "c0", "cols", "ebytes")
 HOST = ("stream", "host_off", "req", "off", "row_bytes", "rows", "host_stride", "tile_stride")
 
 
@@ -66,6 +70,7 @@ class TileGraph:
     count: int = 1                            # supersteps body[0]..body[1]-1 are a Repeat body run count times
     body: tuple = ()                          # 0-based [first, stop) step range of the body; () = every step
     step_op: list = field(default_factory=list)   # op index that opened each superstep
+    dump: dict = field(default_factory=dict)      # DUMP rows: op outputs read back by `run`
     analysis: dict = field(default_factory=dict)
 
     def body_steps(self) -> tuple[int, int]:

@@ -2,7 +2,7 @@
 host stream descriptors, linked into one Program (docs/architecture.md §3)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -17,6 +17,10 @@ from .program import Program
 class LowerResult:
     program: Program | None = None
     rejection: object = None
+    # host side, never given to the simulator: where each op's output lies once complete
+    # (tile graph dump rows with `addr` for request + offset), supersteps per Repeat body
+    dump: dict = field(default_factory=dict)
+    body_steps: int = 0
 
     def metrics(self) -> dict:
         p = self.program
@@ -175,4 +179,8 @@ def lower(place_res, sched, t: Target, exchange_table_cap: int) -> LowerResult:
         in_streams=tg.in_streams, out_streams=tg.out_streams, in_panels=dict(tg.in_panels),
         host_in=host_rows(tg.hin, tg.req["tile"], pl.addr),
         host_out=host_rows(tg.hout, tg.req["tile"], pl.addr))
-    return LowerResult(prog)
+    d = getattr(tg, "dump", None) or {}
+    dump = {k: v for k, v in d.items() if k not in ("req", "off")}
+    if d:
+        dump["addr"] = pl.addr[d["req"]] + d["off"]
+    return LowerResult(prog, dump=dump, body_steps=len(tg.steps))

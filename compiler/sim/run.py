@@ -163,7 +163,9 @@ class Machine:
             self.loop = None
 
     # ---- the program -------------------------------------------------------------
-    def run(self, streams: dict) -> SimResult:
+    def run(self, streams: dict, on_step=None) -> SimResult:
+        """on_step(step, memory), if given, is called after every superstep: the host's
+        read-only view (a tensor dump); execution never depends on it."""
         t, T, p = self.t, self.T, self.p
         load(self.m, p)
         nin = host_in(self.m, p, streams)
@@ -201,6 +203,8 @@ class Machine:
             tile_cyc.append(cycles)
             step_cyc.append(int(cycles.max(initial=0)) + t.sync_cycles)
             xbytes.append(xb)
+            if on_step is not None:
+                on_step(step, self.m)
             step += 1
             running &= ~at_end
             self.ended = ~running
@@ -234,6 +238,6 @@ class Machine:
         return b.view("<u4").astype(I64).reshape(nsteps, self.T)
 
 
-def run(program: Program, streams: dict) -> SimResult:
+def run(program: Program, streams: dict, on_step=None) -> SimResult:
     """Execute a lowered program on the simulated machine (see compiler/sim/__init__)."""
-    return Machine(program).run(streams)
+    return Machine(program).run(streams, on_step)

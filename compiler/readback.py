@@ -1,0 +1,283 @@
+"""Read-back validation, op by op (DESIGN §3.7).
+
+After the superstep that completes an op's output, the host reads the output's bytes
+at their placed addresses (lower's dump rows: a tensor dump, as a debugger does on
+hardware; the simulator's execution never depends on it). Each op is checked against
+the reference op (compiler/reference.py) applied to the device's own activations,
+read back the same way when their producers completed, and to the true parameters
+and inputs (the model's data: a wrong weight in a home or a wrong Repeat member
+shows up in the op that reads it). The bound is one op's rounding, not the graph's,
+so FP8 rounding decisions that diverge over many layers cannot hide a real bug.
+
+Bounds (u = 2^-11, f16's unit roundoff; e = 2^-24, f32's; t = 2^-25, half the
+smallest f16 subnormal; ulp = f16's spacing at the reference value):
+  matmul      (3u + (2k+8)e) * sum|a||b| * |scale| + t: the device's products exact in
+              f32, summed in f32 (k e), k-split partials rounded to f16 (u), their f32 sum
+              rounded once (u), one u to spare; the reference is computed in f32 too
+              (inputs rounded to f32, k-term f32 sums: another (k+2)e).
+  add, bias   ulp: the f32 sum of two f16 values rounded once (half an ulp; f32 slack).
+  cast        exact: the device value must be the e4m3 rounding of x/scale, allowing
+              either neighbour only where x/scale lies within 2^-20 (relative) of a
+              rounding midpoint (the device divides in f32).
+  gelu        ulp + (16 + 8|x| + |x|^3) e |ref| + t: f32 evaluation, whose exp argument
+              (~1.6(|x| + 0.045|x|^3)) carries a relative error of e per unit.
+  layernorm   ulp + (D+8) e |gamma| (|z| + rstd mean|x| (1 + |z|)) + e|beta| + t: the
+              f32 mean of D terms errs by D e mean|x|, shifting z by rstd times that and
+              the variance (so rstd) relatively by as much; the rest few e.
+  softmax     ulp + ref ((n+8) e + 4e (|s| + 2 max|s|)) + t, s = x*scale over the n valid
+              columns: f32 scaling and exp arguments (e|s| each), an n-term sum, a divide.
+  flash_attention  (expm1(2D_i) + 8u) (P|V|) + ulp + t per row i: a score perturbed by at
+              most D_i = (3u + (d+4)e) max_j sum|q||k| scale + u max_j|s| changes each
+              softmax weight by a factor within exp(+-2 D_i); every stored intermediate
+              (partial outputs, merged sums) rounds to f16 a few times (8u).
+Other op kinds are counted as unchecked.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import reference
+from .models.gemm import FP8, FP8_MAX
+from .sim.memory import gather
+
+U, E, TINY = 2.0 ** -11, 2.0 ** -24, 2.0 ** -25
+CHECKS = ("all", "last_iteration", "sampled")
+DTYPES = {"f16": np.float16, "fp8": FP8, "f32": np.float32}
+
+
+def ulp16(x: np.ndarray) -> np.ndarray:
+    """f16's spacing at |x| (subnormal spacing 2^-24 near 0)."""
+    _, ex = np.frexp(x)
+    ex[x == 0] = -13                                      # frexp(0) = (0, 0)
+    return np.maximum(np.ldexp(1.0, ex - 11), 2.0 ** -24)
+
+
+def checked_iterations(check: str, count: int) -> set[int]:
+    if check not in CHECKS:
+        raise ValueError(f"run.check={check!r}: not one of {', '.join(CHECKS)}")
+    if check == "all":
+        return set(range(count))
+    if check == "last_iteration":
+        return {count - 1}
+    return {0, count // 2, count - 1}
+
+
+def real_rows(g, name: str) -> np.ndarray:
+    """Rows of tensor `name` that hold real tokens: a model pads odd token counts with a
+    token its attention masks out (SOFTMAX / flash `valid` < keys); rows r of a tensor
+    with a multiple of those keys as rows are real where r mod keys < valid."""
+    rows = g.tensors[name].shape[0]
+    keep = np.ones(rows, bool)
+    for op in g.ops:
+        valid = op.attr("valid", 0)
+        if not valid or op.kind not in ("softmax", "flash_attention"):
+            continue
+        keys = op.attr("tokens") if op.kind == "flash_attention" else g.tensors[op.inputs[0]].shape[1]
+        if keys and rows % keys == 0:
+            keep &= np.arange(rows) % keys < valid
+    return keep
+
+
+# ---- one op's reference and bound ---------------------------------------------------
+
+def _matmul(op, x, _):
+    """In f32 (BLAS at twice the f64 rate): rounding the inputs to f32 and summing k
+    products in f32 err by at most (k+2)e sum|a||b| more, which the bound adds."""
+    a, b = (v.astype(np.float32) for v in x)
+    ref = reference.matmul(op, a, b)
+    s = np.abs(reference.matmul(op, np.abs(a), np.abs(b)))
+    k = op.attr("k")
+    s *= (3 * U + (2 * k + 8) * E) * (1 + (k + 2) * E)    # last factor: s itself summed in f32
+    s += TINY
+    return ref, s
+
+
+def _sum(op, x, _):
+    ref = x[0] + x[1]
+    return ref, ulp16(ref)
+
+
+def _gelu(op, x, _):
+    ref = reference.gelu(x[0], op.attr("approx", "tanh"))
+    ax = np.abs(x[0])
+    return ref, ulp16(ref) + (16 + 8 * ax + ax ** 3) * E * np.abs(ref) + TINY
+
+
+def _layernorm(op, x, _):
+    v, gamma, beta = x
+    D = v.shape[1]
+    ref = reference.layernorm(v, gamma, beta, op.attr("eps", 1e-6))
+    mu = v.mean(1, keepdims=True)
+    rstd = 1 / np.sqrt(((v - mu) ** 2).mean(1, keepdims=True) + op.attr("eps", 1e-6))
+    z = np.abs((v - mu) * rstd)
+    shift = rstd * np.abs(v).mean(1, keepdims=True)
+    return ref, ulp16(ref) + (D + 8) * E * np.abs(gamma) * (z + shift * (1 + z)) + E * np.abs(beta) + TINY
+
+
+def _softmax(op, x, _):
+    scale, valid = op.attr("scale", 1.0), op.attr("valid", 0)
+    ref = reference.softmax(x[0], scale, valid)
+    n = valid or x[0].shape[1]
+    s = np.abs(x[0][:, :n])                     # the biggest tensors: bound built in place
+    s *= abs(scale)
+    s += 2 * s.max(1, keepdims=True)
+    s *= 4 * E
+    s += (n + 8) * E
+    s *= ref[:, :n]
+    s += ulp16(ref[:, :n])
+    s += TINY
+    bound = np.full(ref.shape, TINY)
+    bound[:, :n] = s
+    return ref, bound
+
+
+def _flash(op, x, _):
+    q, k, v = x
+    ref = reference._op(op, x, lambda a: a)
+    H, d, valid, scale = op.attr("heads"), op.attr("head_dim"), op.attr("valid"), op.attr("scale")
+    bound = ulp16(ref) + TINY
+    for h in range(H):
+        c = slice(h * d, (h + 1) * d)
+        s = q[:, c] @ k[:, c].T * scale
+        sa = np.abs(q[:, c]) @ np.abs(k[:, c]).T * abs(scale)
+        n = valid or s.shape[1]
+        D = (3 * U + (d + 4) * E) * sa[:, :n].max(1) + U * np.abs(s[:, :n]).max(1)
+        p = reference.softmax(s, 1.0, valid)
+        bound[:, c] += (np.expm1(2 * D) + 8 * U)[:, None] * (p @ np.abs(v[:, c]))
+    return ref, bound
+
+
+def _cast(op, x, dev):
+    """Distance from the device value to the nearest admissible rounding (bound 0)."""
+    scale = op.attr("scale")
+    q = x[0] / scale
+    cands = [np.clip(q * (1 + d), -FP8_MAX, FP8_MAX).astype(FP8).astype(np.float64) * scale
+             for d in (0.0, -2.0 ** -20, 2.0 ** -20)]
+    err = np.min([np.abs(dev - c) for c in cands], axis=0)
+    return cands[0], np.zeros_like(err), err
+
+
+BOUNDS = {"matmul": _matmul, "add": _sum, "bias": _sum, "gelu": _gelu, "layernorm": _layernorm,
+          "softmax": _softmax, "flash_attention": _flash, "cast": _cast}
+
+
+def op_error(op, inputs: list, dev: np.ndarray):
+    """(reference, bound, error) of one op given its inputs and the device's output."""
+    res = BOUNDS[op.kind](op, inputs, dev)
+    ref, bound = res[0], res[1]
+    err = res[2] if len(res) > 2 else np.abs(np.subtract(dev, ref))
+    bad = ~np.isfinite(err)
+    if bad.any():                                  # equal infinities, NaN for NaN: no error
+        d, r = dev[bad], ref[bad]
+        err[bad] = np.where((d == r) | (np.isnan(d) & np.isnan(r)), 0.0, np.inf)
+    return ref, bound, err
+
+
+class ReadBack:
+    """The host's per-superstep callback (sim.run's on_step): reads every completed op
+    output of the iterations it checks and checks the op at once; keeps one iteration's
+    activations (float64), dropping each after its last reader."""
+
+    def __init__(self, graph, data: dict, dump: dict, body_steps: int, check: str = "all"):
+        self.g, self.data, self.d, self.S = graph, data, dump, body_steps
+        rep = graph.repeat
+        self.count = rep.count if rep else 1
+        self.seq = set(rep.sequences) if rep else set()
+        self.carried = dict(rep.carried) if rep else {}          # body output -> body input
+        self.check = checked_iterations(check, self.count)
+        self.rows = {n: np.flatnonzero(dump["op"] == n) for n in np.unique(dump["op"])} if len(dump.get("op", ())) else {}
+        self.at_step: dict[int, list[int]] = {}
+        for n, idx in sorted(self.rows.items()):
+            self.at_step.setdefault(int(dump["step"][idx[0]]), []).append(int(n))
+        self.last_use = {}
+        for n, op in enumerate(graph.ops):
+            for name in op.inputs:
+                self.last_use[name] = n
+        self.env: dict[str, np.ndarray] = {}
+        self.carry: dict[str, np.ndarray] = {}
+        self.iteration = 0
+        self.checked = self.failed = self.unchecked = 0
+        self.first_failed: dict | None = None
+        self.worst_ratio = 0.0
+
+    # ---- reading -------------------------------------------------------------------
+    def read(self, mem, n: int) -> np.ndarray:
+        name = self.g.ops[n].outputs[0]
+        t = self.g.tensors[name]
+        d, idx = self.d, self.rows[n]
+        out = np.full(t.shape, np.nan, np.float32)      # f16 and e4m3 values are exact in f32
+        e = int(d["ebytes"][idx[0]])
+        R, C = d["rows"][idx], d["cols"][idx]
+        for r, c in {(int(a), int(b)) for a, b in zip(R, C)}:
+            sel = idx[(R == r) & (C == c)]
+            b = gather(mem.flat, mem.pos(d["tile"][sel], d["addr"][sel]), r * c * e)
+            blocks = b.view(DTYPES[t.dtype]).reshape(len(sel), r, c).astype(np.float32)
+            out[d["r0"][sel][:, None, None] + np.arange(r)[None, :, None],
+                d["c0"][sel][:, None, None] + np.arange(c)[None, None, :]] = blocks
+        return out                                       # stored values: times t.scale when used
+
+    def value(self, name: str, i: int):
+        """An op input at iteration i: the device's activation, or the true data."""
+        t = self.g.tensors[name]
+        raw = self.env.get(name, self.carry.get(name) if i > 0 else None)
+        if raw is not None:
+            return raw.astype(np.float64) * t.scale
+        if name in self.data:
+            v = self.data[name][i] if name in self.seq else self.data[name]
+            return np.asarray(v).astype(np.float64) * t.scale
+        return None
+
+    # ---- the callback --------------------------------------------------------------
+    def on_step(self, step: int, mem) -> None:
+        i, b = divmod(step, self.S) if self.S else (0, step)
+        if i != self.iteration:                   # a new iteration: carried values move on
+            self.carry = {inp: self.env[out] for out, inp in self.carried.items() if out in self.env}
+            self.env, self.iteration = {}, i
+        for n in self.at_step.get(b + 1, ()):
+            op = self.g.ops[n]
+            out = op.outputs[0]
+            if i in self.check or (out in self.carried and i + 1 in self.check):
+                self.env[out] = self.read(mem, n)
+            if i in self.check:
+                self.check_op(n, i)
+                for name in op.inputs:             # free what no later op of the body reads
+                    if self.last_use.get(name) == n and name not in self.carried:
+                        self.env.pop(name, None)
+
+    def check_op(self, n: int, i: int) -> None:
+        op = self.g.ops[n]
+        xs = [self.value(name, i) for name in op.inputs]
+        if op.kind not in BOUNDS or any(x is None for x in xs):
+            self.unchecked += 1
+            return
+        dev = self.value(op.outputs[0], i)
+        _, bound, err = op_error(op, xs, dev)
+        del xs, dev
+        self.checked += 1
+        over = err > bound
+        if not over.any():
+            if err.size:                  # err <= bound everywhere: err / bound in place
+                np.divide(err, bound, out=err, where=bound > 0)
+                self.worst_ratio = max(self.worst_ratio, float(err.max()))
+            return
+        self.failed += 1
+        if self.first_failed is None:
+            r, c = np.unravel_index(int(np.argmax(np.where(over, err - bound, -np.inf))), err.shape)
+            self.first_failed = dict(op=op.outputs[0], kind=op.kind, iteration=i, tile=self.tile_of(n, r, c),
+                                     row=int(r), col=int(c), error=float(err[r, c]), bound=float(bound[r, c]),
+                                     elements=int(over.sum()))
+
+    def tile_of(self, n: int, r: int, c: int) -> int:
+        d, idx = self.d, self.rows[n]
+        hit = (d["r0"][idx] <= r) & (r < d["r0"][idx] + d["rows"][idx]) & \
+              (d["c0"][idx] <= c) & (c < d["c0"][idx] + d["cols"][idx])
+        return int(d["tile"][idx][hit][0])
+
+    def metrics(self) -> dict:
+        unread = len(self.g.ops) - len(self.rows)          # outputs without dump rows: never read
+        m = {"ops_checked": self.checked, "ops_failed": self.failed,
+             "ops_unchecked": self.unchecked + unread * len(self.check),
+             "op_error_ratio": round(self.worst_ratio, 6)}
+        if self.first_failed:
+            m["first_failed_op"] = self.first_failed
+        return m

@@ -1,0 +1,172 @@
+"""Planted bugs must fail read-back validation, naming the op, in FP16- and FP8-activation
+mode alike: each is injected into what the machine receives (host streams, placed
+bytes, the lowered program's relocation table), never into the reference or the data
+the checks hold the device to."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from compiler import isa
+from compiler.phases import compile_trial, target_of
+from compiler.readback import real_rows, ulp16
+from compiler.run import run
+from helpers import target_cfg
+
+VIT = dict(name="vit", preset="custom", width=32, hidden=64, heads=2, tokens=15, layers=2)
+MODES = {"fp16": {}, "fp8": {"fp8_activations": True}}
+LAST = VIT["layers"] - 1
+
+
+@pytest.fixture(scope="module", params=list(MODES))
+def trial(request):
+    cfg = dict(model=dict(VIT, **MODES[request.param]), target=target_cfg("tiny"), policy={})
+    return cfg, compile_trial(cfg)
+
+
+def rerun(trial, streams=None, inject=None, lower_res=None, check="all"):
+    cfg, r = trial
+    return run(lower_res or r["lower"], r["model"], target_of(cfg), check, streams, inject)
+
+
+def zeroed(r, name, index=np.s_[...]):
+    """The host stream of parameter `name` with the last layer's member[index] zeroed."""
+    a = np.array(r["model"].data[name])
+    a[LAST][index] = 0
+    return {name: a}
+
+
+def assert_caught(res, op, iteration=LAST):
+    m = res.metrics()
+    assert not res.validated and m["ops_failed"] > 0, m
+    f = m["first_failed_op"]
+    assert (f["op"], f["iteration"]) == (op, iteration), f
+    assert f["error"] > f["bound"] and 0 <= f["tile"] < 64
+
+
+def test_clean_trial_validates_op_by_op(trial):
+    _, r = trial
+    m = r["run"].metrics()
+    ops = len(r["model"].graph.ops)
+    assert r["run"].validated and m["ops_checked"] == ops * VIT["layers"] and m["ops_failed"] == 0, m
+    assert 0 < m["op_error_ratio"] <= 1 and "first_failed_op" not in m
+
+
+@pytest.mark.parametrize("bias,op", [("mlp.fc2.bias", "fc2"), ("attn.proj.bias", "proj"),
+                                     ("mlp.fc1.bias", "fc1"), ("attn.qkv.bias", "qkv"), ("norm2.bias", "ln2")])
+def test_dropped_bias_or_beta(trial, bias, op):
+    assert_caught(rerun(trial, streams=zeroed(trial[1], bias)), op)
+
+
+def test_zeroed_fc2_k_rows(trial):
+    """32 of So400m's 4304 k-rows, scaled to this model: 2 of 64."""
+    assert_caught(rerun(trial, streams=zeroed(trial[1], "mlp.fc2.weight", np.s_[10:12])), "fc2.xw")
+
+
+def test_zeroed_fc2_weight_columns(trial):
+    """8 of 1152 output columns, scaled: 1 of 32 (in the weight the host sends)."""
+    assert_caught(rerun(trial, streams=zeroed(trial[1], "mlp.fc2.weight", np.s_[:, 5])), "fc2.xw")
+
+
+def test_zeroed_fc2_output_columns_in_placed_bytes(trial):
+    """A kernel that leaves an output column unwritten: column 3 of fc2's matmul output
+    zeroed in tile memory right after the superstep that completes it, last layer."""
+    _, r = trial
+    lo, g = r["lower"], r["model"].graph
+    n = next(i for i, op in enumerate(g.ops) if op.outputs[0] == "fc2.xw")
+    d = lo.dump
+    rows = np.flatnonzero((d["op"] == n) & (d["c0"] <= 3) & (3 < d["c0"] + d["cols"]))
+    step = LAST * lo.body_steps + int(d["step"][rows[0]]) - 1
+
+    def inject(s, mem):
+        if s == step:
+            for i in rows:
+                at = d["addr"][i] + (np.arange(d["rows"][i]) * d["cols"][i] + 3 - d["c0"][i]) * 2
+                for a in at:
+                    mem.flat[mem.pos(d["tile"][i], a) + np.arange(2)] = 0
+    assert_caught(rerun(trial, inject=inject), "fc2.xw")
+
+
+def relocations(r):
+    """Every nonzero Repeat relocation entry: (offset of its stride word in program.table,
+    tile, the op reading the relocated sequence member)."""
+    prog, tg, addr, g = r["lower"].program, r["place"].tilegraph, r["place"].placement.addr, r["model"].graph
+    names = np.asarray(tg.names)[tg.req["name"]]
+    reader = {}
+    for op in g.ops:
+        for x in op.inputs:
+            reader.setdefault(x, op.outputs[0])
+    k, out = tg.kern, []
+    for t in range(prog.tiles):
+        code = prog.tile_code(t).view("<u4").reshape(-1, isa.INSTR_WORDS)
+        if not len(code) or code[0, 0] != isa.REPEAT:
+            continue
+        table = prog.tile_table(t)
+        base = int(code[0, 3]) - int(prog.table_addr[t])
+        ent = table[base:base + int(code[0, 4]) * isa.RELOC_BYTES].view("<u4").reshape(-1, 2)
+        kern = iter(np.flatnonzero((k["reloc"] != 0) & (k["tile"] == t)))     # code entries follow, in kern order
+        seqs = np.flatnonzero((tg.req["tile"] == t) & (tg.req["count"] > 1))
+        for e, (word, stride) in enumerate(ent):
+            if prog.code_addr[t] <= word < prog.code_addr[t] + code.nbytes:    # a MATMUL's b operand
+                name = names[k["r2"][next(kern)]].removesuffix(".p")
+            else:                                                              # an exchange source
+                w = int(word) - int(prog.table_addr[t])
+                src = int(table[w:w + 4].view("<u4")[0])
+                ext = addr[seqs] + tg.req["count"][seqs] * tg.req["stride"][seqs]
+                home = names[seqs[(addr[seqs] <= src) & (src < ext)][0]]
+                name = reader[home.removesuffix(".home")]
+            out.append((int(prog.table_off[t]) + base + e * isa.RELOC_BYTES + 4, t, name))
+    return out
+
+
+@pytest.mark.parametrize("policy", [{}, {"weight_stationary": False}])
+def test_relocation_pointing_at_previous_layer(trial, policy):
+    """One relocation entry (one tile) with stride 0: iteration 1 reads layer 0's
+    member (weights resident and read in place, or gathered from their homes)."""
+    cfg, r = trial
+    if policy:
+        cfg = dict(cfg, policy=policy)
+        r = compile_trial(cfg)
+    entries = relocations(r)
+    at, tile, op = next(e for e in entries if e[2].endswith(".xw"))
+    prog = r["lower"].program
+    table = prog.table.copy()
+    table[at:at + 4] = 0
+    lo = dataclasses.replace(r["lower"], program=dataclasses.replace(prog, table=table))
+    res = run(lo, r["model"], target_of(cfg))
+    assert_caught(res, op, iteration=1)
+    assert res.metrics()["first_failed_op"]["tile"] == tile
+
+
+def test_check_modes(trial):
+    streams = zeroed(trial[1], "mlp.fc2.bias")
+    ops = len(trial[1]["model"].graph.ops)
+    for check in ("last_iteration", "sampled"):
+        res = rerun(trial, streams=streams, check=check)
+        assert_caught(res, "fc2")
+        clean = rerun(trial, check=check).metrics()
+        assert clean["validated"] and clean["ops_checked"] == ops * (1 if check == "last_iteration" else 2)
+    with pytest.raises(ValueError, match="run.check"):
+        rerun(trial, check="some")
+
+
+def test_real_rows_and_ulp():
+    from compiler.models import vit
+    g, _ = vit.build(VIT)                      # 15 tokens, padded to 16
+    assert real_rows(g, "y").tolist() == [True] * 15 + [False]
+    assert real_rows(g, "scores").reshape(2, 16)[:, 15].tolist() == [False, False]
+    assert ulp16(np.array([1.0, 1.5, 2.0, 0.0, 2.0 ** -20])).tolist() == [2 ** -10, 2 ** -10, 2 ** -9, 2 ** -24,
+                                                                          2 ** -24]
+
+
+def test_output_npz(trial):
+    import io
+    _, r = trial
+    res = r["run"]
+    blob = res.output_npz()
+    with np.load(io.BytesIO(blob), allow_pickle=False) as z:
+        assert sorted(z.files) == ["reference/y", "y"]
+        assert z["y"].dtype == np.float32 and z["y"].shape == (16, 32)
+        assert np.array_equal(z["reference/y"], r["model"].reference["y"].astype(np.float32))
+        assert np.array_equal(z["y"], res.outputs["y"])
+    assert rerun(trial).output_npz() == blob                  # deterministic: same bytes

@@ -178,10 +178,13 @@ class ReadBack:
     output of the iterations it checks and checks the op at once; keeps one iteration's
     activations (float64), dropping each after its last reader."""
 
-    def __init__(self, graph, data: dict, dump: dict, body_steps: int, check: str = "all"):
-        self.g, self.data, self.d, self.S = graph, data, dump, body_steps
+    def __init__(self, graph, data: dict, dump: dict, body_steps: int, check: str = "all", body: tuple = ()):
+        self.g, self.data, self.d = graph, data, dump
         rep = graph.repeat
         self.count = rep.count if rep else 1
+        # supersteps [b0, b1) are the Repeat body, run count times; those before and after it
+        # (a tower's patch embedding and head) run once
+        self.b0, self.b1 = body or (0, body_steps)
         self.seq = set(rep.sequences) if rep else set()
         self.carried = dict(rep.carried) if rep else {}          # body output -> body input
         self.check = checked_iterations(check, self.count)
@@ -194,6 +197,7 @@ class ReadBack:
             for name in op.inputs:
                 self.last_use[name] = n
         self.env: dict[str, np.ndarray] = {}
+        self.before: set[str] = set()            # outputs of ops before the body: kept for all iterations
         self.carry: dict[str, np.ndarray] = {}
         self.iteration = 0
         self.checked = self.failed = self.unchecked = 0
@@ -228,20 +232,34 @@ class ReadBack:
         return None
 
     # ---- the callback --------------------------------------------------------------
+    def static_step(self, step: int) -> tuple[int, int, bool]:
+        """(iteration, step of the program, outside the body) of executed superstep `step`."""
+        b0, L = self.b0, self.b1 - self.b0
+        if step < b0:
+            return 0, step, True
+        if L and step < b0 + self.count * L:
+            i, r = divmod(step - b0, L)
+            return i, b0 + r, False
+        return self.count - 1, step - (self.count - 1) * L, True
+
     def on_step(self, step: int, mem) -> None:
-        i, b = divmod(step, self.S) if self.S else (0, step)
+        i, b, outside = self.static_step(step)
         if i != self.iteration:                   # a new iteration: carried values move on
             self.carry = {inp: self.env[out] for out, inp in self.carried.items() if out in self.env}
-            self.env, self.iteration = {}, i
+            self.env = {k: v for k, v in self.env.items() if k in self.before and k not in self.carry}
+            self.iteration = i
         for n in self.at_step.get(b + 1, ()):
             op = self.g.ops[n]
             out = op.outputs[0]
-            if i in self.check or (out in self.carried and i + 1 in self.check):
+            checked = outside or i in self.check   # ops outside the body run once: always checked
+            if checked or (out in self.carried and i + 1 in self.check):
                 self.env[out] = self.read(mem, n)
-            if i in self.check:
+                if outside and step < self.b0:
+                    self.before.add(out)
+            if checked:
                 self.check_op(n, i)
                 for name in op.inputs:             # free what no later op of the body reads
-                    if self.last_use.get(name) == n and name not in self.carried:
+                    if self.last_use.get(name) == n and name not in self.carried and name not in self.before:
                         self.env.pop(name, None)
 
     def check_op(self, n: int, i: int) -> None:

@@ -18,9 +18,11 @@ class LowerResult:
     program: Program | None = None
     rejection: object = None
     # host side, never given to the simulator: where each op's output lies once complete
-    # (tile graph dump rows with `addr` for request + offset), supersteps per Repeat body
+    # (tile graph dump rows with `addr` for request + offset), the program's supersteps and
+    # the 0-based [first, stop) range of them that the Repeat body runs `count` times
     dump: dict = field(default_factory=dict)
     body_steps: int = 0
+    body: tuple = ()
 
     def metrics(self) -> dict:
         p = self.program
@@ -183,4 +185,4 @@ def lower(place_res, sched, t: Target, exchange_table_cap: int) -> LowerResult:
     dump = {k: v for k, v in d.items() if k not in ("req", "off")}
     if d:
         dump["addr"] = pl.addr[d["req"]] + d["off"]
-    return LowerResult(prog, dump=dump, body_steps=len(tg.steps))
+    return LowerResult(prog, dump=dump, body_steps=len(tg.steps), body=tuple(int(b) for b in tg.body_steps()))

@@ -111,7 +111,7 @@ def outputs_of(phase: str) -> list[Path]:
     files = [out / "host-memory.jsonl", out / "host-time.json"]
     if phase == "report":
         return files + [out / "profile.html", METRICS / "trial.json", PLOTS / "supersteps.csv",
-                        PLOTS / "tiles.csv"]
+                        PLOTS / "tiles.csv", PLOTS / "ops.csv"]
     return files + [out / RESULT, METRICS / f"{phase}.json"]
 
 

@@ -24,10 +24,20 @@ def windows(buf: np.ndarray, length: int) -> np.ndarray:
     return as_strided(buf, shape=(n, length), strides=(buf.strides[0], buf.strides[0]))
 
 
+def records(buf: np.ndarray, length: int) -> np.ndarray:
+    """View of a contiguous 1-D uint8 `buf` whose element p is the `length`-byte record
+    buf[p:p+length] (one opaque item per chunk: numpy copies each with one memcpy, about
+    twice as fast as the rows of `windows`). Writable, like `windows`."""
+    n = max(buf.size - length + 1, 0)
+    return np.ndarray((n,), dtype=np.dtype((np.void, length)), buffer=buf, strides=(1,))
+
+
 def gather(buf: np.ndarray, pos: np.ndarray, length: int) -> np.ndarray:
     """Copy of buf[pos[i]:pos[i]+length] for every i -> uint8[n, length]."""
     if length == 0 or len(pos) == 0:
         return np.zeros((len(pos), length), np.uint8)
+    if buf.flags.c_contiguous:
+        return records(buf, length)[pos].view(np.uint8).reshape(len(pos), length)
     return windows(buf, length)[pos]
 
 
@@ -35,9 +45,13 @@ def scatter(buf: np.ndarray, pos: np.ndarray, data: np.ndarray) -> None:
     """buf[pos[i]:pos[i]+L] = data[i]; with overlapping destinations the later
     row wins (numpy assigns in index order)."""
     data = np.ascontiguousarray(data).view(np.uint8).reshape(len(pos), -1)
-    if data.shape[1] == 0 or len(pos) == 0:
+    L = data.shape[1]
+    if L == 0 or len(pos) == 0:
         return
-    windows(buf, data.shape[1])[pos] = data
+    if buf.flags.c_contiguous:
+        records(buf, L)[pos] = data.view(np.dtype((np.void, L))).reshape(-1)
+    else:
+        windows(buf, L)[pos] = data
 
 
 def extent(row_bytes, rows, stride):

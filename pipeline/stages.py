@@ -101,7 +101,7 @@ def outputs_of(phase: str) -> list[Path]:
     files = [HOST / f"{phase}.json"]
     if phase == "report":
         return files + [out / "profile.html", METRICS / "trial.json", PLOTS / "supersteps.csv",
-                        PLOTS / "tiles.csv"]
+                        PLOTS / "tiles.csv", PLOTS / "ops.csv"]
     extra = [out / "output.npz"] if phase == "run" else []      # graph outputs, device and reference
     return files + extra + [out / RESULT, METRICS / f"{phase}.json"]
 

@@ -13,7 +13,7 @@ from compiler.report import plot_data
 from helpers import cfg
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FIGURES = ["timeline", "tile-cycles", "tile-memory", "memory-map", "host"]
+FIGURES = ["timeline", "ops", "tile-cycles", "tile-memory", "memory-map", "host"]
 HOST = {p: {"elapsed_s": 0.1 * (i + 1), "peak_rss_mib": 50.0 + i}
         for i, p in enumerate(["model", "plan", "expand", "place", "schedule", "lower", "run"])}
 
@@ -50,6 +50,35 @@ def test_plot_data_for_dvc_plots(page):
     assert sum(int(r.split(",")[2]) for r in steps[1:]) == res["run"].cycles
     empty = plot_data(None, None)                       # a rejected trial still has (empty) tables
     assert empty["supersteps.csv"] == "superstep,kind,cycles\n"
+    assert empty["ops.csv"] == "op,name,kind,matmul,vector,exchange,sync,total\n"
+    ops = rep.plots["ops.csv"].splitlines()
+    assert len(ops) == 1 + len(res["model"].graph.ops)
+    assert sum(int(r.split(",")[-1]) for r in ops[1:]) == res["run"].cycles_per_layer
+
+
+def test_ops_breakdown_of_a_repeat():
+    """A 2-layer ViT: one layer's cycles split over its ops and kinds sum to the
+    layer's measured cycles; matmuls carry matmul cycles, the rest none; the page
+    shows iterations and one iteration's supersteps, not every superstep."""
+    from compiler.report import report
+    from compiler.phases import target_of
+    c = cfg(**dict(name="vit", preset="custom", width=32, hidden=64, heads=2, tokens=16, layers=2))
+    c["model"].pop("m"), c["model"].pop("k"), c["model"].pop("n"), c["model"].pop("dtype")
+    res = compile_trial(c)
+    rep = report(*(res[p] for p in ["model", "plan", "expand", "place", "schedule", "run"]), target_of(c))
+    rows = [r.split(",") for r in rep.plots["ops.csv"].splitlines()[1:]]
+    g = res["model"].graph
+    assert [r[1] for r in rows] == [op.outputs[0] for op in g.ops]
+    cyc = {r[1]: list(map(int, r[3:])) for r in rows}
+    assert sum(v[-1] for v in cyc.values()) == res["run"].cycles_per_layer
+    for r in rows:
+        mm, vec, ex, sync, total = map(int, r[3:])
+        assert mm + vec + ex + sync == total
+        assert (mm > 0) == (r[2] == "matmul"), r
+    assert sum(v[3] for v in cyc.values()) == len(res["schedule"].kinds) * target_of(c).sync_cycles
+    assert 'id="iterations"' in rep.html and "id='ops-table'" in rep.html
+    S = len(res["schedule"].kinds)
+    assert rep.html.count(" compute\"") + rep.html.count(" exchange\"") <= S    # one iteration's bars
 
 
 def chromium(tmp_path, *args):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..target import Target
+from .ops import KINDS, ops_table
 from .profile import profile_html
 
 
@@ -32,9 +33,13 @@ def _csv(header: list[str], rows) -> str:
     return ",".join(header) + "\n" + "".join(",".join(str(v) for v in r) + "\n" for r in rows)
 
 
-def plot_data(place_res, run_res) -> dict:
-    """Cycles per superstep and per-tile cycles/memory as CSV (empty tables for a
-    rejected trial, so `dvc plots diff` still has a file to read)."""
+OPS_HEADER = ["op", "name", "kind", *KINDS, "total"]
+
+
+def plot_data(place_res, run_res, ops: list | None = None) -> dict:
+    """Cycles per superstep, per-tile cycles/memory and one layer's cycles per op and
+    kind (ops.py) as CSV (empty tables for a rejected trial, so `dvc plots diff`
+    still has a file to read)."""
     steps, tiles = [], []
     ok_run = run_res is not None and not run_res.rejection
     if ok_run:
@@ -47,7 +52,8 @@ def plot_data(place_res, run_res) -> dict:
     for t in range(n):
         tiles.append((t, int(tc[t]) if tc is not None else "", int(fp[t]) if fp is not None else ""))
     return {"supersteps.csv": _csv(["superstep", "kind", "cycles"], steps),
-            "tiles.csv": _csv(["tile", "cycles", "peak_bytes"], tiles)}
+            "tiles.csv": _csv(["tile", "cycles", "peak_bytes"], tiles),
+            "ops.csv": _csv(OPS_HEADER, ops or [])}
 
 
 # the headline's figures and the phase result they come from (docs/architecture.md §6)
@@ -82,5 +88,6 @@ def report(model, plan_res, expand_res, place_res, sched, run_res, t: Target, ho
     leaves it out so that profile.html, like every tracked output, is byte-identical on a rerun."""
     rej = first_rejection(model, plan_res, expand_res, place_res, sched, run_res)
     summary = headline(rej, place_res, run_res)
-    html = profile_html(model, place_res, sched, run_res, t, summary, host or {})
-    return ReportResult(summary, html, plot_data(place_res, run_res))
+    ops = None if rej else ops_table(model.graph, place_res.tilegraph, sched, run_res, t.sync_cycles)
+    html = profile_html(model, place_res, sched, run_res, t, summary, host or {}, ops)
+    return ReportResult(summary, html, plot_data(place_res, run_res, ops))

@@ -1,7 +1,8 @@
 """profile.html: one self-contained page (plotly.js inlined once, no CDN, opens
-offline) with a headline table, the superstep timeline, per-tile cycle and memory
-heat maps, the fullest tile's memory map over time and, when the pipeline supplies
-them, host time and peak RSS per phase."""
+offline) with a headline table, the superstep timeline (with a Repeat: cycles per
+iteration and the last iteration's supersteps), one layer's cycles by op and kind
+(report/ops.py), per-tile cycle and memory heat maps, the fullest tile's memory map
+over time and, when the pipeline supplies them, host time and peak RSS per phase."""
 from __future__ import annotations
 
 import html as _html
@@ -38,20 +39,79 @@ def _heatmap(v, title, colorscale, unit):
     return f
 
 
-def _figures(place_res, sched, run_res, t: Target, host: dict):
+KIND_COLORS = {"matmul": "#1f77b4", "vector": "#2ca02c", "exchange": "#ff7f0e", "sync": "#7f7f7f"}
+
+
+def _timeline(run_res, sched):
+    """The supersteps as bars; with a Repeat, one bar per iteration and the last
+    iteration's supersteps (a 27-layer run is 27 + 33 bars, not 891)."""
+    figs = []
+    cyc = np.asarray(run_res.cycles_per_step)
+    kinds = list(run_res.step_kind)
+    count = getattr(sched, "count", 1) if sched is not None else 1
+    S = len(sched.kinds) if sched is not None and count > 1 else len(cyc)
+    first = len(cyc) - S                                   # run step of the last iteration's first
+    if count > 1 and len(cyc) == S * count:
+        per = cyc.reshape(count, S).sum(1)
+        f = go.Figure(go.Bar(x=np.arange(1, count + 1), y=per, marker_color="#1f77b4",
+                             hovertemplate="iteration %{x}: %{y:,} cycles<extra></extra>"))
+        f.update_layout(title=f"Cycles per Repeat iteration ({count} iterations of {S} supersteps; "
+                              f"{run_res.cycles:,} cycles in all)", xaxis_title="iteration",
+                        yaxis_title="cycles", height=320)
+        figs.append(("iterations", "Repeat iterations", f))
+    c = cyc[first:]
+    start = np.concatenate([[0], np.cumsum(c)[:-1]])
+    colors = {"compute": "#1f77b4", "exchange": "#ff7f0e", "idle": "#7f7f7f"}
+    k = kinds[first:]
+    f = go.Figure(go.Bar(x=c, base=start, y=[f"{first + i + 1} {kk}" for i, kk in enumerate(k)],
+                         orientation="h", marker_color=[colors.get(kk, "#999") for kk in k],
+                         text=[f"{v} cycles" for v in c],
+                         hovertemplate="superstep %{y}: cycles %{base}..%{x}<extra></extra>"))
+    what = f"the last iteration: {int(c.sum()):,} cycles" if first else \
+        f"simulated: {run_res.cycles} cycles = {run_res.ms:.4f} ms"
+    f.update_layout(title=f"Superstep timeline ({what})",
+                    xaxis_title="cycle", yaxis=dict(title="superstep", autorange="reversed"),
+                    height=max(260, 40 + 28 * len(c)))
+    figs.append(("timeline", "Supersteps" + (" of the last iteration" if first else ""), f))
+    return figs
+
+
+def _ops_figure(ops: list):
+    """One layer's cycles per graph op, stacked by kind."""
+    from .ops import KINDS
+    labels = [f"{r[0]} {r[2]} → {r[1]}" for r in ops]
+    f = go.Figure()
+    for i, kind in enumerate(KINDS):
+        f.add_trace(go.Bar(y=labels, x=[r[3 + i] for r in ops], name=kind, orientation="h",
+                           marker_color=KIND_COLORS[kind],
+                           hovertemplate="%{y}: %{x:,} " + kind + " cycles<extra></extra>"))
+    total = sum(r[-1] for r in ops)
+    f.update_layout(barmode="stack", title=f"One layer's cycles by op and kind ({total:,} cycles)",
+                    xaxis_title="cycles", yaxis=dict(autorange="reversed"),
+                    height=max(260, 60 + 26 * len(ops)))
+    return f
+
+
+def ops_html(ops: list) -> str:
+    """The same breakdown as a table (cycles and share of the layer)."""
+    from .ops import KINDS
+    total = max(sum(r[-1] for r in ops), 1)
+    head = "".join(f"<th>{k}</th>" for k in ("op", "output", "kind", *KINDS, "total", "share"))
+    rows = "".join("<tr>" + "".join(f"<td>{_html.escape(str(v))}</td>" for v in r[:3]) +
+                   "".join(f"<td>{v:,}</td>" for v in r[3:]) + f"<td>{100 * r[-1] / total:.1f} %</td></tr>"
+                   for r in ops)
+    sums = [sum(r[3 + i] for r in ops) for i in range(len(KINDS))]
+    rows += ("<tr><th colspan=3>all ops</th>" + "".join(f"<th>{v:,}</th>" for v in sums) +
+             f"<th>{total:,}</th><th>{'; '.join(f'{k} {100 * v / total:.0f} %' for k, v in zip(KINDS, sums))}</th></tr>")
+    return f"<table id='ops-table'><tr>{head}</tr>{rows}</table>"
+
+
+def _figures(place_res, sched, run_res, t: Target, host: dict, ops=None):
     figs = []
     if run_res is not None and not run_res.rejection:
-        cyc = np.asarray(run_res.cycles_per_step)
-        start = np.concatenate([[0], np.cumsum(cyc)[:-1]])
-        colors = {"compute": "#1f77b4", "exchange": "#ff7f0e", "idle": "#7f7f7f"}
-        f = go.Figure(go.Bar(x=cyc, base=start, y=[f"{i + 1} {k}" for i, k in enumerate(run_res.step_kind)],
-                             orientation="h", marker_color=[colors.get(k, "#999") for k in run_res.step_kind],
-                             text=[f"{c} cycles" for c in cyc],
-                             hovertemplate="superstep %{y}: cycles %{base}..%{x}<extra></extra>"))
-        f.update_layout(title=f"Superstep timeline (simulated: {run_res.cycles} cycles = {run_res.ms:.4f} ms)",
-                        xaxis_title="cycle", yaxis=dict(title="superstep", autorange="reversed"),
-                        height=max(260, 40 + 28 * len(cyc)))
-        figs.append(("timeline", "Supersteps", f))
+        figs += _timeline(run_res, sched)
+        if ops:
+            figs.append(("ops", "Cycles by op (PopVision's execution view)", _ops_figure(ops)))
         if run_res.tile_cycles is not None:
             tc = np.asarray(run_res.tile_cycles).sum(0)
             figs.append(("tile-cycles", "Cycles per tile",
@@ -107,13 +167,14 @@ def _headline(summary: dict, run_res, model) -> str:
     return "<table id='headline'>" + "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows) + "</table>"
 
 
-def profile_html(model, place_res, sched, run_res, t: Target, summary: dict, host: dict) -> str:
-    figs = _figures(place_res, sched, run_res, t, host)
+def profile_html(model, place_res, sched, run_res, t: Target, summary: dict, host: dict, ops=None) -> str:
+    figs = _figures(place_res, sched, run_res, t, host, ops)
     parts = []
     for i, (fid, heading, f) in enumerate(figs):
         parts.append(f"<h2>{_html.escape(heading)}</h2>" +
                      to_html(f, full_html=False, include_plotlyjs=(i == 0), div_id=fid,
-                             config={"displaylogo": False, "responsive": True}))
+                             config={"displaylogo": False, "responsive": True}) +
+                     (ops_html(ops) if fid == "ops" else ""))
     title = _html.escape(getattr(getattr(model, "graph", None), "name", "trial"))
     return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Tessera profile: " + title +
             "</title><style>" + CSS + "</style></head><body><h1>Tessera profile: " + title + "</h1>" +

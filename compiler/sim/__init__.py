@@ -19,6 +19,13 @@ placed addresses; every tile fetches its instructions from its own memory.
   bench.py     synthetic full-size programs: python -m compiler.sim.bench [target] [rounds]
                and python -m compiler.sim.bench [target] repeat [iters]
 
+Host speed (no byte depends on it): a group of identical kernels is split into
+slices run on worker threads (kernels.WORKERS, the host's cores; numpy releases the
+GIL), BLAS runs single-threaded inside the simulator (threadpoolctl: thousands of
+small per-tile products), an exchange's matching and chunking is planned once per
+distinct EXCH set and reused while the table words agree but for their (relocated)
+addresses (exchange.PlanCache), and chunks move as fixed-size opaque records.
+
 Decisions the machine takes where isa.py is silent (the lowering must match):
   * instruction word 0 is validated per opcode (decode.RULES): any dtype, dtype2
     or flag bit an opcode does not define is an invalid instruction. SYNC, END,

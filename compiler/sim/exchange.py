@@ -6,7 +6,13 @@ nrecv receive entries at table_addr, isa.ENTRY_WORDS words each), sends s->d are
 matched with receives on d from s in table order, each matched pair must carry
 the same bytes, and then all source bytes are read before any destination is
 written (bulk-synchronous). Row shapes may differ between the two sides
-(a reshaping transfer): memory.plan_chunks splits them into common chunks.
+(a reshaping transfer): memory.chunk_offsets splits them into common chunks.
+
+A Repeat body runs the same exchanges every iteration with only the relocated
+addresses changed, so the matching and the chunking (a Plan: offsets from each
+entry's address) are kept in a cache keyed by the EXCH rows and reused when the
+entries' words -- read from tile memory every time -- agree on everything but
+their addresses; the address checks and the byte moves run every time.
 """
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ import numpy as np
 
 from .. import isa
 from .fault import first_fault
-from .memory import I64, Memory, extent, move, plan_chunks
+from .memory import I64, Memory, by_length, chunk_offsets, extent, move
 
 
 def _hex(x) -> str:
@@ -44,10 +50,46 @@ def _ordinal(key: np.ndarray) -> np.ndarray:
     return out
 
 
-def exchange(m: Memory, step: int, tile, pc, taddr, nsend, nrecv, fix=None) -> ExchangeResult:
+@dataclass
+class Plan:
+    """What an exchange's table words fix apart from their addresses."""
+    shape: np.ndarray        # int64[n, 4]: peer, row_bytes, rows, stride of every entry
+    S: np.ndarray            # matched send entries ...
+    R: np.ndarray            # ... and their receives, pair by pair
+    chunk: np.ndarray        # pair of each chunk
+    soff: np.ndarray         # chunk offsets from the send's address ...
+    doff: np.ndarray         # ... and from the receive's address
+    groups: tuple            # memory.by_length of the chunk lengths
+    send_bytes: np.ndarray   # int64[tiles]
+    recv_bytes: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.shape, self.S, self.R, self.chunk, self.soff, self.doff,
+                                      self.groups[0]))
+
+
+class PlanCache(dict):
+    """EXCH rows key -> Plan, bounded in bytes (oldest dropped first)."""
+
+    def __init__(self, max_bytes: int = 256 << 20):
+        super().__init__()
+        self.max_bytes, self.bytes = max_bytes, 0
+
+    def put(self, key, plan: Plan):
+        if plan.nbytes > self.max_bytes:
+            return
+        while self and self.bytes + plan.nbytes > self.max_bytes:
+            self.bytes -= self.pop(next(iter(self))).nbytes
+        self[key] = plan
+        self.bytes += plan.nbytes
+
+
+def exchange(m: Memory, step: int, tile, pc, taddr, nsend, nrecv, fix=None, cache: PlanCache | None = None
+             ) -> ExchangeResult:
     """tile, pc, taddr, nsend, nrecv: one row per EXCH executed in this step, in
-    the order each tile executed them. fix(pos[n, ENTRY_WORDS], words) relocates
-    table words read inside a REPEAT (repeat.Loop.fix_table)."""
+    the order each tile executed them. fix(pos[n, ENTRY_WORDS], words, key) relocates
+    table words read inside a REPEAT (repeat.Loop.fix_table). cache: Plans to reuse."""
     T = m.tiles
     o = np.argsort(tile, kind="stable")     # a tile's entries in its program order
     tile, pc, taddr, nsend, nrecv = (np.asarray(x, I64)[o] for x in (tile, pc, taddr, nsend, nrecv))
@@ -61,26 +103,47 @@ def exchange(m: Memory, step: int, tile, pc, taddr, nsend, nrecv, fix=None) -> E
        lambda i: f"EXCH table [{_hex(taddr[i])}, {_hex(taddr[i] + nent[i] * isa.ENTRY_BYTES)}) is out of range "
                  f"[{_hex(m.base)}, {_hex(m.end)})")
 
+    key = b"".join(x.tobytes() for x in (tile, taddr, nsend, nrecv))
     inst = np.repeat(np.arange(len(tile)), nent)
     j = np.arange(len(inst)) - np.repeat(np.cumsum(nent) - nent, nent)
     words = m.read_words(tile[inst], taddr[inst] + j * isa.ENTRY_BYTES, isa.ENTRY_WORDS)
     if fix is not None:
         pos = m.pos(tile[inst], taddr[inst] + j * isa.ENTRY_BYTES)[:, None] + 4 * np.arange(isa.ENTRY_WORDS)
-        words = fix(pos, words)
+        words = fix(pos, words, key)
     is_send = j < nsend[inst]
     own, own_pc = tile[inst], pc[inst]
     peer, addr, rb, rows, stride = (words[:, c] for c in range(5))
+    shape = words[:, [0, 2, 3, 4]]
+    plan = cache.get(key) if cache is not None else None
+    if plan is not None and not np.array_equal(plan.shape, shape):
+        plan = None
 
-    kind = np.where(is_send, "send", "receive")
+    kind = lambda i: "send" if is_send[i] else "receive"
     ff2 = lambda bad, msg: first_fault(bad, msg, own, step, own_pc)
-    ff2(peer >= T, lambda i: f"EXCH {kind[i]} entry {j[i]} names tile {peer[i]} (the machine has {T})")
-    ff2((rb > m.tile_bytes) | (rows > m.tile_bytes) | (stride > m.tile_bytes),
-        lambda i: f"EXCH {kind[i]} entry {j[i]} ({rows[i]} rows of {rb[i]} B, stride {stride[i]}) is out of range")
+    if plan is None:      # a cached plan's entries passed these checks with these very words
+        ff2(peer >= T, lambda i: f"EXCH {kind(i)} entry {j[i]} names tile {peer[i]} (the machine has {T})")
+        ff2((rb > m.tile_bytes) | (rows > m.tile_bytes) | (stride > m.tile_bytes),
+            lambda i: f"EXCH {kind(i)} entry {j[i]} ({rows[i]} rows of {rb[i]} B, stride {stride[i]}) "
+                      f"is out of range")
     ext = extent(rb, rows, stride)
     ff2((rb * rows > 0) & ~m.in_range(addr, ext),
-        lambda i: f"EXCH {kind[i]} entry {j[i]} [{_hex(addr[i])}, {_hex(addr[i] + ext[i])}) is out of range "
+        lambda i: f"EXCH {kind(i)} entry {j[i]} [{_hex(addr[i])}, {_hex(addr[i] + ext[i])}) is out of range "
                   f"[{_hex(m.base)}, {_hex(m.end)})")
+    if plan is None:
+        plan = _plan(T, step, shape, is_send, own, own_pc, j)
+        if cache is not None:
+            cache.put(key, plan)
+    S, R, c = plan.S, plan.R, plan.chunk
+    sp = m.pos(own[S], addr[S])[c] + plan.soff
+    dp = m.pos(own[R], addr[R])[c] + plan.doff
+    move(m.flat, m.flat, sp, dp, None, plan.groups)
+    return ExchangeResult(plan.send_bytes, plan.recv_bytes)
 
+
+def _plan(T, step, shape, is_send, own, own_pc, j) -> Plan:
+    """Match sends with receives (same pair of tiles, same ordinal in table order on
+    each side; equal byte counts) and split every pair into chunks."""
+    peer, rb, rows, stride = (shape[:, c] for c in range(4))
     # pair key = src_tile * T + dst_tile on both sides
     src_t = np.where(is_send, own, peer)
     dst_t = np.where(is_send, peer, own)
@@ -111,9 +174,8 @@ def exchange(m: Memory, step: int, tile, pc, taddr, nsend, nrecv, fix=None) -> E
                 lambda i: f"exchange mismatch: tile {src_t[S[i]]} send entry {j[S[i]]} carries {nb[S[i]]} B to "
                           f"tile {dst_t[S[i]]}, whose matching receive entry {j[R[i]]} expects {nb[R[i]]} B",
                 own[S], step, own_pc[S])
-
-    sp, dp, L = plan_chunks(m.pos(own[S], addr[S]), rb[S], rows[S], stride[S],
-                            m.pos(own[R], addr[R]), rb[R], rows[R], stride[R])
-    move(m.flat, m.flat, sp, dp, L)
-    return ExchangeResult(np.bincount(own[S], nb[S], T).astype(I64),
-                          np.bincount(own[R], nb[R], T).astype(I64))
+    c, so, do, L = chunk_offsets(rb[S], rows[S], stride[S], rb[R], rows[R], stride[R])
+    order, runs = by_length(L)
+    i32 = lambda a: a.astype(np.int32)     # offsets within a tile, indices: a cached plan stays small
+    return Plan(shape, S, R, i32(c), i32(so), i32(do), (i32(order), runs),
+                np.bincount(own[S], nb[S], T).astype(I64), np.bincount(own[R], nb[R], T).astype(I64))

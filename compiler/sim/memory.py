@@ -24,10 +24,20 @@ def windows(buf: np.ndarray, length: int) -> np.ndarray:
     return as_strided(buf, shape=(n, length), strides=(buf.strides[0], buf.strides[0]))
 
 
+def records(buf: np.ndarray, length: int) -> np.ndarray:
+    """View of a contiguous 1-D uint8 `buf` whose element p is the `length`-byte record
+    buf[p:p+length] (one opaque item per chunk: numpy copies each with one memcpy, about
+    twice as fast as the rows of `windows`). Writable, like `windows`."""
+    n = max(buf.size - length + 1, 0)
+    return np.ndarray((n,), dtype=np.dtype((np.void, length)), buffer=buf, strides=(1,))
+
+
 def gather(buf: np.ndarray, pos: np.ndarray, length: int) -> np.ndarray:
     """Copy of buf[pos[i]:pos[i]+length] for every i -> uint8[n, length]."""
     if length == 0 or len(pos) == 0:
         return np.zeros((len(pos), length), np.uint8)
+    if buf.flags.c_contiguous:
+        return records(buf, length)[pos].view(np.uint8).reshape(len(pos), length)
     return windows(buf, length)[pos]
 
 
@@ -35,9 +45,13 @@ def scatter(buf: np.ndarray, pos: np.ndarray, data: np.ndarray) -> None:
     """buf[pos[i]:pos[i]+L] = data[i]; with overlapping destinations the later
     row wins (numpy assigns in index order)."""
     data = np.ascontiguousarray(data).view(np.uint8).reshape(len(pos), -1)
-    if data.shape[1] == 0 or len(pos) == 0:
+    L = data.shape[1]
+    if L == 0 or len(pos) == 0:
         return
-    windows(buf, data.shape[1])[pos] = data
+    if buf.flags.c_contiguous:
+        records(buf, L)[pos] = data.view(np.dtype((np.void, L))).reshape(-1)
+    else:
+        windows(buf, L)[pos] = data
 
 
 def extent(row_bytes, rows, stride):
@@ -46,41 +60,61 @@ def extent(row_bytes, rows, stride):
     return np.where(rows > 0, (rows - 1) * np.asarray(stride, I64) + np.asarray(row_bytes, I64), 0)
 
 
-def plan_chunks(src_pos, s_rb, s_rows, s_stride, dst_pos, d_rb, d_rows, d_stride):
+def chunk_offsets(s_rb, s_rows, s_stride, d_rb, d_rows, d_stride):
     """Split N strided-to-strided transfers (equal byte totals per transfer,
-    checked by the caller) into chunks contiguous on both sides.
+    checked by the caller) into chunks contiguous on both sides, as offsets from
+    each transfer's first byte (so a plan is reused when only addresses change).
 
     A side whose rows abut (stride == row_bytes, or one row) is one contiguous
     run; otherwise its rows are its runs. Chunks are gcd(run_src, run_dst) bytes,
     so every chunk boundary is a run boundary on both sides: a reshaping
     transfer (64-byte rows into one contiguous row) costs rows chunks, not bytes.
-    Returns (src positions, dst positions, chunk lengths)."""
-    a = [np.asarray(x, I64) for x in (src_pos, s_rb, s_rows, s_stride, dst_pos, d_rb, d_rows, d_stride)]
-    src_pos, s_rb, s_rows, s_stride, dst_pos, d_rb, d_rows, d_stride = a
+    Returns (transfer of each chunk, src offsets, dst offsets, chunk lengths)."""
+    a = [np.asarray(x, I64) for x in (s_rb, s_rows, s_stride, d_rb, d_rows, d_stride)]
+    s_rb, s_rows, s_stride, d_rb, d_rows, d_stride = a
     total = s_rb * s_rows
     s_run = np.where((s_rows <= 1) | (s_stride == s_rb), total, s_rb)
     d_run = np.where((d_rows <= 1) | (d_stride == d_rb), total, d_rb)
     g = np.gcd(s_run, d_run)
     g = np.where(g > 0, g, 1)
     n = np.where(total > 0, total // g, 0)
+    if (n == 1).all():                                   # the common case: one chunk per transfer
+        return np.arange(len(n)), np.zeros(len(n), I64), np.zeros(len(n), I64), g
     idx = np.repeat(np.arange(len(total)), n)
     first = np.cumsum(n) - n
     c = (np.arange(int(n.sum()), dtype=I64) - first[idx]) * g[idx]   # byte offset of chunk
     sr, dr = s_run[idx], d_run[idx]
-    sp = src_pos[idx] + (c // sr) * s_stride[idx] + c % sr
-    dp = dst_pos[idx] + (c // dr) * d_stride[idx] + c % dr
-    return sp, dp, g[idx]
+    so = (c // sr) * s_stride[idx] + c % sr
+    do = (c // dr) * d_stride[idx] + c % dr
+    return idx, so, do, g[idx]
 
 
-def move(src: np.ndarray, dst: np.ndarray, sp, dp, length) -> None:
+def plan_chunks(src_pos, s_rb, s_rows, s_stride, dst_pos, d_rb, d_rows, d_stride):
+    """chunk_offsets at positions: returns (src positions, dst positions, chunk lengths)."""
+    idx, so, do, L = chunk_offsets(s_rb, s_rows, s_stride, d_rb, d_rows, d_stride)
+    return np.asarray(src_pos, I64)[idx] + so, np.asarray(dst_pos, I64)[idx] + do, L
+
+
+def by_length(length):
+    """Chunks grouped by length: (order, [(L, lo, hi)]) with order[lo:hi] the chunks of L."""
+    length = np.asarray(length, I64)
+    order = np.argsort(length, kind="stable")
+    ls = length[order]
+    cut = np.flatnonzero(np.r_[True, ls[1:] != ls[:-1]]) if len(ls) else np.zeros(0, I64)
+    ends = np.r_[cut[1:], len(ls)]
+    return order, [(int(ls[a]), int(a), int(b)) for a, b in zip(cut, ends)]
+
+
+def move(src: np.ndarray, dst: np.ndarray, sp, dp, length, groups=None) -> None:
     """Copy chunks src[sp:sp+len] -> dst[dp:dp+len]. All chunks are read before
     any is written (bulk-synchronous: a step's reads see the memory as it was
-    when the step began, whatever the overlap)."""
-    length = np.asarray(length, I64)
-    if len(length) == 0:
+    when the step began, whatever the overlap). `groups` = by_length(length) if
+    the caller has it already."""
+    if len(sp) == 0:
         return
-    lens = np.unique(length)
-    data = [(dp[length == L], gather(src, sp[length == L], int(L))) for L in lens]
+    order, runs = groups if groups is not None else by_length(length)
+    sp, dp = np.asarray(sp, I64)[order], np.asarray(dp, I64)[order]
+    data = [(dp[lo:hi], gather(src, sp[lo:hi], L)) for L, lo, hi in runs]
     for pos, d in data:
         scatter(dst, pos, d)
 

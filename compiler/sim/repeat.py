@@ -53,6 +53,7 @@ class Loop:
         self.i = 0
         self.code_keys, self.code_stride, self.mb = code_keys, code_stride, mb   # key = tile*mb + body pc
         self.tab_keys, self.tab_stride = tab_keys, tab_stride                     # key = flat position
+        self.tab_memo = {}        # EXCH rows key -> (relocated word indices, their strides)
 
     @staticmethod
     def _add(words, stride, i):
@@ -67,15 +68,25 @@ class Loop:
             w[hit] = self._add(w[hit], self.code_stride[idx[hit]], self.i)
         return w
 
-    def fix_table(self, pos, words):
-        """Relocate exchange-table words (flat positions pos[n, k]) in place."""
+    def fix_table(self, pos, words, key=None):
+        """Relocate exchange-table words (flat positions pos[n, k], words int64[n, k]
+        contiguous) in place. `key` names the positions (the same key, the same
+        positions: the same EXCH rows), so their lookup is done once per loop, not
+        once per iteration."""
         if self.i == 0 or len(self.tab_keys) == 0:
             return words
-        idx, hit = _lookup(self.tab_keys, pos)
-        if hit.any():
-            words[hit] = self._add(words[hit], self.tab_stride[idx[hit]], self.i)
+        found = self.tab_memo.get(key) if key is not None else None
+        if found is None:
+            idx, hit = _lookup(self.tab_keys, pos.reshape(-1))
+            hit = np.flatnonzero(hit)
+            found = (hit, self.tab_stride[idx[hit]])
+            if key is not None:
+                self.tab_memo[key] = found
+        hit, stride = found
+        if len(hit):
+            flat = words.reshape(-1)
+            flat[hit] = self._add(flat[hit], stride, self.i)
         return words
-
 
 def start(mach, step, tiles, pc, w) -> Loop:
     """Validate the REPEAT every tile in `tiles` (all of them) fetched at pc, and

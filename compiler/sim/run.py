@@ -13,12 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from .. import isa
 from ..lower.program import Program
 from ..target import Target
 from . import decode, repeat
-from .exchange import exchange
+from .exchange import PlanCache, exchange
 from .fault import MachineFault, first_fault
 from .kernels import KERNELS, Kernels
 from .load import host_cycles, host_in, host_out, load
@@ -61,6 +62,7 @@ class Machine:
         self.table_len = np.diff(np.asarray(program.table_off, I64))
         self.instructions = 0
         self.loop: repeat.Loop | None = None     # the REPEAT being executed
+        self.plans = PlanCache()                 # exchange plans reused across Repeat iterations
 
     # ---- one superstep ---------------------------------------------------------
     def fetch(self, step, tiles, pc):
@@ -192,7 +194,7 @@ class Machine:
                 first_fault(both, lambda i: "superstep mixes EXCH and compute kernels on one tile",
                             xt, step, xpc)
                 res = exchange(self.m, step, xt, xpc, xa, xs, xr,
-                               fix=None if self.loop is None else self.loop.fix_table)
+                               fix=None if self.loop is None else self.loop.fix_table, cache=self.plans)
                 phase = t.exchange_cycles(res.send_bytes, res.recv_bytes)
                 cycles[np.unique(xt)] = phase
                 kind, xb = "exchange", res.total
@@ -239,5 +241,16 @@ class Machine:
 
 
 def run(program: Program, streams: dict, on_step=None) -> SimResult:
-    """Execute a lowered program on the simulated machine (see compiler/sim/__init__)."""
-    return Machine(program).run(streams, on_step)
+    """Execute a lowered program on the simulated machine (see compiler/sim/__init__).
+    on_step(step, memory), if given, is the host's read-only view after every superstep.
+
+    BLAS runs single-threaded here: the kernels' matmuls are thousands of small
+    per-tile products, for which OpenBLAS's threads cost far more than they gain
+    (25x slower on a loaded 2-core machine, where its spinning threads wait for each
+    other). Per-matrix results do not depend on the thread count."""
+    with threadpool_limits(1, user_api="blas"):
+        mach = Machine(program)
+        try:
+            return mach.run(streams, on_step)
+        finally:
+            mach.k.close()

@@ -1,0 +1,104 @@
+"""Host time and peak RSS of every stage of a trial, from an empty store, for commits
+side by side: `python experiments/host_time/measure.py [--layers 27] REV [REV ...]`.
+
+For each revision: a detached git worktree in a temporary directory, params.yaml
+composed by that revision with `model.layers` overridden and a fresh store, then
+`python -m pipeline <phase>` for every phase in order -- exactly what
+`dvc exp run -S model.layers=N` runs, without DVC's own bookkeeping. Per stage: the
+stage's own host monitor figures (artifacts/<phase>/host-time.json: elapsed seconds
+inside the stage and peak RSS of its process tree), the wall time of the whole
+process (imports and artifact loading included) and the 1-minute load average
+before it started (the machine is shared: say how busy it was). Prints a markdown
+table; the worktrees are removed afterwards.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+PHASES = ["model", "plan", "expand", "place", "schedule", "lower", "run", "report"]
+
+
+def sh(*cmd, cwd=REPO, env=None):
+    return subprocess.run(cmd, cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def measure(rev: str, layers: int, work: Path) -> dict:
+    sha = sh("git", "rev-parse", "--short", rev).strip()
+    tree = work / f"tree-{sha}"
+    sh("git", "worktree", "add", "--detach", str(tree), sha)
+    try:
+        env = dict(os.environ, PYTHONPATH=str(tree), DVC_NO_ANALYTICS="1")
+        py = sys.executable
+        subprocess.run([py, "-m", "pipeline.config", "write"], cwd=tree, env=env, check=True,
+                       capture_output=True)
+        params = yaml.safe_load((tree / "params.yaml").read_text())
+        params["model"]["layers"] = layers
+        params["store"] = str(work / f"store-{sha}")             # empty: nothing reused
+        (tree / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        rows = {}
+        for phase in PHASES:
+            load = os.getloadavg()[0]
+            t0 = time.perf_counter()
+            r = subprocess.run([py, "-m", "pipeline", phase], cwd=tree, env=env, capture_output=True, text=True)
+            wall = time.perf_counter() - t0
+            if r.returncode:
+                raise RuntimeError(f"{sha} {phase}: exit {r.returncode}\n{r.stderr[-2000:]}")
+            host = json.loads((tree / "artifacts" / phase / "host-time.json").read_text())
+            rows[phase] = dict(wall_s=round(wall, 1), elapsed_s=round(host["elapsed_s"], 1),
+                               peak_rss_mib=round(host["peak_rss_mib"]), load=round(load, 1))
+            print(f"{sha} {phase}: {rows[phase]}", file=sys.stderr, flush=True)
+        metrics = json.loads((tree / "metrics" / "run.json").read_text())
+        trial = json.loads((tree / "metrics" / "trial.json").read_text())
+        return dict(rev=sha, stages=rows, status=trial.get("status"),
+                    cycles_per_layer=metrics.get("run", {}).get("cycles_per_layer"))
+    finally:
+        sh("git", "worktree", "remove", "--force", str(tree))
+        shutil.rmtree(work / f"store-{sha}", ignore_errors=True)
+
+
+def table(results: list[dict]) -> str:
+    head = "| stage | " + " | ".join(f"{r['rev']} s (in stage / process) | {r['rev']} peak MiB | load"
+                                       for r in results) + " |"
+    sep = "|---|" + "---:|---:|---:|" * len(results)
+    lines = [head, sep]
+    for p in PHASES:
+        cells = []
+        for r in results:
+            s = r["stages"][p]
+            cells += [f"{s['elapsed_s']} / {s['wall_s']}", f"{s['peak_rss_mib']:,}", f"{s['load']}"]
+        lines.append(f"| {p} | " + " | ".join(cells) + " |")
+    tot = []
+    for r in results:
+        st = r["stages"].values()
+        tot += [f"{sum(s['elapsed_s'] for s in st):.1f} / {sum(s['wall_s'] for s in st):.1f}",
+                f"{max(s['peak_rss_mib'] for s in st):,}", ""]
+    lines.append("| **all** | " + " | ".join(tot) + " |")
+    lines.append("")
+    lines += [f"{r['rev']}: status {r['status']}, {r['cycles_per_layer']:,} cycles per layer" for r in results]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("revs", nargs="+")
+    ap.add_argument("--layers", type=int, default=27)
+    a = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="host_time-") as d:
+        results = [measure(rev, a.layers, Path(d)) for rev in a.revs]
+    print(f"model.layers={a.layers}; {os.cpu_count()} cores\n")
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""The simulator alone, revisions side by side on one lowered program:
+`python experiments/host_time/sim_bench.py ARTIFACTS REV [REV ...]`.
+
+ARTIFACTS holds a trial's lower/result.pkl and model/result.pkl (the stages' artifacts/
+directory, e.g. after `dvc exp run -S model.layers=27`). For each revision: a detached
+worktree, then in a fresh process with that revision's compiler on PYTHONPATH,
+`compiler.sim.run` of the same program and streams. Prints wall and CPU seconds (CPU
+time is the fairer figure on a shared machine; BLAS's own threads are counted in it),
+the load average, peak RSS, and a digest of the outputs and cycle counts, which must
+agree between revisions (the simulator is byte-exact).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+INNER = r'''
+import hashlib, json, os, pickle, resource, sys, time
+import numpy as np
+from compiler import sim
+art = sys.argv[1]
+lo = pickle.load(open(f"{art}/lower/result.pkl", "rb"))
+mo = pickle.load(open(f"{art}/model/result.pkl", "rb"))
+prog = lo.program
+streams = {n: np.ascontiguousarray(mo.data[n]).view(np.uint8).ravel() for n in prog.in_streams}
+del mo
+load = os.getloadavg()[0]
+t, c = time.perf_counter(), time.process_time()
+r = sim.run(prog, streams)
+wall, cpu = time.perf_counter() - t, time.process_time() - c
+h = hashlib.sha256()
+for k in sorted(r.outputs):
+    h.update(r.outputs[k].tobytes())
+h.update(r.tile_cycles.tobytes()); h.update(r.step_cycles.tobytes())
+print(json.dumps(dict(wall_s=round(wall, 1), cpu_s=round(cpu, 1), load=round(load, 1),
+                      peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+                      supersteps=len(r.step_kind), cycles=int(r.total_cycles), digest=h.hexdigest()[:16])))
+'''
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    art, revs = str(Path(argv[0]).resolve()), argv[1:]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="sim_bench-") as d:
+        for rev in revs:
+            sha = subprocess.run(["git", "rev-parse", "--short", rev], cwd=REPO, check=True,
+                                 capture_output=True, text=True).stdout.strip()
+            tree = Path(d) / sha
+            subprocess.run(["git", "worktree", "add", "--detach", str(tree), sha], cwd=REPO, check=True,
+                           capture_output=True)
+            try:
+                r = subprocess.run([sys.executable, "-c", INNER, art], env=dict(os.environ, PYTHONPATH=str(tree)),
+                                   check=True, capture_output=True, text=True)
+                rows.append(dict(rev=sha, **json.loads(r.stdout.strip().splitlines()[-1])))
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            finally:
+                subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=REPO, capture_output=True)
+    print("| revision | wall s | CPU s | load | peak MiB | supersteps | cycles | digest |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        print(f"| {r['rev']} | {r['wall_s']} | {r['cpu_s']} | {r['load']} | {r['peak_rss_mib']:,} | "
+              f"{r['supersteps']} | {r['cycles']:,} | {r['digest']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,4 +1,4 @@
-"""Read-back validation, op by op (DESIGN §3.7).
+"""Read-back validation, op by op (docs/architecture.md §3.7).
 
 After the superstep that completes an op's output, the host reads the output's bytes
 at their placed addresses (lower's dump rows: a tensor dump, as a debugger does on

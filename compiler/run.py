@@ -1,4 +1,4 @@
-"""run: execute the lowered program on the simulator and validate it twice (DESIGN §3.7):
+"""run: execute the lowered program on the simulator and validate it twice (docs/architecture.md §3.7):
 end to end (the outputs against the numpy reference computed in the model phase) and
 op by op (compiler/readback.py: each op's output read back from its placed bytes after
 the superstep completing it, against the reference op on the device's own inputs)."""

@@ -1,7 +1,7 @@
 """The machine: memory map, regions, elements and cost figures.
 
 One source of truth for the planner, the allocator, the lowering and the
-simulator (DESIGN §2). Every phase reads the machine through `Target`, so a new
+simulator (docs/architecture.md §2). Every phase reads the machine through `Target`, so a new
 IPU generation is a new YAML file under conf/target/.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Per-tile placement (DESIGN §3 'place'): greedy orders, address-domain search,
+"""Per-tile placement (docs/architecture.md §3 'place'): greedy orders, address-domain search,
 canonical search, a live-byte lower bound, an independent validator, dumps.
 
     from compiler.place import PlaceConfig, Problem, solve, validate

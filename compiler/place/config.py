@@ -1,5 +1,5 @@
 """PlaceConfig: every placement heuristic is a named flag, on by default, so an
-ablation is one override (DESIGN §7). Budgets are named keys too; the default
+ablation is one override (docs/architecture.md §7). Budgets are named keys too; the default
 run is deterministic (no wall-clock limit unless `time_limit_s` is set)."""
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ receive their operand blocks whatever the producer (`recv` of plan/matmul.py), b
 the producer's tiles must send each of their bytes to every consumer tile that needs
 it: an A block to the consumer's gn tiles of its row, a B block to its gm tiles. An
 exchange superstep lasts as long as the busier side: the fullest receiver or the
-fullest sender, each at exchange_bytes_per_cycle (DESIGN §2: per tile, no pair bonus).
+fullest sender, each at exchange_bytes_per_cycle (docs/architecture.md §2: per tile, no pair bonus).
 
 Layouts, as expand builds them (compiler/expand/graph.py):
 - inputs and parameters: their homes (plan/homes.py: whole rows, or whole micro-panel

@@ -31,7 +31,7 @@ def starts(n: int, parts: int) -> np.ndarray:
 def spread(n: int, T: int) -> np.ndarray:
     """n blocks on n distinct tiles evenly spaced over all T: one block per tile, so a
     gather's send bytes are balanced over the holders (each tile sends at its own
-    4 B/cycle: spacing buys no bandwidth, DESIGN §2) and the homes of different
+    4 B/cycle: spacing buys no bandwidth, docs/architecture.md §2) and the homes of different
     tensors, rotated, spread their memory over the whole machine."""
     return np.arange(n) * T // max(n, 1)
 

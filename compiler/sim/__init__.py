@@ -15,7 +15,7 @@ placed addresses; every tile fetches its instructions from its own memory.
   exchange.py  the exchange phase: table decoding, matching, BSP transfer
   repeat.py    REPEAT: loop state, relocation of fetched code and exchange-table words
   run.py       fetch/decode, supersteps, sync, cycles, profile samples
-  oracle.py    an independent cycle oracle: per-step cycles from the program and DESIGN §2 alone
+  oracle.py    an independent cycle oracle: per-step cycles from the program and docs/architecture.md §2 alone
   bench.py     synthetic full-size programs: python -m compiler.sim.bench [target] [rounds]
                and python -m compiler.sim.bench [target] repeat [iters]
 

@@ -1,5 +1,5 @@
 """An independent cycle oracle: every superstep's cycles re-derived from the lowered
-program and the machine table of DESIGN §2, sharing no code with the cost model.
+program and the machine table of docs/architecture.md §2, sharing no code with the cost model.
 
     step_cycles(program) -> int64[executed supersteps]      (sync included)
     host_cycles(program) -> int                             (host in + out)
@@ -11,7 +11,7 @@ target dict the program carries (the YAML). It imports neither target.py's cost
 functions nor expand's analysis nor the simulator's kernels, and executes nothing: a
 wrong cost anywhere in those shows up as a disagreement (tests/sim/test_oracle.py).
 
-The machine, as DESIGN §2 states it:
+The machine, as docs/architecture.md §2 states it:
 - a superstep is every tile running to its SYNC; it lasts as long as its slowest tile,
   plus one sync (`sync_cycles`). A tile's time is the sum of its kernels, or, if it
   takes part in the step's exchange (EXCH), the whole exchange phase;

@@ -3,7 +3,7 @@
     python experiments/depth_sweep/sweep.py [layers ...] > experiments/depth_sweep/results.md
 
 For each depth: the status, cycles per layer when it runs, and for a rejection its
-phase, reason, tile and deficit (a rejection is data, DESIGN §3); host seconds per
+phase, reason, tile and deficit (a rejection is data, docs/architecture.md §3); host seconds per
 phase and the process's peak RSS. Runs every phase in-process (serial mapper)."""
 from __future__ import annotations
 

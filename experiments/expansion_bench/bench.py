@@ -1,5 +1,5 @@
 """Plan and expand cost per workload on ipu21 (best homes candidate), like the table in
-../shared/seeds/symbolic-exchange-analysis.md: expansion (tile graph), execution
+the previous stack's notes on symbolic exchange analysis: expansion (tile graph), execution
 costing, exchange footprint (tables, code, live bytes). Medians of `repeats` runs.
 
     python experiments/expansion_bench/bench.py [repeats]

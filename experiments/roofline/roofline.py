@@ -10,7 +10,7 @@ matmuls run at the FP16 rate, a mixed FP16 x FP8 product running at the slower
 operand's) and `fp8` (model.fp8_activations: QKV, projection, fc1 and fc2 FP8 x FP8, plus
 the four casts). Q·Kᵀ and P·V are FP16 in both.
 
-bound (no schedule can beat it on the machine model of DESIGN §2; each tile's busy time
+bound (no schedule can beat it on the machine model of docs/architecture.md §2; each tile's busy time
 is at most the run time, so the run time is at least the average tile's work):
   compute   every MAC of the layer at the AMP peak of all tiles (no channel-group
             padding, no weight loads, no invocation overhead);
@@ -76,7 +76,7 @@ def layer(f: dict, T0: int, D: int, F: int, H: int, mode: str) -> dict:
         "fc2": (T0, F, D, 1, ab, w_rate, False, 1),
     }
     compute = sum(M * K * N * G / (r * tiles) for M, K, N, G, _, r, _, _ in mm.values())
-    # vector kernels: bytes read + written and transcendentals (DESIGN §2's kernel table)
+    # vector kernels: bytes read + written and transcendentals (docs/architecture.md §2's kernel table)
     vbytes = {"layernorm x2": 2 * 10 * T0 * D,
               "bias x4": 4 * T0 * (3 * D + D + F + D) + 2 * (3 * D + D + F + D),
               "gelu": 4 * T0 * F, "softmax": 6 * H * T0 * T0, "residual adds x2": 2 * 6 * T0 * D}

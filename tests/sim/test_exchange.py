@@ -84,7 +84,7 @@ def _send_16k(senders):
 
 
 def test_one_tile_sends_at_4_bytes_per_cycle_whatever_its_neighbours_do():
-    """DESIGN §2: 4 B/cycle per tile, no pair bonus. One tile sending 16 KiB alone
+    """docs/architecture.md §2: 4 B/cycle per tile, no pair bonus. One tile sending 16 KiB alone
     needs at least 16384 / 4 + 100 = 4,196 cycles; two tiles of one (former)
     supertile, 0 and 1, each sending 16 KiB, take exactly as long."""
     a, alone = _send_16k([0])

@@ -1,8 +1,10 @@
 """The simulator alone, revisions side by side on one lowered program:
 `python experiments/host_time/sim_bench.py ARTIFACTS REV [REV ...]`.
 
-ARTIFACTS holds a trial's lower/result.pkl and model/result.pkl (the stages' artifacts/
-directory, e.g. after `dvc exp run -S model.layers=27`). For each revision: a detached
+ARTIFACTS holds a trial's lower/result.npz and model/result.npz (the stages' artifacts/
+directory, e.g. after `dvc exp run -S model.layers=27`), read with the data-only codec
+(pipeline/codec.py): so every revision compared must have it (those before it wrote
+pickles, which nothing here loads; the figures in README.md were taken before that). For each revision: a detached
 worktree, then in a fresh process with that revision's compiler on PYTHONPATH,
 `compiler.sim.run` of the same program and streams. Prints wall and CPU seconds (CPU
 time is the fairer figure on a shared machine; BLAS's own threads are counted in it),
@@ -21,12 +23,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 INNER = r'''
-import hashlib, json, os, pickle, resource, sys, time
+import hashlib, json, os, resource, sys, time
 import numpy as np
 from compiler import sim
+from pipeline import codec
 art = sys.argv[1]
-lo = pickle.load(open(f"{art}/lower/result.pkl", "rb"))
-mo = pickle.load(open(f"{art}/model/result.pkl", "rb"))
+lo = codec.load(f"{art}/lower/result.npz")
+mo = codec.load(f"{art}/model/result.npz")
 prog = lo.program
 streams = {n: np.ascontiguousarray(mo.data[n]).view(np.uint8).ravel() for n in prog.in_streams}
 del mo

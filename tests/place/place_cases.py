@@ -79,3 +79,20 @@ def _restrict(p: Problem, idx):
                    region=p.region[idx], count=p.count[idx], stride=p.stride[idx],
                    bank_edges=np.array(e, np.int64).reshape(-1, 2), reserved=p.reserved,
                    max_alloc=p.max_alloc)
+
+
+def guillotine_rects(seed, n, cap, horizon):
+    """n rectangles (t0, t1, a0, a1) tiling [0, horizon) x [0, cap) exactly: a zero-slack
+    lifetime x size instance by random guillotine cuts, in random order."""
+    rng = np.random.default_rng(seed)
+    rects = [(0, horizon, 0, cap)]
+    while len(rects) < n:
+        k = int(rng.integers(len(rects)))
+        t0, t1, a0, a1 = rects[k]
+        if rng.random() < 0.5 and t1 - t0 >= 2:
+            c = int(rng.integers(t0 + 1, t1))
+            rects[k:k + 1] = [(t0, c, a0, a1), (c, t1, a0, a1)]
+        elif a1 - a0 >= 2:
+            c = int(rng.integers(a0 + 1, a1))
+            rects[k:k + 1] = [(t0, t1, a0, c), (t0, t1, c, a1)]
+    return [rects[k] for k in rng.permutation(n)]

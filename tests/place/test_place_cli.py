@@ -10,7 +10,7 @@ from compiler.place import validate
 from compiler.place.__main__ import main
 from compiler.place.dump import load, save
 
-from place_cases import random_problem
+from place_cases import guillotine_rects, random_problem
 
 # Two buffers live together at time 1 in [lower, upper) terms, never in [start, end] terms
 # read as exclusive: a capacity of 10 fits both only if both are 10 B apart in time.
@@ -113,18 +113,7 @@ def test_missing_capacity_and_bad_json(tmp_path, capsys):
 
 def _guillotine(seed, n, cap=4096, horizon=64):
     """Zero-slack instance (greedy first fit fails on it)."""
-    rng = np.random.default_rng(seed)
-    rects = [(0, horizon, 0, cap)]
-    while len(rects) < n:
-        k = int(rng.integers(len(rects)))
-        t0, t1, a0, a1 = rects[k]
-        if rng.random() < 0.5 and t1 - t0 >= 2:
-            c = int(rng.integers(t0 + 1, t1))
-            rects[k:k + 1] = [(t0, c, a0, a1), (c, t1, a0, a1)]
-        elif a1 - a0 >= 2:
-            c = int(rng.integers(a0 + 1, a1))
-            rects[k:k + 1] = [(t0, t1, a0, c), (t0, t1, c, a1)]
-    rects = [rects[k] for k in rng.permutation(n)]
+    rects = guillotine_rects(seed, n, cap, horizon)
     return "id,lower,upper,size\n" + "".join(f"r{i},{t0},{t1},{a1 - a0}\n"
                                              for i, (t0, t1, a0, a1) in enumerate(rects))
 

@@ -5,6 +5,8 @@ flag on and off."""
 import numpy as np
 import pytest
 
+from place_cases import guillotine_rects
+
 from compiler.place import INFEASIBLE, PLACED, UNKNOWN, PlaceConfig, Problem, validate
 from compiler.place.cpsat import solve_cpsat
 from compiler.place.instance import Instance
@@ -61,18 +63,7 @@ def test_compiled_search_is_sound_and_complete(reference, over, skyline):
 
 
 def _guillotine(seed, n=14, cap=64, horizon=12):
-    rng = np.random.default_rng(seed)
-    rects = [(0, horizon, 0, cap)]
-    while len(rects) < n:
-        k = int(rng.integers(len(rects)))
-        t0, t1, a0, a1 = rects[k]
-        if rng.random() < 0.5 and t1 - t0 >= 2:
-            c = int(rng.integers(t0 + 1, t1))
-            rects[k:k + 1] = [(t0, c, a0, a1), (c, t1, a0, a1)]
-        elif a1 - a0 >= 2:
-            c = int(rng.integers(a0 + 1, a1))
-            rects[k:k + 1] = [(t0, t1, a0, c), (t0, t1, c, a1)]
-    t0, t1, a0, a1 = map(np.array, zip(*[rects[k] for k in rng.permutation(n)]))
+    t0, t1, a0, a1 = map(np.array, zip(*guillotine_rects(seed, n, cap, horizon)))
     return Problem(0, cap, cap, cap, size=a1 - a0, align=np.ones(n, np.int64), start=t0, end=t1,
                    region=np.zeros(n, np.int8))
 

@@ -20,7 +20,7 @@ class Policy:
     weight_stationary: bool = True    # also expand each candidate with weights resident where used
     panel_homes: bool = True          # store weights the AMP reads as micro-panels (FP8) in that order
     grid: str = ""                    # force one GEMM grid "GMxGNxGK[/SP]" (tests, studies); "" = search
-    check: str = "all"                # run's read-back: Repeat iterations checked op by op (all | last_iteration | sampled)
+    check: str = "last_iteration"     # run's read-back: Repeat iterations checked op by op (all | last_iteration | sampled)
     place: dict = field(default_factory=dict)  # compiler.place.PlaceConfig overrides
 
     @classmethod

@@ -20,7 +20,7 @@ LAST = VIT["layers"] - 1
 
 @pytest.fixture(scope="module", params=list(MODES))
 def trial(request):
-    cfg = dict(model=dict(VIT, **MODES[request.param]), target=target_cfg("tiny"), policy={})
+    cfg = dict(model=dict(VIT, **MODES[request.param]), target=target_cfg("tiny"), policy={"check": "all"})
     return cfg, compile_trial(cfg)
 
 

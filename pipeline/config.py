@@ -72,25 +72,13 @@ def validate(cfg: dict, where: str = "config") -> dict:
 def check_model(model: dict, where: str) -> None:
     """Every model key and value, without building the graph (the model phase would raise the
     same errors, but only after DVC had deleted its outputs)."""
-    from compiler.models import MODELS, attention, gemm, mlp, vit
-    from compiler.models.config import model_config
-    configs = {"gemm": gemm.GemmConfig, "mlp": mlp.MlpConfig, "attention": attention.AttentionConfig,
-               "flash_attention": attention.AttentionConfig, "vit": vit.VitConfig}
-    name = model.get("name")
-    if name not in MODELS:
-        raise ConfigError(f"{where}: model.name={name!r} is not one of {', '.join(MODELS)}")
-    if name in configs:
-        try:
-            model_config(configs[name], dict(model))
-        except TypeError as e:      # a value of the wrong type reaching the dataclass
-            raise ConfigError(f"{where}: model: {e}") from None
-    weights = model.get("weights")
-    if weights:
-        path = Path(str(weights))
-        if not path.is_file():
-            raise ConfigError(f"model.weights={weights}: no such file")
-        if path.suffix not in (".npz", ".safetensors"):
-            raise ConfigError(f"model.weights={weights}: expected a .npz or .safetensors file")
+    from compiler import models
+    if model.get("name") not in models.MODELS:
+        raise ConfigError(f"{where}: model.name={model.get('name')!r} is not one of {', '.join(models.MODELS)}")
+    try:
+        models.check(model)
+    except TypeError as e:      # a value of the wrong type reaching the dataclass
+        raise ConfigError(f"{where}: model: {e}") from None
 
 
 def dump(cfg: dict) -> str:

@@ -47,12 +47,17 @@ def copy_repo(dst: Path) -> Path:
     return dst
 
 
-@pytest.fixture
-def repo(tmp_path):
-    d = copy_repo(tmp_path / "trial")
+def dvc_repo(dst: Path) -> Path:
+    """copy_repo(dst) as a git + DVC repository (Hydra composition on), everything committed."""
+    d = copy_repo(dst)
     sh("git init -q -b main && dvc init -q && dvc config hydra.enabled True && dvc config core.autostage true"
        " && git add -A && git commit -qm init", d)
     return d
+
+
+@pytest.fixture
+def repo(tmp_path):
+    return dvc_repo(tmp_path / "trial")
 
 
 def ran(out: str) -> set[str]:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from test_dvc import copy_repo, sh
+from test_dvc import dvc_repo, sh
 
 SHOW = ("dvc exp show --csv --drop '.*' --keep "
         "'Experiment|State|status|rejected.reason|run.cycles|expand.exchange_table_max_bytes|policy.exchange_table_cap'")
@@ -20,9 +20,8 @@ SHOW = ("dvc exp show --csv --drop '.*' --keep "
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
-    d = copy_repo(tmp_path_factory.mktemp("exp") / "trial")
-    sh("git init -q -b main && dvc init -q && dvc config hydra.enabled True && dvc config core.autostage true"
-       " && git add -A && git commit -qm init && dvc repro -q && git add -A && git commit -qm 'default trial'", d)
+    d = dvc_repo(tmp_path_factory.mktemp("exp") / "trial")
+    sh("dvc repro -q && git add -A && git commit -qm 'default trial'", d)
     return d
 
 

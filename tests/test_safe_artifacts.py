@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from test_dvc import copy_repo, sh
+from test_dvc import dvc_repo, sh
 
 sys.path.insert(0, str(REPO / "tests" / "pipeline"))
 from test_codec import Marker  # noqa: E402
@@ -50,9 +50,8 @@ def scan(*roots: Path) -> tuple[int, list[str]]:
 @pytest.fixture(scope="module")
 def trial(tmp_path_factory):
     """The tiny default trial through dvc, store inside the repository."""
-    d = copy_repo(tmp_path_factory.mktemp("safe") / "t")
-    sh("git init -q -b main && dvc init -q && dvc config core.autostage true && git add -A"
-       " && git commit -qm init && dvc repro -q", d)
+    d = dvc_repo(tmp_path_factory.mktemp("safe") / "t")
+    sh("dvc repro -q", d)
     return d
 
 
@@ -147,9 +146,7 @@ SHOW = "dvc exp show --csv --drop '.*' --keep 'Experiment|State|status|run.cycle
 
 def test_two_trials_share_one_store_concurrently(tmp_path):
     shared = tmp_path / "shared-store"
-    d = copy_repo(tmp_path / "t")
-    sh("git init -q -b main && dvc init -q && dvc config hydra.enabled True && dvc config core.autostage true"
-       " && git add -A && git commit -qm init", d)
+    d = dvc_repo(tmp_path / "t")
     # two caps that both fit the 32x64x64 GEMM: expand's items differ (the cap is in their
     # key), place's are the same tile problems, computed and written by both at once
     q = sh(f"dvc exp run --queue -S 'policy.exchange_table_cap=65536,65535' -S policy.plan_candidates=12"

@@ -23,7 +23,7 @@ from .attention import attention_ops, padded
 from .config import check_positive, model_config
 from .gemm import FP8_MAX, quantize
 from .image import MEAN, STD, load_batch, patch_rows
-from .weights import read_tensors, take
+from .weights import check_path, read_tensors, take
 
 # timm's vit_so400m_patch14_siglip_384 and vit_base_patch16_224 (their pretrained cfgs:
 # input size, crop_pct, mean/std; bicubic); exact-erf GELU (timm's nn.GELU) in both
@@ -73,6 +73,8 @@ class VitConfig:
         return d
 
     def check(self):
+        if self.weights:
+            check_path(self.weights)
         if self.preset not in (*PRESETS, "custom"):
             raise ValueError(f"model.preset={self.preset!r}: not one of {', '.join(PRESETS)}, custom")
         if self.scope not in ("", "tower", "blocks"):

@@ -11,20 +11,26 @@ import numpy as np
 from ..target import ConfigError
 
 
-def read_tensors(path: str) -> dict:
+def check_path(path: str) -> Path:
+    """The checkpoint file, which must exist and be .npz or .safetensors."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"model.weights={path}: no such file")
+    if p.suffix not in (".npz", ".safetensors"):
+        raise ConfigError(f"model.weights={path}: expected a .npz or .safetensors file")
+    return p
+
+
+def read_tensors(path: str) -> dict:
+    p = check_path(path)
     try:
         if p.suffix == ".safetensors":
             from safetensors.numpy import load_file
             return load_file(str(p))
-        if p.suffix == ".npz":
-            with np.load(p, allow_pickle=False) as z:
-                return {k: z[k] for k in z.files}
+        with np.load(p, allow_pickle=False) as z:         # .npz
+            return {k: z[k] for k in z.files}
     except Exception as e:   # any decoder's error (OSError, BadZipFile, SafetensorError, ...) names the file
         raise ConfigError(f"model.weights={path}: unreadable ({type(e).__name__}: {str(e)[:120]})") from None
-    raise ConfigError(f"model.weights={path}: expected a .npz or .safetensors file")
 
 
 def take(raw: dict, shapes: dict, path: str) -> tuple[dict, list[str]]:

@@ -170,6 +170,18 @@ def _restore(S, saves):
     S[6][:] = saves[5]
 
 
+@njit(cache=True)
+def _live_span(lo, hi, tot):
+    """[first, last + 1) of the sections in [lo, hi) with unplaced requests (tot > 0);
+    (-1, -1) when none has any."""
+    for first in range(lo, hi):
+        if tot[first] > 0:
+            for last in range(hi - 1, first - 1, -1):
+                if tot[last] > 0:
+                    return first, last + 1
+    return -1, -1
+
+
 # The two recursive kernels are compiled per process (numba's on-disk cache of a
 # recursive function crashes when loaded: measured with numba 0.68); their
 # non-recursive helpers are cached. `warm()` compiles them before any clock.
@@ -184,19 +196,9 @@ def dfs(lo, hi, S, P, cap, st, flags):
     ext, al, s0, s1, pre, mptr, mlist, optr, olist = P
     n = len(ext)
     ns = len(sf)
-    first = -1
-    for t in range(lo, hi):
-        if tot[t] > 0:
-            first = t
-            break
-    if first < 0:
+    lo, hi = _live_span(lo, hi, tot)
+    if lo < 0:
         return 1
-    last = first
-    for t in range(hi - 1, first - 1, -1):
-        if tot[t] > 0:
-            last = t
-            break
-    lo, hi = first, last + 1
     if flags[1]:
         # MiniMalloc's dynamic decomposition: section boundaries no unplaced
         # request crosses (cut == 0) split the sections into runs that share
@@ -349,19 +351,9 @@ def dfs_mono(lo, hi, L, lastpre, S, P, cap, st, flags):
     ext, al, s0, s1, pre, mptr, mlist, optr, olist = P
     n = len(ext)
     ns = len(sf)
-    first = -1
-    for t in range(lo, hi):
-        if tot[t] > 0:
-            first = t
-            break
-    if first < 0:
+    lo, hi = _live_span(lo, hi, tot)
+    if lo < 0:
         return 1
-    last = first
-    for t in range(hi - 1, first - 1, -1):
-        if tot[t] > 0:
-            last = t
-            break
-    lo, hi = first, last + 1
     if flags[1]:
         runs = _runs(lo, hi, tot, cut)
         if len(runs) > 2:

@@ -178,13 +178,13 @@ class ReadBack:
     output of the iterations it checks and checks the op at once; keeps one iteration's
     activations (float64), dropping each after its last reader."""
 
-    def __init__(self, graph, data: dict, dump: dict, body_steps: int, check: str = "all", body: tuple = ()):
+    def __init__(self, graph, data: dict, dump: dict, body: tuple, check: str = "all"):
         self.g, self.data, self.d = graph, data, dump
         rep = graph.repeat
         self.count = rep.count if rep else 1
         # supersteps [b0, b1) are the Repeat body, run count times; those before and after it
         # (a tower's patch embedding and head) run once
-        self.b0, self.b1 = body or (0, body_steps)
+        self.b0, self.b1 = body
         self.seq = set(rep.sequences) if rep else set()
         self.carried = dict(rep.carried) if rep else {}          # body output -> body input
         self.check = checked_iterations(check, self.count)

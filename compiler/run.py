@@ -71,7 +71,7 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     streams = {n: np.ascontiguousarray((streams or {}).get(n, model.data[n])).view(np.uint8).ravel()
                for n in prog.in_streams}
     dump = getattr(lower_res, "dump", None) or {}
-    rb = ReadBack(g, model.data, dump, lower_res.body_steps, check, lower_res.body) if dump else None
+    rb = ReadBack(g, model.data, dump, lower_res.body, check) if dump else None
     hooks = [h for h in (inject, rb.on_step if rb else None) if h is not None]
     r = sim.run(prog, streams, (lambda step, mem: [h(step, mem) for h in hooks]) if hooks else None)
     err, sq_err, sq_ref = 0.0, 0.0, 0.0
@@ -88,7 +88,7 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     rms_rel = float(np.sqrt(sq_err / sq_ref)) if sq_ref > 0 else (0.0 if sq_err == 0 else float("inf"))
     rbm = rb.metrics() if rb else {"ops_checked": 0, "ops_failed": 0}
     per_op_ok = rbm["ops_checked"] > 0 and rbm["ops_failed"] == 0
-    b0, b1 = lower_res.body or (0, len(r.step_cycles) // count)   # the last iteration of the body
+    b0, b1 = lower_res.body                               # the last iteration of the body
     last = b0 + (count - 1) * (b1 - b0)
     return RunResult(cycles=int(r.total_cycles), cycles_per_layer=int(sum(r.step_cycles[last:last + b1 - b0])),
                      cycles_per_step=[int(c) for c in r.step_cycles],

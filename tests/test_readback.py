@@ -76,7 +76,8 @@ def test_zeroed_fc2_output_columns_in_placed_bytes(trial):
     n = next(i for i, op in enumerate(g.ops) if op.outputs[0] == "fc2.xw")
     d = lo.dump
     rows = np.flatnonzero((d["op"] == n) & (d["c0"] <= 3) & (3 < d["c0"] + d["cols"]))
-    step = LAST * lo.body_steps + int(d["step"][rows[0]]) - 1
+    b0, b1 = lo.body                                  # executed step of the last iteration's
+    step = LAST * (b1 - b0) + int(d["step"][rows[0]]) - 1  # superstep (dump steps are 1-based)
 
     def inject(s, mem):
         if s == step:

@@ -18,10 +18,9 @@ class LowerResult:
     program: Program | None = None
     rejection: object = None
     # host side, never given to the simulator: where each op's output lies once complete
-    # (tile graph dump rows with `addr` for request + offset), the program's supersteps and
-    # the 0-based [first, stop) range of them that the Repeat body runs `count` times
+    # (tile graph dump rows with `addr` for request + offset), and the 0-based [first, stop)
+    # range of the program's supersteps that the Repeat body runs `count` times
     dump: dict = field(default_factory=dict)
-    body_steps: int = 0
     body: tuple = ()
 
     def metrics(self) -> dict:
@@ -185,4 +184,4 @@ def lower(place_res, sched, t: Target, exchange_table_cap: int) -> LowerResult:
     dump = {k: v for k, v in d.items() if k not in ("req", "off")}
     if d:
         dump["addr"] = pl.addr[d["req"]] + d["off"]
-    return LowerResult(prog, dump=dump, body_steps=len(tg.steps), body=tuple(int(b) for b in tg.body_steps()))
+    return LowerResult(prog, dump=dump, body=tuple(int(b) for b in tg.body_steps()))

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field, fields
 from .target import ConfigError
 
 
+CHECKS = ("all", "last_iteration", "sampled")   # policy.check: the Repeat iterations run reads back
+
+
 @dataclass(frozen=True)
 class Policy:
     exchange_table_cap: int = 81920   # encoded exchange-table bytes per tile (80 KiB)
@@ -36,8 +39,8 @@ class Policy:
                 raise ConfigError(f"policy.{k}={v!r}: must be a positive integer")
         if not isinstance(p.plan_beam, int) or isinstance(p.plan_beam, bool) or p.plan_beam < 0:
             raise ConfigError(f"policy.plan_beam={p.plan_beam!r}: must be a non-negative integer")
-        if p.check not in ("all", "last_iteration", "sampled"):
-            raise ConfigError(f"policy.check={p.check!r}: expected all, last_iteration or sampled")
+        if p.check not in CHECKS:
+            raise ConfigError(f"policy.check={p.check!r}: expected {', '.join(CHECKS)}")
         if p.grid and not p.grid_dims:
             raise ConfigError(f"policy.grid={p.grid!r}: expected GMxGNxGK or GMxGNxGK/SP (serial passes), "
                               f"e.g. 2x4x2 or 2x4x2/2")

@@ -37,11 +37,11 @@ from __future__ import annotations
 import numpy as np
 
 from . import reference
+from .policy import CHECKS
 from .models.gemm import FP8, FP8_MAX
 from .sim.memory import gather
 
 U, E, TINY = 2.0 ** -11, 2.0 ** -24, 2.0 ** -25
-CHECKS = ("all", "last_iteration", "sampled")
 DTYPES = {"f16": np.float16, "fp8": FP8, "f32": np.float32}
 
 

@@ -17,7 +17,9 @@ class Tensor:
     shape: tuple[int, ...]
     dtype: str              # "f16" | "fp8" (e4m3) | "f32"
     kind: str
-    scale: float = 1.0      # per-tensor scale of FP8 data: value = stored * scale
+    # scale of FP8 data: value = stored * scale; a tuple for a tensor of the Repeat body
+    # (a sequence or an activation) holds one scale per iteration (member): see member()
+    scale: float | tuple[float, ...] = 1.0
 
     @property
     def nbytes(self) -> int:
@@ -25,6 +27,11 @@ class Tensor:
         for d in self.shape:
             n *= d
         return n
+
+
+def member(scale, i: int) -> float:
+    """Iteration i's scale: entry i of a per-member tuple, or the one scalar."""
+    return scale[i] if isinstance(scale, tuple) else scale
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,13 @@ class Op:
 
     def attr(self, name: str, default=None):
         return dict(self.attrs).get(name, default)
+
+    def at(self, i: int) -> "Op":
+        """The op as iteration i runs it: a per-member `scale` attr (tuple) resolved."""
+        if not isinstance(self.attr("scale"), tuple):
+            return self
+        return Op(self.kind, self.inputs, self.outputs,
+                  tuple((k, member(v, i) if k == "scale" else v) for k, v in self.attrs))
 
 
 @dataclass(frozen=True)

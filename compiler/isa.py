@@ -61,6 +61,11 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 #                                                  padding keys); f16 in/out, f32 inside
 #   CAST   out, src, nelem, scale(f32 bits)        f16 -> fp8: out = e4m3(src / scale);
 #                                                  fp8 -> f16: out = f16(src * scale)
+#          MATMUL and CAST flag F_SCALE_TABLE: the scale word is instead the address of
+#          an f32 in this tile's table blob (it must lie there); `lower` writes a Repeat
+#          body's per-iteration scales there as one f32 per member and relocates the word
+#          with stride 4, so iteration i reads member i's scale (one scale per tensor per
+#          layer, where an immediate would be one for all layers).
 #   ONLINE_SOFTMAX out, src, state, rows, cols, scale(f32 bits)
 #                                                  one key block of flash attention. state = f32[3, rows]
 #                                                  (running max m, running sum l, correction c).
@@ -100,6 +105,8 @@ F_FIRST = 1             # ONLINE_SOFTMAX flags
 F_RECIP, F_ADD = 1, 2   # ROWSCALE flags
 F_TRANSPOSE_B = 1       # MATMUL flags: b stored [n, k] row-major, out = a @ b.T
 F_PANEL_B = 2           # MATMUL flags: b stored in AMP micro-panel order (panel_order)
+F_SCALE_TABLE = 0x80    # MATMUL and CAST flags: the scale word is an f32's address in the table blob
+SCALE_BYTES = 4         # one f32 per Repeat member in a scale table
 # Operand pairs read in the same cycle: they must sit in distinct memory elements.
 BANK_SEPARATED = {MATMUL: [("a", "b")]}
 COPY_WORD = 4  # a local copy moves whole aligned 32-bit words (else: unencodable)

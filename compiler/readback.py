@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import reference
+from .ir import member
 from .policy import CHECKS
 from .models.gemm import FP8, FP8_MAX
 from .sim.memory import gather
@@ -225,10 +226,10 @@ class ReadBack:
         t = self.g.tensors[name]
         raw = self.env.get(name, self.carry.get(name) if i > 0 else None)
         if raw is not None:
-            return raw.astype(np.float64) * t.scale
+            return raw.astype(np.float64) * member(t.scale, i)
         if name in self.data:
             v = self.data[name][i] if name in self.seq else self.data[name]
-            return np.asarray(v).astype(np.float64) * t.scale
+            return np.asarray(v).astype(np.float64) * member(t.scale, i)
         return None
 
     # ---- the callback --------------------------------------------------------------
@@ -263,7 +264,7 @@ class ReadBack:
                         self.env.pop(name, None)
 
     def check_op(self, n: int, i: int) -> None:
-        op = self.g.ops[n]
+        op = self.g.ops[n].at(i)
         xs = [self.value(name, i) for name in op.inputs]
         if op.kind not in BOUNDS or any(x is None for x in xs):
             self.unchecked += 1

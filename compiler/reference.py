@@ -33,8 +33,8 @@ import math
 
 import numpy as np
 
-from .ir import Graph
-from .models.gemm import FP8, FP8_MAX
+from .ir import Graph, member
+from .models.gemm import FP8, FP8_MAX, dequantize
 
 F16_UNIT = 2.0 ** -11   # unit roundoff of float16
 F16_MAX = 65504.0
@@ -98,7 +98,7 @@ def erf_scaled(x: np.ndarray) -> np.ndarray:
 
 
 def _value(g: Graph, data: dict, name: str) -> np.ndarray:
-    return data[name].astype(np.float64) * g.tensors[name].scale
+    return dequantize(data[name], g.tensors[name].scale)
 
 
 def matmul(op, a, b):
@@ -177,8 +177,9 @@ def evaluate(g: Graph, data: dict, round_f16: bool = True) -> dict[str, np.ndarr
     env = {n: _value(g, data, n) for n in data if n not in seq}
     rnd = round_to_f16 if round_f16 else (lambda a: a)
 
-    def ops(a, b):
+    def ops(a, b, i=0):
         for op in g.ops[a:b]:
+            op = op.at(i)                 # per-iteration scales (a Repeat body's casts)
             y = _op(op, [env[n] for n in op.inputs], rnd)
             env[op.outputs[0]] = rnd(y) if g.tensors[op.outputs[0]].dtype == "f16" else y
 
@@ -186,8 +187,8 @@ def evaluate(g: Graph, data: dict, round_f16: bool = True) -> dict[str, np.ndarr
     ops(0, first)                         # ops before the Repeat body run once
     for i in range(rep.count if rep else 1):
         for n in seq:
-            env[n] = data[n][i].astype(np.float64) * g.tensors[n].scale
-        ops(first, stop)
+            env[n] = data[n][i].astype(np.float64) * member(g.tensors[n].scale, i)
+        ops(first, stop, i)
         if rep and i + 1 < rep.count:
             for out, inp in rep.carried:
                 env[inp] = env[out]

@@ -88,9 +88,10 @@ def test_zeroed_fc2_output_columns_in_placed_bytes(trial):
     assert_caught(rerun(trial, inject=inject), "fc2.xw")
 
 
-def relocations(r):
-    """Every nonzero Repeat relocation entry: (offset of its stride word in program.table,
-    tile, the op reading the relocated sequence member)."""
+def relocations(r, kind="member"):
+    """Every nonzero Repeat relocation entry of `kind` (member: a sequence member's
+    address; scale: a per-layer scale's table address): (offset of its stride word in
+    program.table, tile, the op reading the relocated sequence member or scale)."""
     prog, tg, addr, g = r["lower"].program, r["place"].tilegraph, r["place"].placement.addr, r["model"].graph
     names = np.asarray(tg.names)[tg.req["name"]]
     reader = {}
@@ -106,9 +107,20 @@ def relocations(r):
         base = int(code[0, 3]) - int(prog.table_addr[t])
         ent = table[base:base + int(code[0, 4]) * isa.RELOC_BYTES].view("<u4").reshape(-1, 2)
         kern = iter(np.flatnonzero((k["reloc"] != 0) & (k["tile"] == t)))     # code entries follow, in kern order
+        scaled = iter(np.flatnonzero((k["sseq"] != 0) & (k["tile"] == t)))    # then the scale words, likewise
         seqs = np.flatnonzero((tg.req["tile"] == t) & (tg.req["count"] > 1))
         for e, (word, stride) in enumerate(ent):
-            if prog.code_addr[t] <= word < prog.code_addr[t] + code.nbytes:    # a MATMUL's b operand
+            in_code = prog.code_addr[t] <= word < prog.code_addr[t] + code.nbytes
+            if in_code and (word - prog.code_addr[t]) % isa.INSTR_BYTES != 8:   # a scale word
+                j = next(scaled)
+                if kind == "scale":
+                    out_req = k["r2"][j] if k["op"][j] == isa.MATMUL else k["r0"][j]
+                    out.append((int(prog.table_off[t]) + base + e * isa.RELOC_BYTES + 4, t,
+                                names[out_req].removesuffix(".p")))
+                continue
+            if kind != "member":
+                continue
+            if in_code:                                                        # a MATMUL's b operand
                 name = names[k["r2"][next(kern)]].removesuffix(".p")
             else:                                                              # an exchange source
                 w = int(word) - int(prog.table_addr[t])

@@ -90,15 +90,29 @@ def table_entries(tg: TileGraph) -> np.ndarray:
 
 
 def reloc_entries(tg: TileGraph) -> np.ndarray:
-    """Relocated words per tile: the source address of every send from a sequence and
-    the operand-1 address of every kernel reading a sequence in place."""
+    """Relocated words per tile: the source address of every send from a sequence,
+    the operand-1 address of every kernel reading a sequence in place, and the scale
+    word of every kernel with per-iteration scales (tilegraph sseq)."""
     x, k = tg.xfer, tg.kern
-    return _per_tile(tg.tiles, x["src"][x["reloc"] != 0]) + _per_tile(tg.tiles, k["tile"][k["reloc"] != 0])
+    return (_per_tile(tg.tiles, x["src"][x["reloc"] != 0]) + _per_tile(tg.tiles, k["tile"][k["reloc"] != 0])
+            + _per_tile(tg.tiles, k["tile"][k["sseq"] != 0]))
+
+
+def scale_tables(tg: TileGraph) -> tuple[np.ndarray, np.ndarray]:
+    """The (tile, sseq) pairs whose scale rows a tile's table blob holds (sorted: tile,
+    then sseq), one row of `count` f32 per distinct scale sequence its kernels use."""
+    k = tg.kern
+    used = k["sseq"] != 0
+    key = np.unique(k["tile"][used] * (len(tg.scale_seqs) + 1) + k["sseq"][used])
+    return key // (len(tg.scale_seqs) + 1), key % (len(tg.scale_seqs) + 1)
 
 
 def table_blob_bytes(tg: TileGraph) -> np.ndarray:
-    """The tile's table blob: exchange entries, then its Repeat relocation entries."""
-    return isa.table_bytes(table_entries(tg)) + reloc_entries(tg) * isa.RELOC_BYTES
+    """The tile's table blob: exchange entries, its Repeat relocation entries, then its
+    scale tables."""
+    tile, _ = scale_tables(tg)
+    return (isa.table_bytes(table_entries(tg)) + reloc_entries(tg) * isa.RELOC_BYTES
+            + _per_tile(tg.tiles, tile) * tg.count * isa.SCALE_BYTES)
 
 
 def _span(r: dict) -> np.ndarray:

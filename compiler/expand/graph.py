@@ -139,8 +139,9 @@ def expand_elementwise(c: Ctx, op):
     out = _like(c, op.outputs[0], src, s, DTYPE_BYTES[y.dtype])
     A, B, r, k = _blocks(src)
     if op.kind == "cast":
+        sc, sseq = c.bld.scale_of(y.scale)                 # per layer: a table (tilegraph sseq)
         c.kernel(step=s, tile=src.tile[A, B], op=isa.CAST, dtype=isa.DTYPES[y.dtype] | F16 << 8,
-                 r0=out.req[A, B], r1=src.req[A, B], o1=src.off[A, B], i0=r * k, scale=y.scale)
+                 r0=out.req[A, B], r1=src.req[A, B], o1=src.off[A, B], i0=r * k, scale=sc, sseq=sseq)
     else:
         flags = isa.F_ERF if op.attr("approx", "tanh") == "erf" else 0
         c.kernel(step=s, tile=src.tile[A, B], op=isa.GELU, dtype=F16 | flags << 16, r0=out.req[A, B],

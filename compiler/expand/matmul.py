@@ -103,6 +103,7 @@ def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows
     bld.reads(a_blk[tile], s)
     bld.reads(b_blk, s)
     cells = []
+    sc, sseq = bld.scale_of(scale * np.asarray(A.scale) * np.asarray(B.scale))   # per layer: a table
     dt2 = 0 if A.dtype == B.dtype else isa.DTYPES[A.dtype]          # 0: same as b's
     flags = isa.F_TRANSPOSE_B if tb else isa.F_PANEL_B if panel_elems(c.t, B.dtype) else 0
     for gl in range(int(glen.max())):
@@ -110,7 +111,7 @@ def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows
         tt = tile[has]
         c.kernel(step=s, tile=tt, op=isa.MATMUL, dtype=isa.DTYPES[B.dtype] | dt2 << 8 | flags << 16,
                  r0=a_blk[tt], o0=gl * sa[has], r1=b_blk[has], o1=(gl * sb + b_off)[has], r2=p_blk[tt],
-                 o2=gl * so[has], i0=mi[has], i1=kl[has], i2=nj[has], scale=scale * A.scale * B.scale,
+                 o2=gl * so[has], i0=mi[has], i1=kl[has], i2=nj[has], scale=sc, sseq=sseq,
                  reloc=b_reloc[has])
         if gk == 1:
             gi = gs[q[has]] + gl

@@ -10,7 +10,9 @@ superstep s; event S+1 the host reading outputs. Lifetimes are [start, end) in e
         | flags << 16), operands (request row + byte offset) r0,o0 .. r3,o3, immediates
         i0..i3, scale (see lower.WORDS for how they become instruction words); reloc =
         bytes added to operand 1's address per Repeat iteration (a weight read in place
-        from its sequence home)
+        from its sequence home); sseq = 0 (the scale is the immediate `scale`) or s > 0:
+        iteration i's scale is scale_seqs[s-1, i] (a Repeat body kernel whose tensors
+        have one scale per layer; lower writes the row into the tile's table blob)
   xfer  exchange transfers: step, src/dst tile, src/dst request + offset, and each side's
         row shape (row_bytes, rows, stride): the two shapes carry the same bytes; reloc =
         bytes added to the source address per Repeat iteration (a sequence member)
@@ -29,7 +31,7 @@ import numpy as np
 
 REQ = ("tile", "size", "align", "region", "start", "end", "count", "stride", "name")
 KERN = ("step", "tile", "op", "dtype", "r0", "o0", "r1", "o1", "r2", "o2", "r3", "o3", "i0", "i1", "i2", "i3",
-        "reloc")
+        "reloc", "sseq")
 XFER = ("step", "src", "dst", "sreq", "soff", "dreq", "doff",
         "s_row_bytes", "s_rows", "s_stride", "d_row_bytes", "d_rows", "d_stride", "reloc")
 END = -1   # request end placeholder: live to the end of the program
@@ -59,7 +61,7 @@ class TileGraph:
     req: dict
     bank: np.ndarray                          # int64[e, 2]
     kern: dict
-    scale: np.ndarray                         # float64[len(kern)], MATMUL scale
+    scale: np.ndarray                         # float64[len(kern)], MATMUL / CAST scale (iteration 0's)
     xfer: dict
     hin: dict
     hout: dict
@@ -72,6 +74,7 @@ class TileGraph:
     step_op: list = field(default_factory=list)   # op index that opened each superstep
     dump: dict = field(default_factory=dict)      # DUMP rows: op outputs read back by `run`
     analysis: dict = field(default_factory=dict)
+    scale_seqs: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # float64[nseq, count]
 
     def body_steps(self) -> tuple[int, int]:
         return tuple(self.body) if self.body else (0, len(self.steps))
@@ -123,6 +126,18 @@ class Builder:
         self.hin: list[dict] = []
         self.hout: list[dict] = []
         self.uses: list[tuple[np.ndarray, int]] = []
+        self.scale_seqs: list[tuple] = []
+
+    def scale_of(self, scale) -> tuple[float, int]:
+        """A kernel's (scale, sseq) for a scalar or per-iteration scale: a sequence of
+        equal values stays an immediate; distinct sequences are numbered from 1."""
+        s = np.atleast_1d(np.asarray(scale, np.float64))
+        if (s == s[0]).all():
+            return float(s[0]), 0
+        key = tuple(float(v) for v in s)
+        if key not in self.scale_seqs:
+            self.scale_seqs.append(key)
+        return key[0], 1 + self.scale_seqs.index(key)
 
     def alloc_rows(self, name: str, tiles, size, align, region, start, end=None, count=1,
                    stride=0) -> np.ndarray:
@@ -179,4 +194,5 @@ class Builder:
             kern=cat(self.kern, KERN),
             scale=np.concatenate(self.scale) if self.scale else np.zeros(0),
             xfer=cat(self.xfer, XFER), hin=cat(self.hin, HOST), hout=cat(self.hout, HOST),
-            in_streams=list(in_streams), out_streams=dict(out_streams), label=label, count=count)
+            in_streams=list(in_streams), out_streams=dict(out_streams), label=label, count=count,
+            scale_seqs=np.array(self.scale_seqs, np.float64).reshape(len(self.scale_seqs), count))

@@ -72,16 +72,36 @@ def encode_tables(tg, addr: np.ndarray, table_addr: np.ndarray):
     return ex_blob, ex_off, dict(tile=seg_tile, step=step[first], addr=seg_addr, nsend=nsend, nrecv=cnt - nsend), rl
 
 
-def link_tables(T: int, ex_blob, ex_off, rl: np.ndarray):
+def scale_rows(tg, table_addr: np.ndarray, ex_off, nreloc: np.ndarray):
+    """Per-iteration scales: each tile's scale tables (analysis.scale_tables order,
+    after its relocation entries) as f32 rows of `count`, their address per kernel
+    row (0 where the scale is an immediate), and their blob."""
+    tile, sseq = analysis.scale_tables(tg)
+    row_bytes = tg.count * isa.SCALE_BYTES
+    first = np.searchsorted(tile, np.arange(tg.tiles))
+    at = (table_addr[tile] + np.diff(ex_off)[tile] + nreloc[tile] * isa.RELOC_BYTES
+          + (np.arange(len(tile)) - first[tile]) * row_bytes)
+    k = tg.kern
+    pair = k["tile"] * (len(tg.scale_seqs) + 1) + k["sseq"]
+    idx = np.searchsorted(tile * (len(tg.scale_seqs) + 1) + sseq, pair)
+    addr = np.where(k["sseq"] != 0, at[np.minimum(idx, max(len(at) - 1, 0))] if len(at) else 0, 0)
+    words = tg.scale_seqs[sseq - 1].astype(np.float32).view(np.uint32) if len(tile) else np.zeros((0, tg.count))
+    return addr, _blob(tile, words, tg.tiles)
+
+
+def link_tables(T: int, ex_blob, ex_off, rl: np.ndarray, scales=None):
     """Each tile's table blob: its exchange entries, then its relocation entries
-    (rows tile, word address, stride; any order, sorted here by tile)."""
+    (rows tile, word address, stride; any order, sorted here by tile), then its scale
+    tables (scale_rows' blob)."""
     rl = rl[np.argsort(rl[:, 0], kind="stable")]
     rl_blob, rl_off = _blob(rl[:, 0], rl[:, 1:], T)
-    ex_len, rl_len = np.diff(ex_off), np.diff(rl_off)
+    sc_blob, sc_off = scales if scales is not None else (np.zeros(0, np.uint8), np.zeros(T + 1, np.int64))
+    ex_len, rl_len, sc_len = np.diff(ex_off), np.diff(rl_off), np.diff(sc_off)
     blob = np.concatenate([part for t in range(T) for part in
-                           (ex_blob[ex_off[t]:ex_off[t + 1]], rl_blob[rl_off[t]:rl_off[t + 1]])]) \
+                           (ex_blob[ex_off[t]:ex_off[t + 1]], rl_blob[rl_off[t]:rl_off[t + 1]],
+                            sc_blob[sc_off[t]:sc_off[t + 1]])]) \
         if T else np.zeros(0, np.uint8)
-    return blob, np.concatenate([[0], np.cumsum(ex_len + rl_len)]).astype(np.int64)
+    return blob, np.concatenate([[0], np.cumsum(ex_len + rl_len + sc_len)]).astype(np.int64)
 
 
 # Instruction words 1..7 of each kernel, from the tile graph's kernel columns:
@@ -100,13 +120,17 @@ WORDS = {
 }
 
 
-def kernel_words(k: dict, scale: np.ndarray, addr: np.ndarray) -> np.ndarray:
+def kernel_words(k: dict, scale: np.ndarray, addr: np.ndarray, scale_addr=None) -> np.ndarray:
+    """scale_addr: per kernel, its per-iteration scale's table address (0: immediate)."""
     n = len(k["tile"])
     w = np.zeros((n, isa.INSTR_WORDS), np.int64)
-    w[:, 0] = k["op"] | (k["dtype"] << 8)
+    table = k["sseq"] != 0 if "sseq" in k else np.zeros(n, bool)
+    w[:, 0] = k["op"] | (k["dtype"] << 8) | np.where(table, isa.F_SCALE_TABLE << 24, 0)
     src = {f"a{x}": np.where(k[f"r{x}"] >= 0, addr[np.maximum(k[f"r{x}"], 0)] + k[f"o{x}"], 0) for x in range(4)}
     src |= {f"i{x}": k[f"i{x}"] for x in range(4)}
     src["scale"] = np.float32(scale).view(np.uint32).astype(np.int64) if n else np.zeros(0, np.int64)
+    if table.any():
+        src["scale"] = np.where(table, scale_addr, src["scale"])
     for op, words in WORDS.items():
         sel = k["op"] == op
         for col, name in enumerate(words, start=1):
@@ -114,13 +138,14 @@ def kernel_words(k: dict, scale: np.ndarray, addr: np.ndarray) -> np.ndarray:
     return w
 
 
-def encode_code(tg, addr: np.ndarray, seg: dict, relocs: dict, code_addr: np.ndarray):
+def encode_code(tg, addr: np.ndarray, seg: dict, relocs: dict, code_addr: np.ndarray, scale_addr=None):
     """Per tile: REPEAT (with a Repeat), then per superstep its kernels, EXCH segments
     and SYNC; END. Also the relocation rows (tile, word address, stride) of the
-    operand-1 word of every kernel that reads a sequence in place."""
+    operand-1 word of every kernel that reads a sequence in place, then of the scale
+    word of every kernel with per-iteration scales (stride one f32)."""
     k = tg.kern
     nk = len(k["tile"])
-    kw = kernel_words(k, tg.scale, addr)
+    kw = kernel_words(k, tg.scale, addr, scale_addr)
     S, T = len(tg.steps), tg.tiles
     ns = len(seg["tile"])
     ew = np.zeros((ns, isa.INSTR_WORDS), np.int64)
@@ -150,7 +175,15 @@ def encode_code(tg, addr: np.ndarray, seg: dict, relocs: dict, code_addr: np.nda
     a1 = {op: 1 + words.index("a1") for op, words in WORDS.items() if "a1" in words}
     word = np.array([a1[o] for o in k["op"][r]], np.int64)
     rl = np.stack([k["tile"][r], code_addr[k["tile"][r]] + pc[r] * isa.INSTR_BYTES + 4 * word, k["reloc"][r]], 1)
-    return blob, off, rl
+    r = np.flatnonzero(k["sseq"] != 0)
+    b0, b1 = tg.body_steps()
+    if len(r) and (tg.count < 2 or ((k["step"][r] <= b0) | (k["step"][r] > b1)).any()):
+        raise AssertionError("lower: a kernel with per-iteration scales outside the Repeat body")
+    sw = {op: 1 + words.index("scale") for op, words in WORDS.items() if "scale" in words}
+    word = np.array([sw[o] for o in k["op"][r]], np.int64)
+    rs = np.stack([k["tile"][r], code_addr[k["tile"][r]] + pc[r] * isa.INSTR_BYTES + 4 * word,
+                   np.full(len(r), isa.SCALE_BYTES)], 1)
+    return blob, off, np.concatenate([rl, rs])
 
 
 def host_rows(h: dict, req_tile: np.ndarray, addr: np.ndarray) -> dict:
@@ -166,8 +199,10 @@ def lower(place_res, sched, t: Target, exchange_table_cap: int) -> LowerResult:
     ex_blob, ex_off, seg, rl_x = encode_tables(tg, pl.addr, pl.support.table_addr)
     # the relocation table follows the exchange entries; its size is known before the code
     relocs = dict(addr=pl.support.table_addr + np.diff(ex_off), n=analysis.reloc_entries(tg))
-    code, code_off, rl_k = encode_code(tg, pl.addr, seg, relocs, pl.support.code_addr)
-    table, table_off = link_tables(tg.tiles, ex_blob, ex_off, np.concatenate([rl_x, rl_k]))
+    # and the scale tables follow the relocation entries
+    scale_addr, scales = scale_rows(tg, pl.support.table_addr, ex_off, relocs["n"])
+    code, code_off, rl_k = encode_code(tg, pl.addr, seg, relocs, pl.support.code_addr, scale_addr)
+    table, table_off = link_tables(tg.tiles, ex_blob, ex_off, np.concatenate([rl_x, rl_k]), scales)
     reserved = tg.analysis["code_bytes"]
     if not np.array_equal(np.diff(code_off), reserved) or \
             not np.array_equal(np.diff(table_off), tg.analysis["table_bytes"]):

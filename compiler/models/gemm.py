@@ -47,8 +47,24 @@ def quantize(x: np.ndarray, dtype: str) -> tuple[np.ndarray, float]:
     return (x / scale).astype(FP8), scale
 
 
-def dequantize(stored: np.ndarray, scale: float) -> np.ndarray:
-    return stored.astype(np.float64) * scale
+def quantize_members(members, dtype: str) -> tuple[np.ndarray, float | tuple]:
+    """A sequence quantized member by member (one FP8 scale per layer: a layer whose
+    weights are 2^10 smaller than another's keeps its mantissa instead of flushing to
+    zero under a shared scale). `members` yields float arrays of one shape, so only
+    one member's float copy exists at a time. FP8: (stored [L, ...], tuple of L
+    scales); f16: (stored, 1.0)."""
+    out, scales = [], []
+    for m in members:
+        q, sc = quantize(np.asarray(m), dtype)
+        out.append(q)
+        scales.append(float(sc))
+    return np.stack(out), (tuple(scales) if dtype != "f16" else 1.0)
+
+
+def dequantize(stored: np.ndarray, scale) -> np.ndarray:
+    """float64 values; a tuple scale applies member i's to stored[i]."""
+    s = np.asarray(scale, np.float64)
+    return stored.astype(np.float64) * s.reshape(s.shape + (1,) * (stored.ndim - s.ndim))
 
 
 def build(cfg: dict):

@@ -21,7 +21,7 @@ import numpy as np
 from ..ir import Graph, Repeat, Tensor
 from .attention import attention_ops, padded
 from .config import check_positive, model_config
-from .gemm import FP8_MAX, quantize
+from .gemm import FP8_MAX, dequantize, quantize, quantize_members
 from .image import MEAN, STD, load_batch, patch_rows
 from .weights import check_path, read_tensors, take
 
@@ -186,10 +186,10 @@ def build(cfg: dict):
     first = len(g.ops)
 
     def param(name, shape, dtype, transpose=False):
-        """A sequence: member i is block i's tensor (Linear weights as in×out)."""
-        arr = np.stack([w[f"blocks.{i}.{name}"].T if transpose else w[f"blocks.{i}.{name}"]
-                        for i in range(L)]).reshape(L, *shape)
-        stored, scale = quantize(arr, dtype)
+        """A sequence: member i is block i's tensor (Linear weights as in×out), quantized
+        layer by layer (one FP8 scale per layer: Tensor.scale a tuple of L)."""
+        layer = lambda i: w[f"blocks.{i}.{name}"].T if transpose else w[f"blocks.{i}.{name}"]
+        stored, scale = quantize_members((np.reshape(layer(i), shape) for i in range(L)), dtype)
         g.add(Tensor(name, shape, dtype, "param", scale))
         data[name] = stored
         return name
@@ -206,7 +206,7 @@ def build(cfg: dict):
 
     def value(name):
         """[L, ...] float64 values of a parameter sequence as the device stores them."""
-        return data[name].astype(np.float64) * g.tensors[name].scale
+        return dequantize(data[name], g.tensors[name].scale)
 
     def fp8(y, bound):
         """Cast y to FP8 with the scale of `bound()` [L, cols], a bound on |y| for any input

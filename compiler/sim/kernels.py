@@ -21,6 +21,7 @@ from ..target import CODE, DTYPE_BYTES, INTERLEAVED
 from . import decode, fmath
 from .fault import first_fault
 from .memory import I64, Memory, extent, gather, move, plan_chunks, scatter
+from .scales import scale_word
 
 NP_DTYPES = {"f16": np.dtype("<f2"), "fp8": np.dtype(ml_dtypes.float8_e4m3fn), "f32": np.dtype("<f4")}
 
@@ -191,7 +192,7 @@ class Kernels:
         self.check_operands(isa.MATMUL, step, tiles, pcs,
                             {"a": (a, M * K * sizes[dta], None), "b": (b, K * N * sizes[dt], None),
                              "out": (out, M * N * 2, None)})
-        scale = w[:, 7].astype(np.uint32).view(np.float32)
+        scale = scale_word(self, step, tiles, pcs, w[:, 7], fl, isa.MATMUL)
         tr = (fl & isa.F_TRANSPOSE_B) != 0
         pan = (fl & isa.F_PANEL_B) != 0
         # The AMP engine loads a b dtype the target lists in amp_panel_elems only as
@@ -360,11 +361,11 @@ class Kernels:
         return self.t.softmax_cycles(R, C)
 
     def cast(self, step, tiles, pcs, w):
-        _, dt, dt2, _ = decode.fields(w[:, 0])
+        _, dt, dt2, fl = decode.fields(w[:, 0])
         first_fault(dt == dt2, lambda i: f"CAST from {decode.dtype_name(dt2[i])} to itself "
                                          f"(f16 -> fp8 or fp8 -> f16 only)", tiles, step, pcs)
         out, src, ne = w[:, 1], w[:, 2], w[:, 3]
-        scale = w[:, 4].astype(np.uint32).view(np.float32)
+        scale = scale_word(self, step, tiles, pcs, w[:, 4], fl, isa.CAST)
         self._dims(isa.CAST, step, tiles, pcs, {"nelem": ne})
         to8 = dt == isa.DTYPES["fp8"]                     # f16 -> fp8 (else fp8 -> f16)
         sb, db = np.where(to8, 2, 1), np.where(to8, 1, 2)

@@ -36,6 +36,9 @@ The machine, as docs/architecture.md §2 states it:
   ROWSCALE reads x (and the addend with F_ADD) and writes, plus 4 B of f32 scale per row;
 - REPEAT costs nothing: its body runs `count` times (relocation moves addresses; the
   oracle re-derives an iteration's costs only if a relocated word is one a cost reads);
+- a MATMUL or CAST flagged F_SCALE_TABLE reads its scale from an f32 of its own tile's
+  table instead of the instruction word: no cost of its own, but the address, in every
+  iteration the relocation table gives it, must lie in that table (checked here);
 - host streams move at `host_bytes_per_cycle`, in and out each rounded up.
 """
 from __future__ import annotations
@@ -51,6 +54,7 @@ COST_WORDS = {isa.MATMUL: (4, 5, 6), isa.ADD: (4, 5), isa.COPY: (3, 4), isa.GELU
               isa.LAYERNORM: (5, 6), isa.SOFTMAX: (3, 4), isa.CAST: (3,), isa.ONLINE_SOFTMAX: (4, 5),
               isa.ROWSCALE: (5, 6), isa.BIAS: (4, 5), isa.EXCH: (1, 2, 3)}
 ENTRY_COST_WORDS = (0, 2, 3)     # peer tile, row bytes, rows
+SCALE_WORD = {isa.MATMUL: 7, isa.CAST: 4}   # the scale word (f32 bits, or a table address)
 
 
 def _up(a, b):
@@ -185,6 +189,17 @@ class Oracle:
         cyc = np.where(took, phase[:, None], comp)
         return cyc
 
+    def check_scales(self, count: int = 1, code_s=None):
+        """F_SCALE_TABLE words address an f32 of their tile's table, first and last
+        iteration (relocation is linear in the iteration)."""
+        for op, wd in SCALE_WORD.items():
+            i = np.flatnonzero((self.op == op) & ((self.words[:, 0] >> 24 & isa.F_SCALE_TABLE) != 0))
+            if not len(i):
+                continue
+            last = self.words[i, wd] + (count - 1) * (0 if code_s is None else code_s[i, wd])
+            for a in (self.words[i, wd], last):
+                self.table_index(self.tile[i], a)
+
     def step_cycles(self) -> np.ndarray:
         f, op, words = self.f, self.op, self.words
         base = self.costs(words, self.table).max(1) + f.sync_cycles
@@ -194,6 +209,7 @@ class Oracle:
         steps = list(range(S if last.any() else S - 1))
         rep = np.flatnonzero(op == isa.REPEAT)
         if not len(rep):
+            self.check_scales()
             return base[steps]
         if len(rep) != self.T or len(set(self.step[rep].tolist())) != 1:
             raise ValueError("REPEAT must start the same superstep on every tile")
@@ -206,6 +222,7 @@ class Oracle:
         B = int(((op == isa.SYNC) & in_body)[rep[0]:rep[0] + 1 + int(bodyn[0])].sum())
         per_iter = [base[r0:r0 + B]] * count
         code_s, tab_s = self.relocations(rep, in_body)
+        self.check_scales(count, self.code_strides)
         if code_s is not None:
             per_iter = []
             for i in range(count):
@@ -218,7 +235,7 @@ class Oracle:
     def relocations(self, rep, in_body):
         """Strides of relocated words (code, table) if any relocated word is one a
         cost reads; (None, None) when relocation moves addresses only."""
-        code_s = np.zeros_like(self.words)
+        code_s = self.code_strides = np.zeros_like(self.words)
         tab_s = np.zeros_like(self.table)
         rep = rep[self.words[rep, 4] > 0]
         n = self.words[rep, 4]

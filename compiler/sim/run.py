@@ -60,6 +60,7 @@ class Machine:
         self.code_len = np.diff(np.asarray(program.code_off, I64))
         self.table_addr = np.asarray(program.table_addr, I64)
         self.table_len = np.diff(np.asarray(program.table_off, I64))
+        self.k.tables = (self.table_addr, self.table_len)   # F_SCALE_TABLE scales live there
         self.instructions = 0
         self.loop: repeat.Loop | None = None     # the REPEAT being executed
         self.plans = PlanCache()                 # exchange plans reused across Repeat iterations

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..ir import Graph, Repeat, Tensor
 from .attention import attention_ops, padded
+from .calibrate import calibrate
 from .config import check_positive, model_config
 from .gemm import FP8_MAX, dequantize, quantize, quantize_members
 from .image import MEAN, STD, load_batch, patch_rows
@@ -53,7 +54,10 @@ class VitConfig:
     eps: float = 1e-6
     weights: str = ""             # .npz or .safetensors with timm names; "" = seeded
     input: str | list = ""        # tower: image file(s) (PNG/JPEG) or .npy/.npz pixels; "" = seeded images
-    fp8_activations: bool = False  # cast the inputs of QKV, proj, fc1, fc2 to FP8 (bounded scales)
+    fp8_activations: bool = False  # cast the inputs of QKV, proj, fc1, fc2 to FP8, one scale per layer:
+    fp8_scales: str = "calibrated"  # calibrated (amax on calibration inputs) | bound (holds for any input)
+    calibration: int = 1           # fp8_scales=calibrated: seeded calibration inputs (never the trial's)
+    fp8_headroom: float = 2.0      # calibrated scale = headroom · amax / 448 (the casts saturate above it)
     seed: int = 0
 
     @property
@@ -79,7 +83,12 @@ class VitConfig:
             raise ValueError(f"model.preset={self.preset!r}: not one of {', '.join(PRESETS)}, custom")
         if self.scope not in ("", "tower", "blocks"):
             raise ValueError(f"model.scope={self.scope!r}: not one of tower, blocks")
-        check_positive(self, "layers", "classes", "batch")
+        check_positive(self, "layers", "classes", "batch", "calibration")
+        if self.fp8_scales not in ("calibrated", "bound"):
+            raise ValueError(f"model.fp8_scales={self.fp8_scales!r}: not one of calibrated, bound")
+        if not self.fp8_headroom >= 1:
+            raise ValueError(f"model.fp8_headroom={self.fp8_headroom!r}: must be >= 1 (below 1 clips the "
+                             f"calibration data itself)")
         d = self.dims()
         keys = ("width", "hidden", "heads", "tokens") + (("image", "patch") if self.tower else ())
         for k in keys:
@@ -209,16 +218,20 @@ def build(cfg: dict):
         return dequantize(data[name], g.tensors[name].scale)
 
     def fp8(y, bound):
-        """Cast y to FP8 with the scale of `bound()` [L, cols], a bound on |y| for any input
-        x; one scale for all layers (a cast's scale is an immediate of the Repeat body).
-        The cast saturates, so the bound needs only be tight, not exact (f16 rounding)."""
+        """Cast y to FP8, one scale per layer (a tuple: the cast's scale word reads a
+        per-iteration table). fp8_scales=bound: from `bound()` [L, cols], a bound on |y|
+        for any input x (the cast saturates, so it need only be tight, not exact: f16
+        rounding). calibrated: placeholders here, set by calibrate() after the build."""
         if not c.fp8_activations:
             return y, 0.0
-        b = bound()
-        scale = float(b.max()) / FP8_MAX
-        g.add(Tensor(y + ".fp8", (R, b.shape[-1]), "fp8", "act", scale))
+        if c.fp8_scales == "bound":
+            sc = bound().max(1) / FP8_MAX
+        else:
+            sc = np.ones(L)
+        scale = tuple(float(v) for v in sc)
+        g.add(Tensor(y + ".fp8", (R, g.tensors[y].shape[1]), "fp8", "act", scale))
         g.op("cast", [y], [y + ".fp8"], scale=scale)
-        return y + ".fp8", scale
+        return y + ".fp8", sc
 
     def norm(xin, which, y):
         g.op("layernorm", [xin, param(f"{which}.weight", (1, D), "f16"), param(f"{which}.bias", (1, D), "f16")],
@@ -235,8 +248,9 @@ def build(cfg: dict):
         w, b = value(wname)[..., cols], value(wname.replace(".weight", ".bias"))[:, 0, cols]
         aw = np.abs(w)
         zterm = np.sqrt(D) * np.sqrt(np.einsum("li,lij->lj", gam ** 2, w ** 2))
-        err = 2.0 ** -4 * (zterm + np.einsum("li,lij->lj", np.abs(bet), aw)) + cast_scale * 2.0 ** -10 * aw.sum(1)
-        return zterm + np.abs(np.einsum("li,lij->lj", bet, w) + b) + (err if cast_scale else 0)
+        cs = np.asarray(cast_scale, np.float64).reshape(-1, 1)      # per layer
+        err = 2.0 ** -4 * (zterm + np.einsum("li,lij->lj", np.abs(bet), aw)) + cs * 2.0 ** -10 * aw.sum(1)
+        return zterm + np.abs(np.einsum("li,lij->lj", bet, w) + b) + (err if np.any(cs) else 0)
 
     # one encoder block: the Repeat body, every parameter a sequence over the layers
     h, s1 = norm("x", "norm1", "ln1")
@@ -258,7 +272,29 @@ def build(cfg: dict):
     g.repeat = Repeat(L, (("y", "x"),), seqs, first, len(g.ops))
     if c.tower:
         head(g, data, c, d, w, T, B)
+    if c.fp8_activations and c.fp8_scales == "calibrated":
+        calibrate(g, data, calibration_inputs(c, d, T, B), c.fp8_headroom)
     return g, data
+
+
+def calibration_inputs(c, d, T, B) -> list[dict]:
+    """`model.calibration` seeded inputs, shaped as the trial's input, from a seed
+    stream of their own: never the trial's input (seeded or a file)."""
+    out = []
+    for j in range(c.calibration):
+        rng = np.random.default_rng([c.seed, 0xCA1, j])
+        if not c.tower:
+            x = np.zeros((T, d["width"]), np.float16)
+            x[:d["tokens"]] = rng.standard_normal((d["tokens"], d["width"]))
+            out.append({"x": x})
+            continue
+        cls, P = int(d["pool"] == "token"), d["patch"]
+        pix = np.zeros((B * T, 3 * P * P), np.float16)
+        for b, im in enumerate(load_batch("", B, d["image"], d.get("crop_pct", 1.0), MEAN, STD, rng)):
+            rows = patch_rows(im, P)
+            pix[b * T + cls:b * T + cls + len(rows)] = rows
+        out.append({"pixels": pix})
+    return out
 
 
 _BLOCK_PARAMS = {k.split(".", 2)[2] for k in timm_shapes(0, 4, 4)}

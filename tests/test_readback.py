@@ -151,6 +151,20 @@ def test_relocation_pointing_at_previous_layer(trial, policy):
     assert res.metrics()["first_failed_op"]["tile"] == tile
 
 
+def test_scale_relocation_stride_zero(trial):
+    """One tile's per-layer scale word not relocated (stride 0): iteration 1 multiplies
+    by layer 0's weight scale (each layer's weights have their own FP8 scale)."""
+    cfg, r = trial
+    at, tile, op = next(e for e in relocations(r, "scale") if e[2].endswith(".xw"))
+    prog = r["lower"].program
+    table = prog.table.copy()
+    table[at:at + 4] = 0
+    lo = dataclasses.replace(r["lower"], program=dataclasses.replace(prog, table=table))
+    res = run(lo, r["model"], target_of(cfg))
+    assert_caught(res, op, iteration=1)
+    assert res.metrics()["first_failed_op"]["tile"] == tile
+
+
 def test_check_modes(trial):
     streams = zeroed(trial[1], "mlp.fc2.bias")
     ops = len(trial[1]["model"].graph.ops)

@@ -1,0 +1,90 @@
+"""FP8 activation scales: calibrated (per layer, from seeded calibration inputs) vs
+static bounds (per layer, and today's one bound for all layers), as rms relative error
+of the outputs against the same model with FP16 activations (same weights, same input).
+
+    python experiments/fp8_scales/measure.py [--layers 4] [--scope tower] [--headroom 1,2,4]
+                                             [--calibration 1] [--own]
+
+Each variant's outputs are the model's numpy reference (the graph's semantics, FP8
+casts included, what the simulator is validated against op by op and end to end);
+the trial's input is the seeded image (seed 0), the calibration inputs other seeded
+images. Prints one line per variant: rms rel error of the embedding and of the
+features (real rows), the host seconds of build (incl. calibration) and reference."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from compiler import reference  # noqa: E402
+from compiler.models import vit  # noqa: E402
+from compiler.readback import real_rows  # noqa: E402
+
+
+def arg(argv, name, default):
+    return argv[argv.index(name) + 1] if name in argv else default
+
+
+def one_bound(g):
+    """Today's static bounds, one scale for all layers: the largest per-layer bound."""
+    import dataclasses
+    for n, op in enumerate(g.ops):
+        if op.kind == "cast":
+            s = max(op.attr("scale"))
+            g.ops[n] = dataclasses.replace(op, attrs=tuple(sorted({**dict(op.attrs), "scale": s}.items())))
+            y = op.outputs[0]
+            g.tensors[y] = dataclasses.replace(g.tensors[y], scale=s)
+    return g
+
+
+def own_amax(g, data):
+    """What an on-device amax (exact, headroom 1) would give: calibration on the trial's
+    own input. A measurement only: no trial may look at its input this way."""
+    from compiler.models.calibrate import calibrate
+    inp = {n: data[n] for n in ("pixels", "x") if n in data and g.tensors[n].kind == "input"}
+    calibrate(g, data, [inp], 1.0)
+    return g
+
+
+def outputs(spec, post=None):
+    t0 = time.perf_counter()
+    g, data = vit.build(spec)
+    if post:
+        g = post(g, data) if post is own_amax else post(g)
+    t1 = time.perf_counter()
+    out = reference.run(g, data)
+    keep = {n: real_rows(g, n) for n in out}
+    return {n: v[keep[n]].astype(np.float64) for n, v in out.items()}, t1 - t0, time.perf_counter() - t1
+
+
+def rms(got, ref):
+    return float(np.sqrt(((got - ref) ** 2).sum() / (ref ** 2).sum()))
+
+
+def main(argv):
+    layers = int(arg(argv, "--layers", 4))
+    spec = dict(name="vit", preset="so400m", scope=arg(argv, "--scope", "tower"), layers=layers)
+    heads = [float(h) for h in arg(argv, "--headroom", "2").split(",")]
+    cal = int(arg(argv, "--calibration", 1))
+    ref, tb, tr = outputs(spec)
+    print(f"so400m {spec['scope']}, {layers} layers; FP16 activations: build {tb:.1f} s, reference {tr:.1f} s",
+          flush=True)
+    variants = [("bound, one scale for all layers (before)", dict(fp8_scales="bound"), one_bound),
+                ("bound, per layer", dict(fp8_scales="bound"), None)]
+    variants += [(f"calibrated, per layer, headroom {h:g}, {cal} input(s)",
+                  dict(fp8_scales="calibrated", fp8_headroom=h, calibration=cal), None) for h in heads]
+    if "--own" in argv:
+        variants.append(("on-device amax (estimate: the trial's own input, headroom 1)", dict(fp8_scales="bound"),
+                         own_amax))
+    for label, extra, post in variants:
+        got, tb, tr = outputs({**spec, "fp8_activations": True, **extra}, post)
+        errs = ", ".join(f"{n} {rms(got[n], ref[n]):.5f}" for n in sorted(ref))
+        print(f"| {label} | {errs} | build {tb:.1f} s, reference {tr:.1f} s |", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

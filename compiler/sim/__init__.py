@@ -53,6 +53,10 @@ Decisions the machine takes where isa.py is silent (the lowering must match):
   * CAST: (dtype, dtype2) must be (fp8, f16) or (f16, fp8). f16 -> fp8 divides by
     scale in f32 and rounds to nearest even, saturating: |x| > 448 (inf included)
     becomes +-448, NaN stays NaN. fp8 -> f16 multiplies in f32, rounds once.
+  * F_SCALE_TABLE (MATMUL, CAST): the scale word, as fetched (relocated in a REPEAT
+    body), is the address of the f32 scale; it must be 4-byte aligned and lie in
+    the tile's own table blob [table_addr, table_addr + its length), else refused
+    (scales.py). Reading it costs nothing extra.
   * ONLINE_SOFTMAX: state = m at state, l at state + 4*rows, c at state + 8*rows
     (f32). A running max of -inf (no finite score yet) enters the exponents as 0,
     so fully masked rows give out 0, c 0 (l stays 0) instead of NaN. With

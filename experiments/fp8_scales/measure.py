@@ -4,6 +4,7 @@ of the outputs against the same model with FP16 activations (same weights, same 
 
     python experiments/fp8_scales/measure.py [--layers 4] [--scope tower] [--headroom 1,2,4]
                                              [--calibration 1] [--own]
+    python experiments/fp8_scales/measure.py --fixture     (the tiny timm towers, against timm)
 
 Each variant's outputs are the model's numpy reference (the graph's semantics, FP8
 casts included, what the simulator is validated against op by op and end to end);
@@ -65,7 +66,37 @@ def rms(got, ref):
     return float(np.sqrt(((got - ref) ** 2).sum() / (ref ** 2).sum()))
 
 
+def fixture(argv):
+    """The two tiny towers of the timm fixture (tests/fixtures/timm): each variant's
+    reference against timm's outputs on the same FP8-rounded weights (FP32 activations)."""
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "tests"))
+    from test_tower_timm import FIX, TOWERS
+    fx = np.load(FIX / "outputs.npz")
+    for tower, spec in TOWERS.items():
+        spec = dict(spec, weights=str(FIX / f"{tower}.safetensors"), input=str(FIX / "image.png"))
+        T0 = fx[f"{tower}/fp32/features"].shape[0]
+        first = int(spec["pool"] == "token")
+        for label, extra, post in [("FP16 activations", {}, None)] + VARIANTS:
+            g, data = vit.build({**spec, **extra, "fp8_activations": bool(extra)})
+            if post:
+                g = post(g, data) if post is own_amax else post(g)
+            out = reference.run(g, data)
+            errs = ", ".join(f"{n} {rms(out[n].astype(np.float64)[:T0 + first][:len(fx[f'{tower}/fp8/{n}'])], fx[f'{tower}/fp8/{n}'].astype(np.float64)):.5f}"
+                             for n in sorted(out))
+            print(f"| {tower} | {label} | {errs} |", flush=True)
+
+
+VARIANTS = []
+
+
 def main(argv):
+    if "--fixture" in argv:
+        VARIANTS.extend([("bound, one scale for all layers (before)", dict(fp8_scales="bound"), one_bound),
+                         ("bound, per layer", dict(fp8_scales="bound"), None),
+                         ("calibrated, per layer, headroom 2", dict(fp8_scales="calibrated"), None),
+                         ("own input amax, headroom 1", dict(fp8_scales="bound"), own_amax)])
+        return fixture(argv)
     layers = int(arg(argv, "--layers", 4))
     spec = dict(name="vit", preset="so400m", scope=arg(argv, "--scope", "tower"), layers=layers)
     heads = [float(h) for h in arg(argv, "--headroom", "2").split(",")]

@@ -3,7 +3,7 @@ static bounds (per layer, and today's one bound for all layers), as rms relative
 of the outputs against the same model with FP16 activations (same weights, same input).
 
     python experiments/fp8_scales/measure.py [--layers 4] [--scope tower] [--headroom 1,2,4]
-                                             [--calibration 1] [--own]
+                                             [--calibration 1] [--own] [--seed 0]
     python experiments/fp8_scales/measure.py --fixture     (the tiny timm towers, against timm)
 
 Each variant's outputs are the model's numpy reference (the graph's semantics, FP8
@@ -98,7 +98,8 @@ def main(argv):
                          ("own input amax, headroom 1", dict(fp8_scales="bound"), own_amax)])
         return fixture(argv)
     layers = int(arg(argv, "--layers", 4))
-    spec = dict(name="vit", preset="so400m", scope=arg(argv, "--scope", "tower"), layers=layers)
+    spec = dict(name="vit", preset="so400m", scope=arg(argv, "--scope", "tower"), layers=layers,
+                seed=int(arg(argv, "--seed", 0)))
     heads = [float(h) for h in arg(argv, "--headroom", "2").split(",")]
     cal = int(arg(argv, "--calibration", 1))
     ref, tb, tr = outputs(spec)

@@ -18,7 +18,7 @@ from compiler.phases import compile_trial, target_of  # noqa: E402
 from compiler.run import run  # noqa: E402
 from pipeline.config import compose  # noqa: E402
 
-VIT = ["model=vit", "target=tiny", "model.preset=custom", "model.width=32", "model.hidden=64", "model.heads=2",
+VIT = ["model=vit", "target=tiny", "model.preset=custom", "model.scope=blocks", "model.width=32", "model.hidden=64", "model.heads=2",
        "model.tokens=15", "model.layers=2"]
 BUGS = [("fc2 bias dropped", "mlp.fc2.bias", np.s_[...]), ("proj bias dropped", "attn.proj.bias", np.s_[...]),
         ("fc1 bias dropped", "mlp.fc1.bias", np.s_[...]), ("qkv bias dropped", "attn.qkv.bias", np.s_[...]),

@@ -7,7 +7,7 @@ from compiler.models import vit
 from compiler.models.calibrate import cast_amax
 
 TOWER = dict(name="vit", preset="custom", scope="tower", width=32, hidden=64, heads=2, image=28, patch=14,
-             layers=3, fp8_activations=True)
+             layers=3, fp8_activations=True, fp8_scales="calibrated")
 
 
 def scales(g):

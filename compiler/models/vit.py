@@ -55,7 +55,7 @@ class VitConfig:
     weights: str = ""             # .npz or .safetensors with timm names; "" = seeded
     input: str | list = ""        # tower: image file(s) (PNG/JPEG) or .npy/.npz pixels; "" = seeded images
     fp8_activations: bool = False  # cast the inputs of QKV, proj, fc1, fc2 to FP8, one scale per layer:
-    fp8_scales: str = "calibrated"  # calibrated (amax on calibration inputs) | bound (holds for any input)
+    fp8_scales: str = "bound"       # calibrated (amax on calibration inputs) | bound (holds for any input)
     calibration: int = 1           # fp8_scales=calibrated: seeded calibration inputs (never the trial's)
     fp8_headroom: float = 2.0      # calibrated scale = headroom · amax / 448 (the casts saturate above it)
     seed: int = 0

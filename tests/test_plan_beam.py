@@ -206,7 +206,7 @@ def test_wide_beam_finds_the_exhaustive_best(setup):
     assert found[0][0] == best
     ref = Reference(g, t, opts)
     for cyc, choice in found:       # every reported estimate is the reference's total for its grids
-        assert ref.total(dict(choice)) == cyc
+        assert ref.total({n: i for n, i, _ in choice}) == cyc
     assert [c for c, _ in found] == sorted(c for c, _ in found)
     assert len({ch for _, ch in found}) == len(found)
 
@@ -229,7 +229,7 @@ def test_width_one_is_greedy_and_never_better(setup):
         assert ref.total(choice) == math.inf
         return
     assert greedy[0][0] >= wide[0][0]
-    assert dict(greedy[0][1]) == choice
+    assert {n: i for n, i, _ in greedy[0][1]} == choice
     assert greedy[0][0] == ref.total(choice)
 
 

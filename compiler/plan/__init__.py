@@ -26,7 +26,7 @@ from ..policy import Policy
 from ..result import Rejection
 from ..target import DTYPE_BYTES, Target
 from .beam import GRID_FIELDS, Options, Residency, beam_search, with_resident
-from .homes import home_blocks, home_bytes, panel_elems, panel_weights
+from .homes import home_bytes, panel_elems, panel_weights
 from .matmul import enumerate_grids, stationary_weights
 
 
@@ -121,21 +121,25 @@ def resident_budget(t: Target) -> int:
     return t.memory_end - t.region0_end - 4 * t.element_bytes
 
 
-def residency(g, t: Target, counts: dict, base: int, panels: dict, shared: bool, max_rep: int) -> Residency:
+def residency(g, t: Target, counts: dict, base: int, shared: bool, policy: Policy) -> Residency:
     """The resident beam's per-tile budgets (plan/beam.py Residency): region 1 as
-    resident_budget; the tile less the homes of every tensor but the stationary
-    weights (their largest blocks, × count for sequences); those weights' homes
-    averaged over the tiles."""
+    resident_budget; the tile less the other inputs' and parameters' homes and the
+    exchange tables (up to policy.exchange_table_cap: the support that grows with
+    the program, the largest of it at full size); homes as
+    averages over the tiles (count × bytes / tiles: expand rotates homes to balance;
+    vectors are replicated shards, about tiles/2 × 256 B each: expand/graph.py
+    vector_home). An estimate to prune with: expand and place decide exactly."""
     seq = set(g.repeat.sequences) if g.repeat else set()
     count = g.repeat.count if g.repeat else 1
-    weights = {g.ops[n].inputs[1]: n for n in counts}
-    fixed = 0
-    for x in g.tensors.values():
-        if x.kind in ("input", "param") and x.name not in weights:
-            _, size = home_blocks(*x.shape, DTYPE_BYTES[x.dtype], t.tiles, panels.get(x.name, 0))
-            fixed += int(size.max()) * (count if x.name in seq else 1)
-    homes = {n: -(-cnt * g.tensors[g.ops[n].inputs[1]].nbytes // t.tiles) for n, cnt in counts.items()}
-    return Residency(counts, resident_budget(t), t.tile_bytes - fixed, homes, base, shared, max_rep)
+    weights = {g.ops[n].inputs[1] for n in counts}
+
+    def spread(x) -> int:
+        size = max(x.nbytes, t.tiles // 2 * 256) if x.shape[0] == 1 and x.kind == "param" else x.nbytes
+        return -(-size * (count if x.name in seq else 1) // t.tiles)
+    fixed = sum(spread(x) for x in g.tensors.values() if x.kind in ("input", "param") and x.name not in weights)
+    homes = {n: spread(g.tensors[g.ops[n].inputs[1]]) for n in counts}
+    return Residency(counts, resident_budget(t), t.tile_bytes - fixed - policy.exchange_table_cap, homes, base,
+                     shared, policy.resident_replication)
 
 
 def all_resident(cand: Candidate, every: frozenset, tiles: int, max_rep: int = 0) -> Candidate:
@@ -205,7 +209,7 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
         mixed = {n: with_resident(o) if n in still else o for n, o in options.items()}
         found = []
         for shared in (True, False) if still else ():     # proportional split, then first-come
-            res = residency(g, target, still, homes, panels, shared, policy.resident_replication)
+            res = residency(g, target, still, homes, shared, policy)
             for f in beam_search(g, target, mixed, policy.plan_beam, max(1, k // 4), res, panels):
                 if any(mixed[n].a["still"][i] for n, i, _ in f[1] if n in still) and \
                         all(f[1] != h[1] for h in found):

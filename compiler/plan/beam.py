@@ -311,12 +311,16 @@ class Residency:
     memory: bytes of a tile for resident weights, the stationary weights' homes and
     the working set (the tile less the other tensors' homes);
     homes: matmul -> per-tile bytes of its weight's home (count × bytes / tiles: homes
-    are rotated to balance); shared: split region 1 between the weights in proportion
-    to their sizes (a first-come split lets the first matmul's cheapest, largest-block
-    grids starve the ones after it, which a beam pruned on cost alone never recovers
-    from; but at depth the budget pays most concentrated where it fits, so the beam
-    also runs without the split); max_rep: the largest replication (gm: a weight block
-    held by the gm tiles of its grid column) of a resident grid, 0 = any."""
+    are rotated to balance);
+    base: the home bytes plan/matmul.py's memory figure of a grid includes (the rest
+    is the grid's working set);
+    shared: split region 1 of all tiles between the weights in proportion to their
+    sizes (a first-come split lets the first matmul's cheapest, largest-block grids
+    starve the ones after it, which a beam pruned on cost alone never recovers from;
+    but at depth the budget pays most where it is concentrated, so plan also runs the
+    beam without the split);
+    max_rep: the largest replication (gm: each weight block is held by the gm tiles
+    of its grid column) of a resident grid, 0 = any (policy.resident_replication)."""
     counts: dict
     region1: int
     memory: int
@@ -357,8 +361,8 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
                     sum(res.homes.values()) if res else 0)]
     if counts:
         size = {n: graph.tensors[graph.ops[n].inputs[1]].nbytes for n in counts}
-        share = {n: res.region1 * size[n] // max(1, sum(size.values())) if res.shared else res.region1
-                 for n in counts}
+        whole = res.region1 * T                     # over all tiles: grids laid around them share it
+        share = {n: whole * size[n] // max(1, sum(size.values())) if res.shared else whole for n in counts}
     last = max(options, default=-1)
     for n, op in enumerate(graph.ops):
         if not states:
@@ -382,7 +386,7 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
                 peak.append(pk)
                 mem.append(pk + s.homes - gone + np.maximum(s.work, work))
             peak, mem = np.stack(peak), np.stack(mem)
-            bad = (own > share.get(n, 0)) | (still & (res.max_rep > 0) & (o.a["gm"] > res.max_rep))
+            bad = (own * tiles > share.get(n, 0)) | (still & (res.max_rep > 0) & (o.a["gm"] > res.max_rep))
             # only states keeping something resident are judged by the memory estimate: homes
             # states are what plan/matmul.py's screen admitted
             totals = np.where(bad[None, :] | (peak > res.region1) | ((peak > 0) & (mem > res.memory)),

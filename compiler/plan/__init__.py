@@ -7,11 +7,17 @@ tiles must send to the consumer's grid, and other ops follow their producer's la
 (or convert to whole rows). The `plan_candidates` cheapest complete states are the
 candidates, best first; expand's exact screening decides among them.
 
-With policy.weight_stationary the beam runs twice: all weights gathered from homes,
-and a beam that may keep each weight resident where its matmul reads it (no B
-exchange; count × the B blocks in region 1). Up to half the candidates come from the
-second (those keeping at least one weight resident), so a model too deep for resident
-weights still has home candidates.
+With policy.weight_stationary the beam also runs with a choice per matmul to keep its
+weight resident where the matmul reads it (no B exchange; count × the B blocks in
+region 1 of every tile of the grid). Resident grids are laid one after another around
+the tiles (Grid.rot), and the beam checks every tile's resident bytes against region 1
+and an estimate of the whole tile (plan/beam.py Residency), so residency is chosen per
+matmul by cost and memory at any depth: where replication (a grid's gm tiles holding
+each block) pays and fits, at a lower replication, or not at all (homes). It runs with
+region 1 split in proportion to the weights' sizes and first-come; up to half the
+candidates come from these (those keeping at least one weight resident), so a model
+too deep for resident weights still has home candidates. policy.resident_replication
+caps the replication of resident grids.
 
 policy.plan_beam = 0 is the ablation without the beam: candidate c takes the c-th
 best standalone grid of every matmul (rank-aligned), weights in homes."""

@@ -127,11 +127,16 @@ def resident_budget(t: Target) -> int:
     return t.memory_end - t.region0_end - 4 * t.element_bytes
 
 
+# assumed: the support a full-size program's tiles hold (exchange tables up to the default
+# policy.exchange_table_cap, 80 KiB = 5 elements of ipu21, and code); a constant, so that
+# the plan does not depend on a key only expand reads
+SUPPORT_ELEMENTS = 5
+
+
 def residency(g, t: Target, counts: dict, base: int, shared: bool, policy: Policy) -> Residency:
     """The resident beam's per-tile budgets (plan/beam.py Residency): region 1 as
-    resident_budget; the tile less the other inputs' and parameters' homes and the
-    exchange tables (up to policy.exchange_table_cap: the support that grows with
-    the program, the largest of it at full size); homes as
+    resident_budget; the tile less the other inputs' and parameters' homes and
+    SUPPORT_ELEMENTS of support (exchange tables and code); homes as
     averages over the tiles (count × bytes / tiles: expand rotates homes to balance;
     vectors are replicated shards, about tiles/2 × 256 B each: expand/graph.py
     vector_home). An estimate to prune with: expand and place decide exactly."""
@@ -144,8 +149,8 @@ def residency(g, t: Target, counts: dict, base: int, shared: bool, policy: Polic
         return -(-size * (count if x.name in seq else 1) // t.tiles)
     fixed = sum(spread(x) for x in g.tensors.values() if x.kind in ("input", "param") and x.name not in weights)
     homes = {n: spread(g.tensors[g.ops[n].inputs[1]]) for n in counts}
-    return Residency(counts, resident_budget(t), t.tile_bytes - fixed - policy.exchange_table_cap, homes, base,
-                     shared, policy.resident_replication)
+    return Residency(counts, resident_budget(t), t.tile_bytes - fixed - SUPPORT_ELEMENTS * t.element_bytes,
+                     homes, base, shared, policy.resident_replication)
 
 
 def all_resident(cand: Candidate, every: frozenset, tiles: int, max_rep: int = 0) -> Candidate:

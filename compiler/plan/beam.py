@@ -23,7 +23,8 @@ Layouts, as expand builds them (compiler/expand/graph.py):
   choice at that op); a b operand the AMP reads as panels gathered from a row-major
   layout would be a byte-wise permutation: not a choice;
 - a matmul output: its C blocks, the gm × gn grid over [m, n] of every group
-  (k-split: tile l of a block holds rows [l·rr, (l+1)·rr) after the reduction);
+  (k-split: tile l of a block holds rows [l·rr, (l+1)·rr) after the reduction), on
+  the tiles from its rotation (Grid.rot: resident grids are laid around the tiles);
 - bias, gelu, cast: the input's layout, each block one kernel on its tile;
 - layernorm, softmax: the input's layout if its blocks are whole rows, else the
   tensor is first converted to whole rows over all tiles (one exchange superstep);

@@ -31,7 +31,7 @@ import numpy as np
 from ..policy import Policy
 from ..result import Rejection
 from ..target import DTYPE_BYTES, Target
-from .beam import GRID_FIELDS, Options, Residency, beam_search, with_resident
+from .beam import GRID_FIELDS, Costs, Options, Residency, beam_search, with_resident
 from .homes import home_bytes, panel_elems, panel_weights
 from .matmul import enumerate_grids, stationary_weights
 
@@ -218,10 +218,10 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
     else:
         still = stationary_counts(g, options) if policy.weight_stationary else {}
         mixed = {n: with_resident(o) if n in still else o for n, o in options.items()}
-        found = []
+        found, costs = [], Costs(g, target, mixed, panels)
         for shared in (True, False) if still else ():     # proportional split, then first-come
             res = residency(g, target, still, homes, shared, policy)
-            for f in beam_search(g, target, mixed, policy.plan_beam, max(1, k // 4), res, panels):
+            for f in beam_search(g, target, mixed, policy.plan_beam, max(1, k // 4), res, panels, costs):
                 if any(mixed[n].a["still"][i] for n, i, _ in f[1] if n in still) and \
                         all(f[1] != h[1] for h in found):
                     found.append((*f, mixed))

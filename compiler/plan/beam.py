@@ -341,7 +341,7 @@ def _windows(load: np.ndarray, cursor: int):
 
 
 def beam_search(graph, target: Target, options: dict[int, Options], width: int, keep: int,
-                res: Residency | None = None, panels: dict | None = None):
+                res: Residency | None = None, panels: dict | None = None, costs: Costs | None = None):
     """The `keep` cheapest complete states of a beam of `width` (best first), each as
     (estimated cycles, ((op index, grid index, rotation), ...)).
 
@@ -352,10 +352,10 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
     over all tiles instead of piling up on the first ones; the state keeps the
     resident bytes of every tile and checks the fullest against the budgets of `res`.
     `panels`: the weights whose homes are micro-panel grids (plan/homes.py
-    panel_weights)."""
+    panel_weights); `costs`: a Costs of the same options to reuse (its cache)."""
     panels = panels or {}
     T = target.tiles
-    c = Costs(graph, target, options, panels)
+    c = costs or Costs(graph, target, options, panels)
     counts = res.counts if res else {}
     lay = {n: PANELS if n in panels else ROWS for n, t in graph.tensors.items() if t.kind in ("input", "param")}
     states = [State(0, (), lay, np.zeros(T, np.int64) if counts else None, 0,

@@ -21,6 +21,7 @@ class Policy:
     home_rotation: bool = True        # rotate parameter homes away from input homes
     vector_homes: bool = True         # vectors (LayerNorm γ, β): replicated homes of 256-byte shards
     weight_stationary: bool = True    # also expand each candidate with weights resident where used
+    resident_replication: int = 0     # most tiles holding one resident weight block (a grid's gm); 0 = any
     panel_homes: bool = True          # store weights the AMP reads as micro-panels (FP8) in that order
     grid: str = ""                    # force one GEMM grid "GMxGNxGK[/SP]" (tests, studies); "" = search
     check: str = "last_iteration"     # run's read-back: Repeat iterations checked op by op (all | last_iteration | sampled)
@@ -37,8 +38,10 @@ class Policy:
             v = getattr(p, k)
             if not isinstance(v, int) or v <= 0:
                 raise ConfigError(f"policy.{k}={v!r}: must be a positive integer")
-        if not isinstance(p.plan_beam, int) or isinstance(p.plan_beam, bool) or p.plan_beam < 0:
-            raise ConfigError(f"policy.plan_beam={p.plan_beam!r}: must be a non-negative integer")
+        for k in ("plan_beam", "resident_replication"):
+            v = getattr(p, k)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ConfigError(f"policy.{k}={v!r}: must be a non-negative integer")
         if p.check not in CHECKS:
             raise ConfigError(f"policy.check={p.check!r}: expected {', '.join(CHECKS)}")
         if p.grid and not p.grid_dims:

@@ -206,7 +206,7 @@ def test_wide_beam_finds_the_exhaustive_best(setup):
     assert found[0][0] == best
     ref = Reference(g, t, opts)
     for cyc, choice in found:       # every reported estimate is the reference's total for its grids
-        assert ref.total(dict(choice)) == cyc
+        assert ref.total({n: i for n, i, _ in choice}) == cyc
     assert [c for c, _ in found] == sorted(c for c, _ in found)
     assert len({ch for _, ch in found}) == len(found)
 
@@ -229,7 +229,7 @@ def test_width_one_is_greedy_and_never_better(setup):
         assert ref.total(choice) == math.inf
         return
     assert greedy[0][0] >= wide[0][0]
-    assert dict(greedy[0][1]) == choice
+    assert {n: i for n, i, _ in greedy[0][1]} == choice
     assert greedy[0][0] == ref.total(choice)
 
 
@@ -258,3 +258,20 @@ def test_beam_zero_is_the_rank_aligned_ablation():
 def test_plan_beam_must_be_a_non_negative_integer(bad):
     with pytest.raises(ConfigError, match="plan_beam"):
         policy_of(cfg_of(MODELS["mlp"][0], plan_beam=bad))
+
+
+def test_resident_windows_match_a_tile_by_tile_count():
+    """The resident beam's fullest tile inside and outside a grid laid from the cursor
+    (plan/beam.py _windows) against the tiles enumerated one by one."""
+    import numpy as np
+
+    from compiler.plan.beam import _windows
+    rng = np.random.default_rng(0)
+    for T in (1, 5, 64):
+        for _ in range(20):
+            load, cursor = rng.integers(0, 100, T), int(rng.integers(0, T))
+            pre, post = _windows(load, cursor)
+            for n in range(1, T + 1):
+                inside = {(cursor + k) % T for k in range(n)}
+                assert pre[n - 1] == max(load[t] for t in inside)
+                assert post[n] == max([load[t] for t in range(T) if t not in inside], default=0)

@@ -62,9 +62,9 @@ def test_deep_model_falls_back_to_homes_for_memory():
 
 def test_plan_chooses_resident_weights_per_matmul_within_the_budget():
     """Half the candidates come from the beam that may keep each weight resident; a
-    candidate's resident weights (count × its b blocks on tile 0, which every grid
-    covers) stay within the region-1 budget. On a deep model keeping every weight
-    resident does not fit (some could, where it pays)."""
+    candidate's resident weights (count × its b blocks, summed here as if on one tile:
+    an upper bound of the fullest tile) stay within the region-1 budget. On a deep model
+    keeping every weight resident does not fit (some could, where it pays)."""
     from compiler.plan import resident_budget
     for model, deep in ((VIT, False), (dict(VIT, width=128, hidden=512, layers=24), True)):
         c = cfg(model)

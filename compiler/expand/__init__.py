@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from .. import mapper as mappers
+from ..plan import all_resident
 from ..plan.matmul import stationary_weights
 from ..policy import Policy
 from ..result import Rejection
@@ -110,8 +111,9 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
     every = frozenset(n for n, op in enumerate(model.graph.ops) if op.kind == "matmul" and op.inputs[1] in still)
     if policy.weight_stationary and every:
         seen = {(c.strategy, c.resident) for c in cands}
-        cands += [replace(c, resident=every) for c in plan_res.candidates
-                  if not c.resident and (c.strategy, every) not in seen]
+        more = [all_resident(c, every, target.tiles, policy.resident_replication)
+                for c in plan_res.candidates if not c.resident]
+        cands += [c for c in more if c.resident and (c.strategy, c.resident) not in seen]
     keep = mappers.keep_best(policy.finalists, lambda e: e.analysis["cycles"] if not e.reason else None)
     failures = Counter()
     first_failure = {}

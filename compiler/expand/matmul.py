@@ -18,9 +18,9 @@ F16 = isa.DTYPES["f16"]
 class GridTiles:
     """A matmul grid's blocks along groups, k and n (starts, lengths), and its tiles
     (q, i, j, l) for `row_blocks` row blocks, numbered as every pass numbers them:
-    tile = ((q·gm + i)·gn + j)·gk + l."""
+    tile = ((q·gm + i)·gn + j)·gk + l, from tile grid.rot on (mod `tiles`)."""
 
-    def __init__(self, op, grid: Grid, row_blocks: int):
+    def __init__(self, op, grid: Grid, row_blocks: int, tiles: int):
         self.groups = np.asarray(op.attr("groups", ((0, 0, 0, 0, 0, 0),)), np.int64)
         self.tb = bool(op.attr("transpose_b", False))
         dims = ((len(self.groups), grid.gb), (op.attr("k"), grid.kb), (op.attr("n"), grid.nb))
@@ -30,6 +30,7 @@ class GridTiles:
         self.q, self.i, self.j, self.l = (x.ravel() for x in np.meshgrid(
             *map(np.arange, (len(self.gs), row_blocks, len(self.ns), len(self.ks))), indexing="ij"))
         self.tile = ((self.q * grid.gm + self.i) * len(self.ns) + self.j) * len(self.ks) + self.l
+        self.tile = (self.tile + grid.rot) % tiles
 
     def b_rect(self, gi):
         """B's rectangle (row, rows, col, cols) that each tile reads, for group gi of each."""
@@ -45,7 +46,7 @@ def expand_matmul(c, op, grid: Grid, scale: float):
     g, bld = c.g, c.bld
     B = g.tensors[op.inputs[1]]
     M, eb, P = op.attr("m"), DTYPE_BYTES[B.dtype], panel_elems(c.t, B.dtype)
-    gt = GridTiles(op, grid, grid.gm)
+    gt = GridTiles(op, grid, grid.gm, c.t.tiles)
     tile, ng = gt.tile, gt.glen[gt.q]
     sb = pad(gt.klen[gt.l] * gt.nlen[gt.j] * eb, 16)          # per-group stride of the b buffer
     x = c.exchange_step()
@@ -80,7 +81,7 @@ def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows
     A, B = (g.tensors[n] for n in op.inputs)
     ea = DTYPE_BYTES[A.dtype]
     ms = r0 + mstarts
-    gt = GridTiles(op, grid, len(ms))
+    gt = GridTiles(op, grid, len(ms), c.t.tiles)
     groups, tb, gs, ks, ns, glen = gt.groups, gt.tb, gt.gs, gt.ks, gt.ns, gt.glen
     q, i, j, l, tile = gt.q, gt.i, gt.j, gt.l, gt.tile
     gk = len(ks)
@@ -133,7 +134,7 @@ def resident_weights(c, strategy: dict):
     for n, op in enumerate(c.g.ops):
         if op.kind == "matmul" and op.inputs[1] in c.stationary:
             B = c.g.tensors[op.inputs[1]]
-            gt = GridTiles(op, strategy[n], strategy[n].gm)        # ungrouped: group 0 only
+            gt = GridTiles(op, strategy[n], strategy[n].gm, T)     # ungrouped: group 0 only
             tile, (r0, nr, c0, nc) = gt.tile, gt.b_rect(np.zeros_like(gt.tile))
             off = used[tile].copy()
             used[tile] += pad(nr * nc * DTYPE_BYTES[B.dtype], 16)
@@ -174,7 +175,7 @@ def _reduce(c, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_blk, gr
     for gl in range(int(glen.max())):
         for d in range(1, gk):                               # peer l' = (l + d) mod gk, slot d - 1
             sel = red & (gl < ng)
-            peer = ((q * gm + i) * gn + j) * gk + (l + d) % gk
+            peer = (((q * gm + i) * gn + j) * gk + (l + d) % gk + grid.rot) % c.t.tiles
             bld.add("xfer", step=x, src=peer[sel], dst=tile[sel], sreq=p_blk[peer[sel]],
                     soff=(gl * sp + r0 * nj * OUT_BYTES)[sel], dreq=recv[tile[sel]],
                     doff=((gl * (gk - 1) + d - 1) * slot)[sel], s_row_bytes=nbytes[sel], s_rows=1, s_stride=0,

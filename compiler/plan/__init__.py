@@ -7,25 +7,31 @@ tiles must send to the consumer's grid, and other ops follow their producer's la
 (or convert to whole rows). The `plan_candidates` cheapest complete states are the
 candidates, best first; expand's exact screening decides among them.
 
-With policy.weight_stationary the beam runs twice: all weights gathered from homes,
-and a beam that may keep each weight resident where its matmul reads it (no B
-exchange; count × the B blocks in region 1). Up to half the candidates come from the
-second (those keeping at least one weight resident), so a model too deep for resident
-weights still has home candidates.
+With policy.weight_stationary the beam also runs with a choice per matmul to keep its
+weight resident where the matmul reads it (no B exchange; count × the B blocks in
+region 1 of every tile of the grid). Resident grids are laid one after another around
+the tiles (Grid.rot), and the beam checks every tile's resident bytes against region 1
+and an estimate of the whole tile (plan/beam.py Residency), so residency is chosen per
+matmul by cost and memory at any depth: where replication (a grid's gm tiles holding
+each block) pays and fits, at a lower replication, or not at all (homes). It runs with
+region 1 split in proportion to the weights' sizes and first-come; up to half the
+candidates come from these (those keeping at least one weight resident), so a model
+too deep for resident weights still has home candidates. policy.resident_replication
+caps the replication of resident grids.
 
 policy.plan_beam = 0 is the ablation without the beam: candidate c takes the c-th
 best standalone grid of every matmul (rank-aligned), weights in homes."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..policy import Policy
 from ..result import Rejection
-from ..target import Target
-from .beam import GRID_FIELDS, Options, beam_search, with_resident
+from ..target import DTYPE_BYTES, Target
+from .beam import GRID_FIELDS, Costs, Options, Residency, beam_search, with_resident
 from .homes import home_bytes, panel_elems, panel_weights
 from .matmul import enumerate_grids, stationary_weights
 
@@ -56,11 +62,32 @@ class PlanResult:
     considered: int = 0
     rejected: dict = field(default_factory=dict)
     rejection: Rejection | None = None
+    weights: dict = field(default_factory=dict)    # the best candidate's weight_modes
 
     def metrics(self) -> dict:
         return {"candidates": len(self.candidates), "considered": self.considered,
                 "rejected": self.rejected,
-                "best_cycles_estimate": self.candidates[0].cycles if self.candidates else None}
+                "best_cycles_estimate": self.candidates[0].cycles if self.candidates else None,
+                "weights": self.weights}
+
+
+def weight_modes(g, cand: Candidate) -> dict:
+    """Per matmul with a parameter weight: the weight, whether it stays resident where
+    read or is gathered from its home each use, the grid, its replication (resident:
+    the gm tiles holding each block) and resident bytes on each tile of the grid
+    (member count × the padded block)."""
+    count = g.repeat.count if g.repeat else 1
+    seq = set(g.repeat.sequences) if g.repeat else set()
+    out = {}
+    for n, gr in cand.strategy:
+        B = g.tensors[g.ops[n].inputs[1]]
+        if B.kind != "param":
+            continue
+        still = n in cand.resident
+        blk = (count if B.name in seq else 1) * -(-gr.kb * gr.nb * DTYPE_BYTES[B.dtype] // 16) * 16
+        out[B.name] = {"mode": "resident" if still else "homes", "grid": gr.label,
+                       "replication": gr.gm if still else 0, "resident_bytes": blk if still else 0}
+    return out
 
 
 def matmul_options(g, n: int, target: Target, policy: Policy, homes: int):
@@ -100,13 +127,52 @@ def resident_budget(t: Target) -> int:
     return t.memory_end - t.region0_end - 4 * t.element_bytes
 
 
+# assumed: the support a full-size program's tiles hold (exchange tables up to the default
+# policy.exchange_table_cap, 80 KiB = 5 elements of ipu21, and code); a constant, so that
+# the plan does not depend on a key only expand reads
+SUPPORT_ELEMENTS = 5
+
+
+def residency(g, t: Target, counts: dict, base: int, shared: bool, policy: Policy) -> Residency:
+    """The resident beam's per-tile budgets (plan/beam.py Residency): region 1 as
+    resident_budget; the tile less the other inputs' and parameters' homes and
+    SUPPORT_ELEMENTS of support (exchange tables and code); homes as
+    averages over the tiles (count × bytes / tiles: expand rotates homes to balance;
+    vectors are replicated shards, about tiles/2 × 256 B each: expand/graph.py
+    vector_home). An estimate to prune with: expand and place decide exactly."""
+    seq = set(g.repeat.sequences) if g.repeat else set()
+    count = g.repeat.count if g.repeat else 1
+    weights = {g.ops[n].inputs[1] for n in counts}
+
+    def spread(x) -> int:
+        size = max(x.nbytes, t.tiles // 2 * 256) if x.shape[0] == 1 and x.kind == "param" else x.nbytes
+        return -(-size * (count if x.name in seq else 1) // t.tiles)
+    fixed = sum(spread(x) for x in g.tensors.values() if x.kind in ("input", "param") and x.name not in weights)
+    homes = {n: spread(g.tensors[g.ops[n].inputs[1]]) for n in counts}
+    return Residency(counts, resident_budget(t), t.tile_bytes - fixed - SUPPORT_ELEMENTS * t.element_bytes,
+                     homes, base, shared, policy.resident_replication)
+
+
+def all_resident(cand: Candidate, every: frozenset, tiles: int, max_rep: int = 0) -> Candidate:
+    """cand with every matmul of `every` resident (those whose grid's replication
+    policy.resident_replication allows), their grids laid one after another around
+    the tiles as plan's resident beam lays them (plan/beam.py)."""
+    keep = frozenset(n for n, gr in cand.strategy if n in every and (not max_rep or gr.gm <= max_rep))
+    cursor, out = 0, []
+    for n, gr in cand.strategy:
+        if n in keep:
+            gr, cursor = replace(gr, rot=cursor), (cursor + gr.tiles) % tiles
+        out.append((n, gr))
+    return replace(cand, strategy=tuple(out), resident=keep)
+
+
 def rank_aligned(options: dict, keep: int) -> list:
     """Candidate c: the c-th best standalone grid of every matmul (the beam's ablation)."""
     width = max((len(o) for o in options.values()), default=1)
     out = []
     for c in range(min(keep, width)):
-        strat = tuple((n, min(c, len(o) - 1)) for n, o in options.items())
-        out.append((sum(int(options[n].a["cycles"][i]) for n, i in strat), strat))
+        strat = tuple((n, min(c, len(o) - 1), 0) for n, o in options.items())
+        out.append((sum(int(options[n].a["cycles"][i]) for n, i, _ in strat), strat))
     return out
 
 
@@ -152,16 +218,21 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
     else:
         still = stationary_counts(g, options) if policy.weight_stationary else {}
         mixed = {n: with_resident(o) if n in still else o for n, o in options.items()}
-        found = [(*f, mixed) for f in beam_search(g, target, mixed, policy.plan_beam, k // 2, still,
-                                                  resident_budget(target), panels)] if still else []
-        found = [f for f in found if any(mixed[n].a["still"][i] for n, i in f[1] if n in still)]
+        found, costs = [], Costs(g, target, mixed, panels)
+        for shared in (True, False) if still else ():     # proportional split, then first-come
+            res = residency(g, target, still, homes, shared, policy)
+            for f in beam_search(g, target, mixed, policy.plan_beam, max(1, k // 4), res, panels, costs):
+                if any(mixed[n].a["still"][i] for n, i, _ in f[1] if n in still) and \
+                        all(f[1] != h[1] for h in found):
+                    found.append((*f, mixed))
         found += [(*f, options) for f in beam_search(g, target, options, policy.plan_beam, k - len(found),
                                                      panels=panels)]
         found.sort(key=lambda f: f[0])                                      # stable: ties keep homes last
-    cands = [Candidate(tuple((n, opts[n].grid(i)) for n, i in choice), int(cyc),
-                       frozenset(n for n, i in choice if "still" in opts[n].a and opts[n].a["still"][i]))
+    cands = [Candidate(tuple((n, replace(opts[n].grid(i), rot=rot)) for n, i, rot in choice), int(cyc),
+                       frozenset(n for n, i, _ in choice if "still" in opts[n].a and opts[n].a["still"][i]))
              for cyc, choice, opts in found]
-    res = PlanResult(cands, considered, dict(sorted(rejected.items())))
+    res = PlanResult(cands, considered, dict(sorted(rejected.items())),
+                     weights=weight_modes(g, cands[0]) if cands else {})
     if not cands:
         res.rejection = Rejection("plan", "unencodable", _unencodable(g, target, options, panels, policy.plan_beam), {})
     return res

@@ -23,7 +23,8 @@ Layouts, as expand builds them (compiler/expand/graph.py):
   choice at that op); a b operand the AMP reads as panels gathered from a row-major
   layout would be a byte-wise permutation: not a choice;
 - a matmul output: its C blocks, the gm × gn grid over [m, n] of every group
-  (k-split: tile l of a block holds rows [l·rr, (l+1)·rr) after the reduction);
+  (k-split: tile l of a block holds rows [l·rr, (l+1)·rr) after the reduction), on
+  the tiles from its rotation (Grid.rot: resident grids are laid around the tiles);
 - bias, gelu, cast: the input's layout, each block one kernel on its tile;
 - layernorm, softmax: the input's layout if its blocks are whole rows, else the
   tensor is first converted to whole rows over all tiles (one exchange superstep);
@@ -91,6 +92,11 @@ def out_blocks(op, o: Options, i: int):
         r0, mi = r0 + l * rr, np.clip(mi - l * rr, 0, rr)
     keep = mi > 0
     return r0[keep], mi[keep], (gr[g, 5] + j * nb)[keep], nc[keep], tile[keep]
+
+
+def rotated(blocks, rot: int, T: int):
+    """Blocks of a grid placed from tile `rot` (Grid.rot)."""
+    return (*blocks[:4], (blocks[4] + rot) % T) if rot else blocks
 
 
 def full_rows(blocks) -> bool:
@@ -183,8 +189,8 @@ class Costs:
             if desc in (ROWS, PANELS):      # whole rows (homes or converted), or a panel home
                 P = self.panels[name] if desc == PANELS else 0
                 return home_blocks(*self.g.tensors[name].shape, 1, self.t.tiles, P)[0]
-            _, n, i = desc
-            return out_blocks(self.g.ops[n], self.opt[n], i)
+            _, n, i, rot = desc
+            return rotated(out_blocks(self.g.ops[n], self.opt[n], i), rot, self.t.tiles)
         return self._memo(("blocks", name, desc), make)
 
     def exchange(self, recv, send):
@@ -249,9 +255,12 @@ class Costs:
 @dataclass
 class State:
     cycles: int
-    choice: tuple          # (op index, grid index) per matmul so far
+    choice: tuple          # (op index, grid index, rotation) per matmul so far
     lay: dict              # tensor -> layout descriptor
-    resident: int = 0      # weight-stationary bytes on the fullest tile so far
+    load: np.ndarray | None = None   # resident weight bytes per tile so far (None: no residency)
+    cursor: int = 0        # the next resident grid's first tile (grids laid one after another around the tiles)
+    homes: int = 0         # per-tile bytes of the stationary weights' homes still in homes
+    work: int = 0          # the largest working set (operands, partials) of a grid chosen so far
 
 
 def step(c: Costs, n: int, op, s: State) -> State:
@@ -272,10 +281,10 @@ def step(c: Costs, n: int, op, s: State) -> State:
             out = ROWS
     else:
         lay[op.outputs[0]] = ROWS
-        return State(s.cycles, s.choice, lay, s.resident)
+        return State(s.cycles, s.choice, lay, s.load, s.cursor, s.homes, s.work)
     cyc += c.compute(n, out)
     lay[op.outputs[0]] = out
-    return State(s.cycles + cyc, s.choice, lay, s.resident)
+    return State(s.cycles + cyc, s.choice, lay, s.load, s.cursor, s.homes, s.work)
 
 
 def with_resident(o: Options) -> Options:
@@ -294,28 +303,67 @@ def best(totals: np.ndarray, k: int) -> np.ndarray:
     return cand[np.lexsort((cand, flat[cand]))][:k]
 
 
-def beam_search(graph, target: Target, options: dict[int, Options], width: int, keep: int,
-                stationary: dict | None = None, budget: int = 0, panels: dict | None = None):
-    """The `keep` cheapest complete states of a beam of `width` (best first), each as
-    (estimated cycles, ((op index, grid index), ...)).
+@dataclass
+class Residency:
+    """What the resident (weight-stationary) beam may spend, per tile.
 
-    Weight-stationary choice: `stationary` maps a matmul to its weight's member count,
-    and its options hold every grid twice (`still` 0: B gathered from homes; 1: B
-    resident, never moving, count × its block on every tile). Tile 0 holds a block of
-    every grid, so the resident bytes add up there, within `budget` (what region 1 can
-    give them). The budget is shared in proportion to the weights' sizes: a first-come
-    split lets the first matmul's cheapest (largest-block) grids starve the ones after
-    it, which a beam pruned on cost alone never recovers from. `panels`: the weights
-    whose homes are micro-panel grids (plan/homes.py panel_weights)."""
-    stationary = stationary or {}
+    counts: matmul -> member count of its weight (the matmuls whose weights can stay);
+    region1: bytes of region 1 resident weights may take on any one tile;
+    memory: bytes of a tile for resident weights, the stationary weights' homes and
+    the working set (the tile less the other tensors' homes);
+    homes: matmul -> per-tile bytes of its weight's home (count × bytes / tiles: homes
+    are rotated to balance);
+    base: the home bytes plan/matmul.py's memory figure of a grid includes (the rest
+    is the grid's working set);
+    shared: split region 1 of all tiles between the weights in proportion to their
+    sizes (a first-come split lets the first matmul's cheapest, largest-block grids
+    starve the ones after it, which a beam pruned on cost alone never recovers from;
+    but at depth the budget pays most where it is concentrated, so plan also runs the
+    beam without the split);
+    max_rep: the largest replication (gm: each weight block is held by the gm tiles
+    of its grid column) of a resident grid, 0 = any (policy.resident_replication)."""
+    counts: dict
+    region1: int
+    memory: int
+    homes: dict
+    base: int = 0
+    shared: bool = True
+    max_rep: int = 0
+
+
+def _windows(load: np.ndarray, cursor: int):
+    """For a grid laid on tiles [cursor, cursor + n) (mod T): the fullest tile inside
+    (pre[n - 1]) and outside (post[n]) the window, for every n."""
+    r = np.roll(load, -cursor)
+    pre = np.maximum.accumulate(r)
+    post = np.append(np.maximum.accumulate(r[::-1])[::-1], 0)
+    return pre, post
+
+
+def beam_search(graph, target: Target, options: dict[int, Options], width: int, keep: int,
+                res: Residency | None = None, panels: dict | None = None, costs: Costs | None = None):
+    """The `keep` cheapest complete states of a beam of `width` (best first), each as
+    (estimated cycles, ((op index, grid index, rotation), ...)).
+
+    Weight-stationary choice (`res`): its matmuls' options hold every grid twice
+    (`still` 0: B gathered from homes; 1: B resident, never moving, count × its block
+    on every tile of the grid). Resident grids are laid one after another around the
+    tiles (Grid.rot: each starts where the previous ended), so their blocks spread
+    over all tiles instead of piling up on the first ones; the state keeps the
+    resident bytes of every tile and checks the fullest against the budgets of `res`.
+    `panels`: the weights whose homes are micro-panel grids (plan/homes.py
+    panel_weights); `costs`: a Costs of the same options to reuse (its cache)."""
     panels = panels or {}
-    c = Costs(graph, target, options, panels)
-    need = {n: cnt * (-(-options[n].a["b_blk"] // 16) * 16) * options[n].a["still"]
-            for n, cnt in stationary.items()}
-    size = {n: graph.tensors[graph.ops[n].inputs[1]].nbytes for n in stationary}
-    share = {n: budget * size[n] // max(1, sum(size.values())) for n in stationary}
+    T = target.tiles
+    c = costs or Costs(graph, target, options, panels)
+    counts = res.counts if res else {}
     lay = {n: PANELS if n in panels else ROWS for n, t in graph.tensors.items() if t.kind in ("input", "param")}
-    states = [State(0, (), lay)]
+    states = [State(0, (), lay, np.zeros(T, np.int64) if counts else None, 0,
+                    sum(res.homes.values()) if res else 0)]
+    if counts:
+        size = {n: graph.tensors[graph.ops[n].inputs[1]].nbytes for n in counts}
+        whole = res.region1 * T                     # over all tiles: grids laid around them share it
+        share = {n: whole * size[n] // max(1, sum(size.values())) if res.shared else whole for n in counts}
     last = max(options, default=-1)
     for n, op in enumerate(graph.ops):
         if not states:
@@ -323,18 +371,42 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
         if op.kind != "matmul":
             states = [step(c, n, op, s) for s in states]
             continue
+        o = options[n]
         totals = np.stack([s.cycles + c.matmul(n, tuple(s.lay[x] for x in op.inputs)) for s in states])
         N = totals.shape[1]
-        own = need.get(n, np.zeros(N, np.int64))
-        resident = np.array([s.resident for s in states])[:, None] + own[None, :]
-        totals = np.where((own > share.get(n, 0))[None, :] | (resident > budget), np.inf, totals)
+        if counts:
+            still = o.a["still"] == 1 if n in counts else np.zeros(N, bool)
+            tiles = o.a["gg"] * o.a["gm"] * o.a["gn"] * o.a["gk"]
+            own = counts.get(n, 0) * (-(-o.a["b_blk"] // 16) * 16) * still      # per tile of the grid
+            work = o.a["mem"] - res.base
+            gone = still * res.homes.get(n, 0)                                  # its home, no longer needed
+            peak, mem = [], []
+            for s in states:
+                pre, post = _windows(s.load, s.cursor)
+                pk = np.where(still, np.maximum(pre[tiles - 1] + own, post[tiles]), pre[-1])
+                peak.append(pk)
+                mem.append(pk + s.homes - gone + np.maximum(s.work, work))
+            peak, mem = np.stack(peak), np.stack(mem)
+            bad = (own * tiles > share.get(n, 0)) | (still & (res.max_rep > 0) & (o.a["gm"] > res.max_rep))
+            # only states keeping something resident are judged by the memory estimate: homes
+            # states are what plan/matmul.py's screen admitted
+            totals = np.where(bad[None, :] | (peak > res.region1) | ((peak > 0) & (mem > res.memory)),
+                              np.inf, totals)
         nxt = []
         for f in best(totals, max(width, keep) if n == last else width):
             if not np.isfinite(totals.flat[f]):
                 break                                 # the rest cannot be gathered either
             s, i = states[f // N], int(f % N)
-            nxt.append(State(totals.flat[f], s.choice + ((n, i),),
-                             {**s.lay, op.outputs[0]: ("out", n, i)}, int(resident.flat[f])))
+            rot, load, cursor, homes, work = 0, s.load, s.cursor, s.homes, s.work
+            if counts:
+                work = max(work, int(o.a["mem"][i] - res.base))
+                if still[i]:
+                    rot, k = s.cursor, int(tiles[i])
+                    load = s.load.copy()
+                    load[(rot + np.arange(k)) % T] += int(own[i])
+                    cursor, homes = (rot + k) % T, homes - res.homes[n]
+            nxt.append(State(totals.flat[f], s.choice + ((n, i, rot),),
+                             {**s.lay, op.outputs[0]: ("out", n, i, rot)}, load, cursor, homes, work))
         states = nxt
     states = sorted((s for s in states if np.isfinite(s.cycles)), key=lambda s: s.cycles)  # stable
     return [(int(s.cycles), s.choice) for s in states[:keep]]

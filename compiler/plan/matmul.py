@@ -36,6 +36,7 @@ class Grid:
     cycles: int      # estimate; expand computes the exact figure
     mem_bytes: int   # screened bytes on the fullest tile
     sp: int = 1      # serial passes over the rows (mb, gm are per pass)
+    rot: int = 0     # first tile: grid tile t runs on tile (t + rot) mod T (resident weights: balance)
 
     @property
     def tiles(self) -> int:
@@ -44,7 +45,8 @@ class Grid:
     @property
     def label(self) -> str:
         g = f"{self.gg}x" if self.gg > 1 else ""
-        return f"{g}{self.gm}x{self.gn}x{self.gk}" + (f"/{self.sp}" if self.sp > 1 else "")
+        return (f"{g}{self.gm}x{self.gn}x{self.gk}" + (f"/{self.sp}" if self.sp > 1 else "")
+                + (f"@{self.rot}" if self.rot else ""))
 
 
 def reduce_rows(mb, gk):

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from . import bound, greedy
 from .addrsearch import AddressSearch
 from .canonical import CanonicalSearch
-from .skyline_jit import CompiledSkyline, pure, warm
 from .instance import SubInstance, parts
 
 
@@ -65,7 +64,7 @@ def _solve_part(sub, cfg, deadline):
         if failed < 0:
             return a, name, 0, False
     nodes = 0
-    if cfg.canonical and cfg.compiled_skyline and pure(sub):
+    if cfg.canonical and cfg.compiled_skyline and pure_part(sub):
         a, st, nodes = _compiled(sub, cfg, deadline)
         if a is not None:
             return a, "compiled-skyline", nodes, False
@@ -105,6 +104,17 @@ def _solve_part(sub, cfg, deadline):
     return None, "unknown", nodes, False
 
 
+def pure_part(sub) -> bool:
+    """One free window for every request and no bank edges (the compiled
+    kernels' class). Imported here only: loading the kernels costs ~2 s (numba's
+    cache; a first compilation ~15 s), which tiles that never need them skip."""
+    wins = [w for r in (0, 1) for w in sub.windows[r]]
+    if len(wins) != 1 or any(sub.bank) or not all(len(d) == 2 for d in sub.dom0):
+        return False
+    from .skyline_jit import HAVE_NUMBA
+    return HAVE_NUMBA
+
+
 def _compiled(sub, cfg, deadline):
     """Spend the part's budget (nodes: canonical_node_budget, 0 = none; and/or
     the wall clock) on the compiled skyline as restarts: round r gives each
@@ -113,7 +123,10 @@ def _compiled(sub, cfg, deadline):
     at zero slack) and MiniMalloc's monotone offsets (strong with some slack;
     alone when `canonical_skyline` is off). An attempt that ends under its limit
     explored everything: a proof. (addr | None, placed|exhausted|budget, nodes)"""
-    jit = warm()                      # one-off compilation: not part of the time limit
+    t = time.perf_counter()
+    from .skyline_jit import CompiledSkyline, warm
+    warm()
+    jit = time.perf_counter() - t     # one-off loading/compilation: not part of the time limit
     if deadline is not None:
         deadline += jit
     cs = CompiledSkyline(sub, cfg)

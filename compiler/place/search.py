@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from . import bound, greedy
 from .addrsearch import AddressSearch
 from .canonical import CanonicalSearch
+from .coalesce import Coalesced
 from .instance import SubInstance, parts
 
 
@@ -122,7 +123,10 @@ def _compiled(sub, cfg, deadline):
     plus one seeded shuffle per round, each in both orders: the skyline (strong
     at zero slack) and MiniMalloc's monotone offsets (strong with some slack;
     alone when `canonical_skyline` is off). An attempt that ends under its limit
-    explored everything: a proof. (addr | None, placed|exhausted|budget, nodes)"""
+    explored everything: a proof. With `coalesce_handovers`, each attempt is
+    made first on the part with its handovers joined (coalesce.py), a
+    restriction whose exhaustion proves nothing.
+    (addr | None, placed|exhausted|budget, nodes)"""
     t = time.perf_counter()
     from .skyline_jit import CompiledSkyline, warm
     warm()
@@ -130,33 +134,42 @@ def _compiled(sub, cfg, deadline):
     if deadline is not None:
         deadline += jit
     cs = CompiledSkyline(sub, cfg)
+    tries = [(cs, None)]              # (search, Coalesced or None): joined problem first
+    if cfg.coalesce_handovers:
+        co = Coalesced(sub)
+        if co.n < sub.n:
+            tries.insert(0, (CompiledSkyline(co, cfg), co))
     budget = cfg.canonical_node_budget if cfg.canonical_node_budget > 0 else 1 << 62
     rate = None                       # nodes per second, measured
     rnd = 0
+    every = [x for x, _ in tries]
+    nodes = lambda: sum(x.nodes for x in every)
     while True:
         seeds = [0, 1, 2, 3, 4 + rnd] if cfg.canonical_restarts else [0]
         modes = [True, False] if cfg.canonical_skyline else [False]
-        for seed, sky in ((s, m) for s in seeds for m in modes):
-            limit = (sub.n * 2 << rnd) if cfg.canonical_restarts else budget
-            limit = min(limit, budget - cs.nodes)
+        for seed, sky, (x, co) in ((s, m, v) for s in seeds for m in modes for v in list(tries)):
+            limit = (x.n * 2 << rnd) if cfg.canonical_restarts else budget
+            limit = min(limit, budget - nodes())
             if deadline is not None:
                 left = deadline - time.perf_counter()
                 if left <= 0:
-                    return None, "budget", cs.nodes
+                    return None, "budget", nodes()
                 if rate is not None:
                     limit = min(limit, max(1000, int(left * rate)))
                 elif not cfg.canonical_restarts:
                     limit = min(limit, 20_000)     # a first, short probe measures the rate
             if limit <= 0:
-                return None, "budget", cs.nodes
+                return None, "budget", nodes()
             t = time.perf_counter()
-            n0 = cs.nodes
-            r = cs.run(limit, cs.preorders(seed), sky)
+            n0 = x.nodes
+            r = x.run(limit, x.preorders(seed), sky)
             dt = time.perf_counter() - t
-            if cs.nodes - n0 >= 1000 and dt > 0:
-                rate = (cs.nodes - n0) / dt
+            if x.nodes - n0 >= 1000 and dt > 0:
+                rate = (x.nodes - n0) / dt
             if r == 1:
-                return cs.addr, "placed", cs.nodes
+                return (co.expand(x.addr) if co else x.addr), "placed", nodes()
             if r == 0:
-                return None, "exhausted", cs.nodes
+                if co is None:
+                    return None, "exhausted", nodes()
+                tries.remove((x, co))     # the joined problem has none: no proof
         rnd += 1

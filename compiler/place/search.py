@@ -6,12 +6,14 @@ exhaustion anywhere is UNKNOWN."""
 from __future__ import annotations
 
 import time
+
+import numpy as np
 from dataclasses import dataclass, field
 
 from . import bound, greedy
 from .addrsearch import AddressSearch
 from .canonical import CanonicalSearch
-from .coalesce import Coalesced
+from .coalesce import TOLERANCES, Coalesced
 from .instance import SubInstance, parts
 
 
@@ -136,9 +138,12 @@ def _compiled(sub, cfg, deadline):
     cs = CompiledSkyline(sub, cfg)
     tries = [(cs, None)]              # (search, Coalesced or None): joined problem first
     if cfg.coalesce_handovers:
-        co = Coalesced(sub)
-        if co.n < sub.n:
-            tries.insert(0, (CompiledSkyline(co, cfg), co))
+        seen = []
+        for tol in TOLERANCES:
+            co = Coalesced(sub, tol)
+            if co.n < sub.n and not any(np.array_equal(co.gid, g) for g in seen):
+                seen.append(co.gid)
+                tries.insert(len(seen) - 1, (CompiledSkyline(co, cfg), co))
     budget = cfg.canonical_node_budget if cfg.canonical_node_budget > 0 else 1 << 62
     rate = None                       # nodes per second, measured
     rnd = 0

@@ -39,6 +39,8 @@ ABLATE = [  # (row, overrides) on the hard subset and zero-slack at 10 s per cas
     ("decompose=false", dict(decompose=False)),
     ("canonical_restarts=false", dict(canonical_restarts=False)),
     ("dominance=false", dict(dominance=False)),
+    ("valley_inference=false", dict(valley_inference=False)),
+    ("coalesce_handovers=false", dict(coalesce_handovers=False)),
 ]
 
 
@@ -72,6 +74,8 @@ def main(argv=None):
     ap.add_argument("part", choices=["default", "ablation", "table"])
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--limit", type=float, default=10.0, help="ablation: seconds per case")
+    ap.add_argument("--rows", default="", help="ablation: comma-separated row name prefixes "
+                    "(default: all); rows not run keep their earlier figures in the JSON")
     a = ap.parse_args(argv)
     if a.part == "table":
         return table()
@@ -87,11 +91,16 @@ def main(argv=None):
                       indent=1)
     else:
         files = {"hard (12 of 36)": sets["hard"][::3], "zeroslack": sets["zeroslack"]}
+        ab = HERE / "results-ablation.json"
+        out = json.loads(ab.read_text()) if a.rows and ab.exists() else {}
+        rows = [r for r in a.rows.split(",") if r]
         for name, ov in ABLATE:
+            if rows and not any(name.startswith(r) for r in rows):
+                continue
             cfg = PlaceConfig.from_dict({**CLI_DEFAULTS, "time_limit_s": a.limit, **ov})
             out[name] = {k: run_set(fs, cfg) for k, fs in files.items()}
             print(name, {k: v["placed"] for k, v in out[name].items()}, flush=True)
-            json.dump(out, open(HERE / "results-ablation.json", "w"), indent=1)
+            json.dump(out, open(ab, "w"), indent=1)
 
 
 def table():

@@ -38,7 +38,7 @@ def reference():
 
 
 FLAGS = [dict(), dict(section_inference=False), dict(hatless_pruning=False),
-         dict(decompose=False), dict(dominance=False)]
+         dict(decompose=False), dict(dominance=False), dict(valley_inference=False)]
 
 
 @pytest.mark.parametrize("over", FLAGS, ids=lambda d: ",".join(d) or "default")

@@ -34,6 +34,9 @@ Limits and budgets (--set KEY=VALUE overrides any PlaceConfig key)
                       per part before the canonical search takes over.
   Every technique is a boolean flag (see compiler/place/config.py), e.g.
   --set canonical_skyline=false.
+  The search kernels (numba) compile on a checkout's first pure input (~15 s
+  on an idle machine), then load from numba's cache (~2 s); never counted in
+  a case's time limit.
 
 Exit status: 0 every case placed (validate: every placement valid); 1 some
 case infeasible, unknown (time limit) or invalid; 2 bad input: one line

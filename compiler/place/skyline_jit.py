@@ -15,7 +15,11 @@ instead of ~0.5 ms in Python):
   the skyline, then by preorder), or on "nothing starts at f here" (the waste
   branch: that section's floor rises to the next lowest start).
 * section inference (`section_inference`): in every section, the unplaced bytes
-  must fit above max(floor, f, lowest start of a request live there).
+  must fit above max(floor, f, lowest start of a request live there); valley
+  inference (`valley_inference`): in a plateau with higher floors on both
+  sides, the bytes of requests leaving it fit above the lower wall.
+* waste branch bound: the floor rises to the lowest top of an unplaced request
+  overlapping one live in the section (never by the globally smallest extent).
 * dynamic decomposition (`decompose`): sections with nothing left to place cut
   the run into independent runs, solved one after another; a failing run
   never backtracks into another's choices.

@@ -28,7 +28,10 @@ class PlaceConfig:
     canonical_restarts: bool = True     # ...spend its budget as restarts with varied tie-breaks
     dominance: bool = True              # ...skip placements that leave a gap a waiting request fills
     section_inference: bool = True      # ...prune when a time section's remaining bytes cannot fit
+    valley_inference: bool = True       # ...or a skyline valley's bytes that leave it cannot clear
+                                        #    its lower wall (compiled kernels)
     compiled_skyline: bool = True       # pure parts (one window, no bank edges): numba skyline first
+    coalesce_handovers: bool = True     # ...each attempt first with same-size handovers joined
     hatless_pruning: bool = True        # ...a branch placing a request with nothing live beside it
                                         #    is the only one its node needs (MiniMalloc's name)
     search_node_budget: int = 4096      # per search method and part

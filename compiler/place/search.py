@@ -6,12 +6,14 @@ exhaustion anywhere is UNKNOWN."""
 from __future__ import annotations
 
 import time
+
+import numpy as np
 from dataclasses import dataclass, field
 
 from . import bound, greedy
 from .addrsearch import AddressSearch
 from .canonical import CanonicalSearch
-from .skyline_jit import CompiledSkyline, pure, warm
+from .coalesce import TOLERANCES, Coalesced
 from .instance import SubInstance, parts
 
 
@@ -65,7 +67,7 @@ def _solve_part(sub, cfg, deadline):
         if failed < 0:
             return a, name, 0, False
     nodes = 0
-    if cfg.canonical and cfg.compiled_skyline and pure(sub):
+    if cfg.canonical and cfg.compiled_skyline and pure_part(sub):
         a, st, nodes = _compiled(sub, cfg, deadline)
         if a is not None:
             return a, "compiled-skyline", nodes, False
@@ -105,6 +107,17 @@ def _solve_part(sub, cfg, deadline):
     return None, "unknown", nodes, False
 
 
+def pure_part(sub) -> bool:
+    """One free window for every request and no bank edges (the compiled
+    kernels' class). Imported here only: loading the kernels costs ~2 s (numba's
+    cache; a first compilation ~15 s), which tiles that never need them skip."""
+    wins = [w for r in (0, 1) for w in sub.windows[r]]
+    if len(wins) != 1 or any(sub.bank) or not all(len(d) == 2 for d in sub.dom0):
+        return False
+    from .skyline_jit import HAVE_NUMBA
+    return HAVE_NUMBA
+
+
 def _compiled(sub, cfg, deadline):
     """Spend the part's budget (nodes: canonical_node_budget, 0 = none; and/or
     the wall clock) on the compiled skyline as restarts: round r gives each
@@ -112,38 +125,56 @@ def _compiled(sub, cfg, deadline):
     plus one seeded shuffle per round, each in both orders: the skyline (strong
     at zero slack) and MiniMalloc's monotone offsets (strong with some slack;
     alone when `canonical_skyline` is off). An attempt that ends under its limit
-    explored everything: a proof. (addr | None, placed|exhausted|budget, nodes)"""
-    jit = warm()                      # one-off compilation: not part of the time limit
+    explored everything: a proof. With `coalesce_handovers`, each attempt is
+    made first on the part with its handovers joined (coalesce.py), a
+    restriction whose exhaustion proves nothing.
+    (addr | None, placed|exhausted|budget, nodes)"""
+    t = time.perf_counter()
+    from .skyline_jit import CompiledSkyline, warm
+    warm()
+    jit = time.perf_counter() - t     # one-off loading/compilation: not part of the time limit
     if deadline is not None:
         deadline += jit
     cs = CompiledSkyline(sub, cfg)
+    tries = [(cs, None)]              # (search, Coalesced or None): joined problem first
+    if cfg.coalesce_handovers:
+        seen = []
+        for tol in TOLERANCES:
+            co = Coalesced(sub, tol)
+            if co.n < sub.n and not any(np.array_equal(co.gid, g) for g in seen):
+                seen.append(co.gid)
+                tries.insert(len(seen) - 1, (CompiledSkyline(co, cfg), co))
     budget = cfg.canonical_node_budget if cfg.canonical_node_budget > 0 else 1 << 62
     rate = None                       # nodes per second, measured
     rnd = 0
+    every = [x for x, _ in tries]
+    nodes = lambda: sum(x.nodes for x in every)
     while True:
         seeds = [0, 1, 2, 3, 4 + rnd] if cfg.canonical_restarts else [0]
         modes = [True, False] if cfg.canonical_skyline else [False]
-        for seed, sky in ((s, m) for s in seeds for m in modes):
-            limit = (sub.n * 2 << rnd) if cfg.canonical_restarts else budget
-            limit = min(limit, budget - cs.nodes)
+        for seed, sky, (x, co) in ((s, m, v) for s in seeds for m in modes for v in list(tries)):
+            limit = (x.n * 2 << rnd) if cfg.canonical_restarts else budget
+            limit = min(limit, budget - nodes())
             if deadline is not None:
                 left = deadline - time.perf_counter()
                 if left <= 0:
-                    return None, "budget", cs.nodes
+                    return None, "budget", nodes()
                 if rate is not None:
                     limit = min(limit, max(1000, int(left * rate)))
                 elif not cfg.canonical_restarts:
                     limit = min(limit, 20_000)     # a first, short probe measures the rate
             if limit <= 0:
-                return None, "budget", cs.nodes
+                return None, "budget", nodes()
             t = time.perf_counter()
-            n0 = cs.nodes
-            r = cs.run(limit, cs.preorders(seed), sky)
+            n0 = x.nodes
+            r = x.run(limit, x.preorders(seed), sky)
             dt = time.perf_counter() - t
-            if cs.nodes - n0 >= 1000 and dt > 0:
-                rate = (cs.nodes - n0) / dt
+            if x.nodes - n0 >= 1000 and dt > 0:
+                rate = (x.nodes - n0) / dt
             if r == 1:
-                return cs.addr, "placed", cs.nodes
+                return (co.expand(x.addr) if co else x.addr), "placed", nodes()
             if r == 0:
-                return None, "exhausted", cs.nodes
+                if co is None:
+                    return None, "exhausted", nodes()
+                tries.remove((x, co))     # the joined problem has none: no proof
         rnd += 1

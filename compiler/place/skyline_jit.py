@@ -15,7 +15,11 @@ instead of ~0.5 ms in Python):
   the skyline, then by preorder), or on "nothing starts at f here" (the waste
   branch: that section's floor rises to the next lowest start).
 * section inference (`section_inference`): in every section, the unplaced bytes
-  must fit above max(floor, f, lowest start of a request live there).
+  must fit above max(floor, f, lowest start of a request live there); valley
+  inference (`valley_inference`): in a plateau with higher floors on both
+  sides, the bytes of requests leaving it fit above the lower wall.
+* waste branch bound: the floor rises to the lowest top of an unplaced request
+  overlapping one live in the section (never by the globally smallest extent).
 * dynamic decomposition (`decompose`): sections with nothing left to place cut
   the run into independent runs, solved one after another; a failing run
   never backtracks into another's choices.
@@ -34,10 +38,17 @@ import threading
 import numpy as np
 
 try:
-    from numba import njit
+    from numba import njit, types
     HAVE_NUMBA = True
+    _A = types.int64[::1]
+    _I = types.int64
+    _S, _P = types.UniTuple(_A, 7), types.UniTuple(_A, 9)
+    # explicit signatures for the recursive kernels (see below)
+    SIG_DFS = _I(_I, _I, _S, _P, _I, _A, _A)
+    SIG_MONO = _I(_I, _I, _I, _I, _S, _P, _I, _A, _A)
 except ImportError:  # pragma: no cover - numba is a declared dependency
     HAVE_NUMBA = False
+    SIG_DFS = SIG_MONO = None
 
     def njit(*a, **kw):
         return lambda f: f
@@ -107,10 +118,15 @@ def _undo(S, trail_c, ntc, trail_t, ntt):
 
 
 @njit(cache=True)
-def _check(lo, hi, f, S, cap):
+def _check(lo, hi, f, S, P, cap, valleys):
     """Section inference: the unplaced bytes of each section fit above the
-    highest of its floor, f and the lowest start of a request live there."""
-    sf, tot, low = S[0], S[1], S[4]
+    highest of its floor, f and the lowest start of a request live there.
+    Valley inference (`valleys`): in a plateau of equal floors [a, b) with a
+    higher floor (or the run's edge) on both sides, a request live in it that
+    also lives outside it sits above that side's floor, so per section the
+    bytes of such requests fit above the lower of the two walls. Not implied
+    by section inference (left- and right-crossing bytes sum in no one section)."""
+    sf, tot, addr, low = S[0], S[1], S[2], S[4]
     for t in range(lo, hi):
         if tot[t] == 0:
             continue
@@ -121,6 +137,30 @@ def _check(lo, hi, f, S, cap):
             b = low[t]
         if tot[t] + b > cap:
             return False
+    if not valleys:
+        return True
+    ext, s0, s1, mptr, mlist = P[0], P[2], P[3], P[5], P[6]
+    a = lo
+    while a < hi:
+        if tot[a] == 0:
+            a += 1
+            continue
+        e = a + 1
+        while e < hi and tot[e] > 0 and sf[e] == sf[a]:
+            e += 1
+        wl = sf[a - 1] if a > lo and tot[a - 1] > 0 else INF
+        wr = sf[e] if e < hi and tot[e] > 0 else INF
+        w = min(wl, wr)
+        if w > sf[a] and w < INF:
+            for t in range(a, e):
+                x = 0
+                for k in range(mptr[t], mptr[t + 1]):
+                    c = mlist[k]
+                    if addr[c] < 0 and (s0[c] < a or s1[c] > e):
+                        x += ext[c]
+                if x + w > cap:
+                    return False
+        a = e
     return True
 
 
@@ -182,13 +222,14 @@ def _live_span(lo, hi, tot):
     return -1, -1
 
 
-# The two recursive kernels are compiled per process (numba's on-disk cache of a
-# recursive function crashes when loaded: measured with numba 0.68); their
-# non-recursive helpers are cached. `warm()` compiles them before any clock.
-@njit(cache=False)
+# The two recursive kernels are cached on disk like their helpers, compiled
+# eagerly from explicit signatures at import. numba 0.68 segfaults loading a
+# cached recursive function whose recursive call passes a literal constant, so
+# those arguments are typed values (np.int64(-1)). Cold: ~15 s idle; cached: ~2 s.
+@njit(SIG_DFS, cache=True)
 def dfs(lo, hi, S, P, cap, st, flags):
-    """st: [nodes, node limit, depth, depth limit]; flags: [inference,
-    decompose, hatless, dominance]. 1 placed (state left placed), 0 exhausted
+    """st: [nodes, node limit, depth, depth limit, placed, most placed]; flags: [inference,
+    decompose, hatless, dominance, valley inference]. 1 placed (state left placed), 0 exhausted
     (state restored), -1 a limit hit (no verdict)."""
     if st[2] > st[3]:
         return -1
@@ -232,14 +273,13 @@ def dfs(lo, hi, S, P, cap, st, flags):
     key = np.empty(nm, np.int64)
     nc = 0
     # waste branch bound: in a solution of this node minimising the unplaced
-    # offsets, the lowest request above f in section ta starts at its own
-    # lowest start, or on top of an unplaced request (whose floor is >= f):
-    # at least f + the smallest unplaced extent
-    minext = INF
-    for c in range(n):
-        if addr[c] < 0 and ext[c] < minext and s0[c] >= lo and s1[c] <= hi:
-            minext = ext[c]
+    # offsets, the lowest request c above f in section ta starts at its own
+    # lowest start (> f), or on top of an unplaced request d overlapping it
+    # in time (placed ones end at or below f there): at least max(mo[d], f) +
+    # ext[d]. Only c's own overlaps count: a global smallest extent (a 1-byte
+    # sliver elsewhere) would step the floor a byte at a time.
     nxt = INF
+    dead = False
     for k in range(mptr[ta], mptr[ta + 1]):
         c = mlist[k]
         if addr[c] >= 0:
@@ -259,7 +299,16 @@ def dfs(lo, hi, S, P, cap, st, flags):
                 d = min(d, (1 << 21) - 1)
                 key[nc] = ((((s1[c] != tb) << 21) + d) << 21) + pre[c]
                 nc += 1
-            m2 = (f + minext + al[c] - 1) // al[c] * al[c]
+            lb = INF
+            for k2 in range(optr[c], optr[c + 1]):
+                e = olist[k2]
+                if addr[e] < 0:
+                    v = max(mo[e], f) + ext[e]
+                    if v < lb:
+                        lb = v
+            if lb == INF:
+                dead = True    # c has nothing to rest on above f: the waste branch fails
+            m2 = (lb + al[c] - 1) // al[c] * al[c] if lb < INF else INF
         else:
             m2 = m
         if m2 + ext[c] <= cap and m2 < nxt:
@@ -292,11 +341,15 @@ def dfs(lo, hi, S, P, cap, st, flags):
         ntc, ntt = _refresh(cs, ncs, S, P, trail_c, trail_t)
         ok = True
         if flags[0]:
-            ok = _check(lo, hi, f, S, cap)
+            ok = _check(lo, hi, f, S, P, cap, flags[4])
         if ok:
             st[2] += 1
+            st[4] += 1          # placed on this path; st[5] its maximum
+            if st[4] > st[5]:
+                st[5] = st[4]
             r = dfs(lo, hi, S, P, cap, st, flags)
             st[2] -= 1
+            st[4] -= 1
             if r != 0:
                 return r
         _undo(S, trail_c, ntc, trail_t, ntt)
@@ -312,7 +365,7 @@ def dfs(lo, hi, S, P, cap, st, flags):
     st[0] += 1
     if st[0] > st[1]:
         return -1
-    if nxt >= INF:
+    if nxt >= INF or dead:
         return 0
     old = sf[ta]
     sf[ta] = nxt
@@ -327,7 +380,7 @@ def dfs(lo, hi, S, P, cap, st, flags):
     ntc, ntt = _refresh(cs, ncs, S, P, trail_c, trail_t)
     ok = True
     if flags[0]:
-        ok = _check(lo, hi, f, S, cap)
+        ok = _check(lo, hi, f, S, P, cap, flags[4])
     r = 0
     if ok:
         st[2] += 1
@@ -339,7 +392,7 @@ def dfs(lo, hi, S, P, cap, st, flags):
     return r
 
 
-@njit(cache=False)
+@njit(SIG_MONO, cache=True)
 def dfs_mono(lo, hi, L, lastpre, S, P, cap, st, flags):
     """MiniMalloc's order (canonical.py `dfs`): requests placed in non-decreasing
     (lowest start, preorder), each at its lowest start; dominance: nothing
@@ -360,7 +413,7 @@ def dfs_mono(lo, hi, L, lastpre, S, P, cap, st, flags):
             saves = _save(S)
             for q in range(0, len(runs), 2):
                 st[2] += 1
-                r = dfs_mono(runs[q], runs[q + 1], -1, -1, S, P, cap, st, flags)
+                r = dfs_mono(runs[q], runs[q + 1], np.int64(-1), np.int64(-1), S, P, cap, st, flags)
                 st[2] -= 1
                 if r != 1:
                     if r == 0:
@@ -414,11 +467,15 @@ def dfs_mono(lo, hi, L, lastpre, S, P, cap, st, flags):
         ntc, ntt = _refresh(cs, ncs, S, P, trail_c, trail_t)
         ok = True
         if flags[0]:
-            ok = _check(lo, hi, o, S, cap)
+            ok = _check(lo, hi, o, S, P, cap, flags[4])
         if ok:
             st[2] += 1
+            st[4] += 1          # placed on this path; st[5] its maximum
+            if st[4] > st[5]:
+                st[5] = st[4]
             r = dfs_mono(lo, hi, o, pre[b], S, P, cap, st, flags)
             st[2] -= 1
+            st[4] -= 1
             if r != 0:
                 return r
         _undo(S, trail_c, ntc, trail_t, ntt)
@@ -454,14 +511,7 @@ def warm() -> float:
 
 
 class _Flags:
-    section_inference = decompose = hatless_pruning = dominance = True
-
-
-def pure(sub) -> bool:
-    """One free window for every request and no bank edges."""
-    wins = [w for r in (0, 1) for w in sub.windows[r]]
-    return (HAVE_NUMBA and len(wins) == 1 and not any(sub.bank)
-            and all(len(d) == 2 for d in sub.dom0))
+    section_inference = decompose = hatless_pruning = dominance = valley_inference = True
 
 
 class CompiledSkyline:
@@ -488,7 +538,7 @@ class CompiledSkyline:
         np.add.at(tot, self.s1, -self.ext)
         self.tot0 = np.cumsum(tot)[:self.ns]
         self.flags = np.array([cfg.section_inference, cfg.decompose, cfg.hatless_pruning,
-                               cfg.dominance], np.int64)
+                               cfg.dominance, cfg.valley_inference], np.int64)
         ov = [np.asarray(sub.ov[i], np.int64) for i in range(n)]
         self.optr = np.concatenate([[0], np.cumsum([len(o) for o in ov])]).astype(np.int64)
         self.olist = np.concatenate(ov).astype(np.int64) if n else np.zeros(0, np.int64)
@@ -514,7 +564,7 @@ class CompiledSkyline:
         S = (sf, tot, addr, mo, low, stamp, cut)
         P = (self.ext, self.al, self.s0, self.s1, np.asarray(pre, np.int64), self.mptr,
              self.mlist, self.optr, self.olist)
-        st = np.array([0, limit, 0, MAX_DEPTH], np.int64)
+        st = np.array([0, limit, 0, MAX_DEPTH, 0, 0], np.int64)
         out = []
         # the kernel recurses once per placement and waste step: a thread with a
         # large stack keeps a 1000-request part far from the limit
@@ -531,6 +581,7 @@ class CompiledSkyline:
             raise RuntimeError("compiled skyline kernel failed")   # never a false proof
         r = out[0]
         self.nodes += int(min(st[0], limit))
+        self.deepest = int(st[5])
         if r == 1:
             self.addr = addr.tolist()
         return int(r)

@@ -9,14 +9,15 @@ Generates the corpus (generate.py) if missing. "Default settings" are the
 CLI's (`python -m compiler.place`): `time_limit_s=60`, no node limit. Every
 placement is checked by the independent validator (an invalid one aborts the
 run). Results go to results-default-<sets>.json / results-ablation.json beside this file; `table` renders
-results.md. The before column (commit 56f5a2e) is `python -m compiler.place
-bench DIR --json before-<set>.json` run with that commit's code on PYTHONPATH.
+results.md. The before columns (before-39be7f4.json) are this script's `default`
+run from a checkout of commit 39be7f4 (`git archive 39be7f4 | tar -x -C DIR`).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,6 @@ sys.path.insert(0, str(HERE.parents[1]))
 from compiler.place import PLACED, INFEASIBLE, PlaceConfig, solve, validate  # noqa: E402
 from compiler.place.__main__ import CLI_DEFAULTS  # noqa: E402
 from compiler.place.dump import cases, load  # noqa: E402
-from compiler.place.skyline_jit import warm  # noqa: E402
 
 SETS = ("hard", "zeroslack", "tight", "main")
 ABLATE = [  # (row, overrides) on the hard subset and zero-slack at 10 s per case
@@ -39,6 +39,8 @@ ABLATE = [  # (row, overrides) on the hard subset and zero-slack at 10 s per cas
     ("decompose=false", dict(decompose=False)),
     ("canonical_restarts=false", dict(canonical_restarts=False)),
     ("dominance=false", dict(dominance=False)),
+    ("valley_inference=false", dict(valley_inference=False)),
+    ("coalesce_handovers=false", dict(coalesce_handovers=False)),
 ]
 
 
@@ -72,11 +74,16 @@ def main(argv=None):
     ap.add_argument("part", choices=["default", "ablation", "table"])
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--limit", type=float, default=10.0, help="ablation: seconds per case")
+    ap.add_argument("--rows", default="", help="ablation: comma-separated row name prefixes "
+                    "(default: all); rows not run keep their earlier figures in the JSON")
     a = ap.parse_args(argv)
     if a.part == "table":
         return table()
     sets = _corpus()
-    print(f"kernels compiled in {warm():.1f} s (not counted)", flush=True)
+    t = time.perf_counter()
+    from compiler.place.skyline_jit import warm
+    warm()
+    print(f"kernels loaded/compiled in {time.perf_counter() - t:.1f} s (not counted)", flush=True)
     out = {}
     if a.part == "default":
         cfg = PlaceConfig.from_dict(CLI_DEFAULTS)
@@ -87,11 +94,16 @@ def main(argv=None):
                       indent=1)
     else:
         files = {"hard (12 of 36)": sets["hard"][::3], "zeroslack": sets["zeroslack"]}
+        ab = HERE / "results-ablation.json"
+        out = json.loads(ab.read_text()) if a.rows and ab.exists() else {}
+        rows = [r for r in a.rows.split(",") if r]
         for name, ov in ABLATE:
+            if rows and not any(name.startswith(r) for r in rows):
+                continue
             cfg = PlaceConfig.from_dict({**CLI_DEFAULTS, "time_limit_s": a.limit, **ov})
             out[name] = {k: run_set(fs, cfg) for k, fs in files.items()}
             print(name, {k: v["placed"] for k, v in out[name].items()}, flush=True)
-            json.dump(out, open(HERE / "results-ablation.json", "w"), indent=1)
+            json.dump(out, open(ab, "w"), indent=1)
 
 
 def table():
@@ -101,17 +113,18 @@ def table():
         d.update(json.loads(f.read_text()))
     md += ["| set (default settings) | cases | placed | median s | max s | before: placed | before: median s | before: max s |",
            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    before = HERE / "before-39be7f4.json"
+    b = json.loads(before.read_text()) if before.exists() else {}
     for k in SETS:
         if k not in d:
             continue
         r = d[k]
-        b = HERE / f"before-{k}.json"
-        bs = ""
-        if b.exists():
-            x = json.loads(b.read_text())["summary"]
-            bs = f" {x['placed']}/{x['cases']} | {x['median_ms'] / 1e3:.3f} | {x['max_ms'] / 1e3:.3f} |"
+        bs = " | | |"
+        if k in b:
+            x = b[k]
+            bs = f" {x['placed']}/{x['cases']} | {x['median_s']:.3f} | {x['max_s']:.3f} |"
         md.append(f"| {k} | {r['cases']} | {r['placed']}/{r['cases']} | {r['median_s']:.3f} | "
-                  f"{r['max_s']:.3f} |" + (bs or " | | |"))
+                  f"{r['max_s']:.3f} |" + bs)
     md.append("")
     fails = [f"{k}: " + ", ".join(x["case"] for x in d[k]["rows"] if x["status"] != PLACED)
              for k in d if d[k]["placed"] < d[k]["cases"]]

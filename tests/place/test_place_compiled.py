@@ -10,7 +10,8 @@ from place_cases import guillotine_rects
 from compiler.place import INFEASIBLE, PLACED, UNKNOWN, PlaceConfig, Problem, validate
 from compiler.place.cpsat import solve_cpsat
 from compiler.place.instance import Instance
-from compiler.place.skyline_jit import CompiledSkyline, pure
+from compiler.place.search import pure_part as pure
+from compiler.place.skyline_jit import CompiledSkyline
 
 
 def _pure(seed, n=9, cap=64):
@@ -37,7 +38,7 @@ def reference():
 
 
 FLAGS = [dict(), dict(section_inference=False), dict(hatless_pruning=False),
-         dict(decompose=False), dict(dominance=False)]
+         dict(decompose=False), dict(dominance=False), dict(valley_inference=False)]
 
 
 @pytest.mark.parametrize("over", FLAGS, ids=lambda d: ",".join(d) or "default")

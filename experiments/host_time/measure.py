@@ -1,7 +1,7 @@
 """Host time and peak RSS of every stage of a trial, from an empty store, for commits
 side by side: `python experiments/host_time/measure.py [--layers 27] REV [REV ...]`.
 
-For each revision: a detached git worktree in a temporary directory, params.yaml
+For each revision: an exported copy (git archive) in a temporary directory, params.yaml
 composed by that revision with `model.layers` overridden and a fresh store, then
 `python -m pipeline <phase>` for every phase in order -- exactly what
 `dvc exp run -S model.layers=N` runs, without DVC's own bookkeeping. Per stage: the
@@ -9,7 +9,7 @@ stage's own host monitor figures (artifacts/<phase>/host-time.json: elapsed seco
 inside the stage and peak RSS of its process tree), the wall time of the whole
 process (imports and artifact loading included) and the 1-minute load average
 before it started (the machine is shared: say how busy it was). Prints a markdown
-table; the worktrees are removed afterwards.
+table; the copies are removed afterwards.
 """
 from __future__ import annotations
 
@@ -26,7 +26,23 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-PHASES = ["model", "plan", "expand", "place", "schedule", "lower", "run", "report"]
+
+
+def phases_of(tree: Path, env: dict) -> list[str]:
+    """The revision's own stage order (a later revision may add stages, e.g. `reference`)."""
+    out = subprocess.run([sys.executable, "-c", "from compiler.phases import PHASES; print(*PHASES)"],
+                         cwd=tree, env=env, check=True, capture_output=True, text=True).stdout
+    return out.split()
+
+
+def host_figures(tree: Path, phase: str) -> dict:
+    """The stage's own monitor: metrics/host/<phase>.json (artifacts/host/<phase>/host-time.json
+    holds the same; older revisions wrote artifacts/<phase>/host-time.json)."""
+    for f in (tree / "metrics" / "host" / f"{phase}.json", tree / "artifacts" / "host" / phase / "host-time.json",
+              tree / "artifacts" / phase / "host-time.json"):
+        if f.is_file():
+            return json.loads(f.read_text())
+    raise FileNotFoundError(f"no host figures for {phase} under {tree}")
 
 
 def sh(*cmd, cwd=REPO, env=None):
@@ -36,7 +52,9 @@ def sh(*cmd, cwd=REPO, env=None):
 def measure(rev: str, layers: int, work: Path) -> dict:
     sha = sh("git", "rev-parse", "--short", rev).strip()
     tree = work / f"tree-{sha}"
-    sh("git", "worktree", "add", "--detach", str(tree), sha)
+    tree.mkdir(parents=True)
+    # an exported copy, not a git worktree: nothing is registered in the shared repository
+    subprocess.run(f"git archive {sha} | tar -x -C {tree}", shell=True, cwd=REPO, check=True)
     try:
         env = dict(os.environ, PYTHONPATH=str(tree), DVC_NO_ANALYTICS="1")
         py = sys.executable
@@ -47,14 +65,14 @@ def measure(rev: str, layers: int, work: Path) -> dict:
         params["store"] = str(work / f"store-{sha}")             # empty: nothing reused
         (tree / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
         rows = {}
-        for phase in PHASES:
+        for phase in phases_of(tree, env):
             load = os.getloadavg()[0]
             t0 = time.perf_counter()
             r = subprocess.run([py, "-m", "pipeline", phase], cwd=tree, env=env, capture_output=True, text=True)
             wall = time.perf_counter() - t0
             if r.returncode:
                 raise RuntimeError(f"{sha} {phase}: exit {r.returncode}\n{r.stderr[-2000:]}")
-            host = json.loads((tree / "artifacts" / phase / "host-time.json").read_text())
+            host = host_figures(tree, phase)
             rows[phase] = dict(wall_s=round(wall, 1), elapsed_s=round(host["elapsed_s"], 1),
                                peak_rss_mib=round(host["peak_rss_mib"]), load=round(load, 1))
             print(f"{sha} {phase}: {rows[phase]}", file=sys.stderr, flush=True)
@@ -63,7 +81,7 @@ def measure(rev: str, layers: int, work: Path) -> dict:
         return dict(rev=sha, stages=rows, status=trial.get("status"),
                     cycles_per_layer=metrics.get("run", {}).get("cycles_per_layer"))
     finally:
-        sh("git", "worktree", "remove", "--force", str(tree))
+        shutil.rmtree(tree, ignore_errors=True)
         shutil.rmtree(work / f"store-{sha}", ignore_errors=True)
 
 
@@ -72,10 +90,14 @@ def table(results: list[dict]) -> str:
                                        for r in results) + " |"
     sep = "|---|" + "---:|---:|---:|" * len(results)
     lines = [head, sep]
-    for p in PHASES:
+    phases = list(dict.fromkeys(p for r in results for p in r["stages"]))
+    for p in phases:
         cells = []
         for r in results:
-            s = r["stages"][p]
+            s = r["stages"].get(p)
+            if s is None:          # a stage this revision does not have
+                cells += ["-", "-", "-"]
+                continue
             cells += [f"{s['elapsed_s']} / {s['wall_s']}", f"{s['peak_rss_mib']:,}", f"{s['load']}"]
         lines.append(f"| {p} | " + " | ".join(cells) + " |")
     tot = []
@@ -93,11 +115,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("revs", nargs="+")
     ap.add_argument("--layers", type=int, default=27)
+    ap.add_argument("--json", help="also write the figures here")
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="host_time-") as d:
         results = [measure(rev, a.layers, Path(d)) for rev in a.revs]
     print(f"model.layers={a.layers}; {os.cpu_count()} cores\n")
     print(table(results))
+    if a.json:
+        Path(a.json).write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ def sh(*cmd, cwd=REPO, env=None):
     return subprocess.run(cmd, cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
 
 
-def measure(rev: str, layers: int, work: Path) -> dict:
+def measure(rev: str, layers: int, work: Path, keep: Path | None = None) -> dict:
     sha = sh("git", "rev-parse", "--short", rev).strip()
     tree = work / f"tree-{sha}"
     tree.mkdir(parents=True)
@@ -78,6 +78,13 @@ def measure(rev: str, layers: int, work: Path) -> dict:
             print(f"{sha} {phase}: {rows[phase]}", file=sys.stderr, flush=True)
         metrics = json.loads((tree / "metrics" / "run.json").read_text())
         trial = json.loads((tree / "metrics" / "trial.json").read_text())
+        if keep:       # the profile, the metrics and the RSS samples, for a look afterwards
+            for src in ("artifacts/report/profile.html", "metrics", "artifacts/host"):
+                if (tree / src).exists():
+                    dst = keep / sha / src
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copytree(tree / src, dst, dirs_exist_ok=True) if (tree / src).is_dir() \
+                        else shutil.copy2(tree / src, dst)
         return dict(rev=sha, stages=rows, status=trial.get("status"),
                     cycles_per_layer=metrics.get("run", {}).get("cycles_per_layer"))
     finally:
@@ -116,9 +123,10 @@ def main(argv=None):
     ap.add_argument("revs", nargs="+")
     ap.add_argument("--layers", type=int, default=27)
     ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--keep", help="copy each revision's profile.html, metrics/ and RSS samples under DIR/<rev>/")
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="host_time-") as d:
-        results = [measure(rev, a.layers, Path(d)) for rev in a.revs]
+        results = [measure(rev, a.layers, Path(d), Path(a.keep) if a.keep else None) for rev in a.revs]
     print(f"model.layers={a.layers}; {os.cpu_count()} cores\n")
     print(table(results))
     if a.json:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -67,13 +68,16 @@ def measure(rev: str, layers: int, work: Path, keep: Path | None = None) -> dict
         rows = {}
         for phase in phases_of(tree, env):
             load = os.getloadavg()[0]
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
             r = subprocess.run([py, "-m", "pipeline", phase], cwd=tree, env=env, capture_output=True, text=True)
-            wall = time.perf_counter() - t0
+            wall, c1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+            # CPU seconds of the stage's process (user + system): what an idle machine's wall
+            # time approaches for a single-threaded stage, whatever the load was
+            cpu = (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
             if r.returncode:
                 raise RuntimeError(f"{sha} {phase}: exit {r.returncode}\n{r.stderr[-2000:]}")
             host = host_figures(tree, phase)
-            rows[phase] = dict(wall_s=round(wall, 1), elapsed_s=round(host["elapsed_s"], 1),
+            rows[phase] = dict(wall_s=round(wall, 1), cpu_s=round(cpu, 1), elapsed_s=round(host["elapsed_s"], 1),
                                peak_rss_mib=round(host["peak_rss_mib"]), load=round(load, 1))
             print(f"{sha} {phase}: {rows[phase]}", file=sys.stderr, flush=True)
         metrics = json.loads((tree / "metrics" / "run.json").read_text())
@@ -93,9 +97,9 @@ def measure(rev: str, layers: int, work: Path, keep: Path | None = None) -> dict
 
 
 def table(results: list[dict]) -> str:
-    head = "| stage | " + " | ".join(f"{r['rev']} s (in stage / process) | {r['rev']} peak MiB | load"
-                                       for r in results) + " |"
-    sep = "|---|" + "---:|---:|---:|" * len(results)
+    cols = "s in stage / process | CPU s | peak MiB | load"
+    head = "| stage | " + " | ".join(f"{r['rev']}: " + cols.replace(" | ", f" | {r['rev']}: ") for r in results) + " |"
+    sep = "|---|" + "---:|---:|---:|---:|" * len(results)
     lines = [head, sep]
     phases = list(dict.fromkeys(p for r in results for p in r["stages"]))
     for p in phases:
@@ -103,15 +107,17 @@ def table(results: list[dict]) -> str:
         for r in results:
             s = r["stages"].get(p)
             if s is None:          # a stage this revision does not have
-                cells += ["-", "-", "-"]
+                cells += ["-"] * 4
                 continue
-            cells += [f"{s['elapsed_s']} / {s['wall_s']}", f"{s['peak_rss_mib']:,}", f"{s['load']}"]
+            cells += [f"{s['elapsed_s']} / {s['wall_s']}", str(s.get("cpu_s", "-")), f"{s['peak_rss_mib']:,}",
+                      f"{s['load']}"]
         lines.append(f"| {p} | " + " | ".join(cells) + " |")
     tot = []
     for r in results:
         st = r["stages"].values()
+        cpu = [s["cpu_s"] for s in st if "cpu_s" in s]
         tot += [f"{sum(s['elapsed_s'] for s in st):.1f} / {sum(s['wall_s'] for s in st):.1f}",
-                f"{max(s['peak_rss_mib'] for s in st):,}", ""]
+                f"{sum(cpu):.1f}" if cpu else "-", f"{max(s['peak_rss_mib'] for s in st):,}", ""]
     lines.append("| **all** | " + " | ".join(tot) + " |")
     lines.append("")
     lines += [f"{r['rev']}: status {r['status']}, {r['cycles_per_layer']:,} cycles per layer" for r in results]

@@ -47,9 +47,11 @@ DTYPES = {"f16": np.float16, "fp8": FP8, "f32": np.float32}
 
 def ulp16(x: np.ndarray) -> np.ndarray:
     """f16's spacing at |x| (subnormal spacing 2^-24 near 0)."""
-    _, ex = np.frexp(x)
-    ex[x == 0] = -13                                      # frexp(0) = (0, 0)
-    return np.maximum(np.ldexp(1.0, ex - 11), 2.0 ** -24)
+    ex = np.frexp(x)[1]                                   # in place below: these are the run
+    ex[x == 0] = -13                                      # stage's largest temporaries (frexp(0) = (0, 0))
+    ex -= 11
+    out = np.ldexp(1.0, ex)
+    return np.maximum(out, 2.0 ** -24, out=out)
 
 
 def checked_iterations(check: str, count: int) -> set[int]:
@@ -85,7 +87,8 @@ def _matmul(op, x, _):
     products in f32 err by at most (k+2)e sum|a||b| more, which the bound adds."""
     a, b = (v.astype(np.float32) for v in x)
     ref = reference.matmul(op, a, b)
-    s = np.abs(reference.matmul(op, np.abs(a), np.abs(b)))
+    s = reference.matmul(op, np.abs(a), np.abs(b))
+    np.abs(s, out=s)
     k = op.attr("k")
     s *= (3 * U + (2 * k + 8) * E) * (1 + (k + 2) * E)    # last factor: s itself summed in f32
     s += TINY
@@ -118,7 +121,8 @@ def _softmax(op, x, _):
     scale, valid = op.attr("scale", 1.0), op.attr("valid", 0)
     ref = reference.softmax(x[0], scale, valid)
     n = valid or x[0].shape[1]
-    s = np.abs(x[0][:, :n])                     # the biggest tensors: bound built in place
+    bound = np.full(ref.shape, TINY)            # the biggest tensors: bound built in place
+    s = np.abs(x[0][:, :n], out=bound[:, :n])
     s *= abs(scale)
     s += 2 * s.max(1, keepdims=True)
     s *= 4 * E
@@ -126,8 +130,6 @@ def _softmax(op, x, _):
     s *= ref[:, :n]
     s += ulp16(ref[:, :n])
     s += TINY
-    bound = np.full(ref.shape, TINY)
-    bound[:, :n] = s
     return ref, bound
 
 
@@ -165,7 +167,11 @@ def op_error(op, inputs: list, dev: np.ndarray):
     """(reference, bound, error) of one op given its inputs and the device's output."""
     res = BOUNDS[op.kind](op, inputs, dev)
     ref, bound = res[0], res[1]
-    err = res[2] if len(res) > 2 else np.abs(np.subtract(dev, ref))
+    if len(res) > 2:
+        err = res[2]
+    else:
+        err = np.subtract(dev, ref)
+        np.abs(err, out=err)
     bad = ~np.isfinite(err)
     if bad.any():                                  # equal infinities, NaN for NaN: no error
         d, r = dev[bad], ref[bad]
@@ -225,7 +231,9 @@ class ReadBack:
         t = self.g.tensors[name]
         raw = self.env.get(name, self.carry.get(name) if i > 0 else None)
         if raw is not None:
-            return raw.astype(np.float64) * t.scale
+            v = raw.astype(np.float64)
+            v *= t.scale                                  # in place: one copy of a big tensor, not two
+            return v
         if name in self.data:
             v = self.data[name][i] if name in self.seq else self.data[name]
             return np.asarray(v).astype(np.float64) * t.scale

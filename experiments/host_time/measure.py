@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -27,6 +28,18 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+# `python -m pipeline <phase>`, then the process's peak RSS as the kernel counts it (VmHWM:
+# every page ever resident at once, however briefly; the stage's own monitor samples every
+# 0.5 s and can miss a short peak)
+STAGE = """import resource, runpy, sys
+sys.argv = ["pipeline", sys.argv[1]]
+try:
+    runpy.run_module("pipeline", run_name="__main__", alter_sys=True)
+finally:
+    print(f"TESSERA_MAXRSS_KIB={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}", file=sys.stderr)
+"""
 
 
 def phases_of(tree: Path, env: dict) -> list[str]:
@@ -69,7 +82,7 @@ def measure(rev: str, layers: int, work: Path, keep: Path | None = None) -> dict
         for phase in phases_of(tree, env):
             load = os.getloadavg()[0]
             t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-            r = subprocess.run([py, "-m", "pipeline", phase], cwd=tree, env=env, capture_output=True, text=True)
+            r = subprocess.run([py, "-c", STAGE, phase], cwd=tree, env=env, capture_output=True, text=True)
             wall, c1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
             # CPU seconds of the stage's process (user + system): what an idle machine's wall
             # time approaches for a single-threaded stage, whatever the load was
@@ -77,7 +90,9 @@ def measure(rev: str, layers: int, work: Path, keep: Path | None = None) -> dict
             if r.returncode:
                 raise RuntimeError(f"{sha} {phase}: exit {r.returncode}\n{r.stderr[-2000:]}")
             host = host_figures(tree, phase)
+            hwm = re.findall(r"TESSERA_MAXRSS_KIB=(\d+)", r.stderr)
             rows[phase] = dict(wall_s=round(wall, 1), cpu_s=round(cpu, 1), elapsed_s=round(host["elapsed_s"], 1),
+                               hwm_mib=round(int(hwm[-1]) / 1024) if hwm else None,
                                peak_rss_mib=round(host["peak_rss_mib"]), load=round(load, 1))
             print(f"{sha} {phase}: {rows[phase]}", file=sys.stderr, flush=True)
         metrics = json.loads((tree / "metrics" / "run.json").read_text())
@@ -97,7 +112,7 @@ def measure(rev: str, layers: int, work: Path, keep: Path | None = None) -> dict
 
 
 def table(results: list[dict]) -> str:
-    cols = "s in stage / process | CPU s | peak MiB | load"
+    cols = "s in stage / process | CPU s | peak MiB (sampled / kernel) | load"
     head = "| stage | " + " | ".join(f"{r['rev']}: " + cols.replace(" | ", f" | {r['rev']}: ") for r in results) + " |"
     sep = "|---|" + "---:|---:|---:|---:|" * len(results)
     lines = [head, sep]
@@ -109,15 +124,18 @@ def table(results: list[dict]) -> str:
             if s is None:          # a stage this revision does not have
                 cells += ["-"] * 4
                 continue
-            cells += [f"{s['elapsed_s']} / {s['wall_s']}", str(s.get("cpu_s", "-")), f"{s['peak_rss_mib']:,}",
-                      f"{s['load']}"]
+            hwm = s.get("hwm_mib")
+            cells += [f"{s['elapsed_s']} / {s['wall_s']}", str(s.get("cpu_s", "-")),
+                      f"{s['peak_rss_mib']:,} / {hwm:,}" if hwm else f"{s['peak_rss_mib']:,}", f"{s['load']}"]
         lines.append(f"| {p} | " + " | ".join(cells) + " |")
     tot = []
     for r in results:
         st = r["stages"].values()
         cpu = [s["cpu_s"] for s in st if "cpu_s" in s]
         tot += [f"{sum(s['elapsed_s'] for s in st):.1f} / {sum(s['wall_s'] for s in st):.1f}",
-                f"{sum(cpu):.1f}" if cpu else "-", f"{max(s['peak_rss_mib'] for s in st):,}", ""]
+                f"{sum(cpu):.1f}" if cpu else "-",
+                f"{max(s['peak_rss_mib'] for s in st):,}" + (f" / {max(s['hwm_mib'] for s in st):,}"
+                                                             if all(s.get("hwm_mib") for s in st) else ""), ""]
     lines.append("| **all** | " + " | ".join(tot) + " |")
     lines.append("")
     lines += [f"{r['rev']}: status {r['status']}, {r['cycles_per_layer']:,} cycles per layer" for r in results]

@@ -47,16 +47,22 @@ def main(argv=None):
     ap.add_argument("pages", nargs="+")
     ap.add_argument("--runs", type=int, default=5)
     a = ap.parse_args(argv)
-    import plotly
-    js = len((Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_bytes())
-    print(f"load average {os.getloadavg()[0]:.1f}; plotly.min.js {js / 1e6:.2f} MB")
-    print("| page | MB | of it not plotly.js, MB | plots | load ms per run | median ms |\n|---|---:|---:|---:|---|---:|")
+    pages = [Path(p) for p in a.pages]
+    load = [os.getloadavg()[0]]
+    runs = {p: [] for p in pages}
     with tempfile.TemporaryDirectory(prefix="profile_load-") as d:
-        for p in map(Path, a.pages):
-            runs = [load_ms(p, Path(d)) for _ in range(a.runs)]
-            size = p.stat().st_size
-            print(f"| {p} | {size / 1e6:.2f} | {(size - js) / 1e6:.2f} | {runs[0][1]} | "
-                  f"{', '.join(f'{ms:.0f}' for ms, _ in runs)} | {statistics.median(ms for ms, _ in runs):.0f} |")
+        for _ in range(a.runs):            # pages in turn, so a changing load hits them alike
+            for p in pages:
+                runs[p].append(load_ms(p, Path(d)))
+    load.append(os.getloadavg()[0])
+    print(f"load average {load[0]:.1f} -> {load[1]:.1f}")
+    print("| page | MB | plotly.js inlined, MB | plots | load ms per run | median ms |\n|---|---:|---:|---:|---|---:|")
+    for p in pages:
+        text = p.read_text()
+        js = re.search(r"<script[^>]*>\s*(/\*\*\s*\* plotly\.js.*?)</script>", text, re.S)
+        print(f"| {p} | {len(text.encode()) / 1e6:.2f} | {len(js.group(1).encode()) / 1e6 if js else 0:.2f} | "
+              f"{runs[p][0][1]} | {', '.join(f'{ms:.0f}' for ms, _ in runs[p])} | "
+              f"{statistics.median(ms for ms, _ in runs[p]):.0f} |")
 
 
 if __name__ == "__main__":

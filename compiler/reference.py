@@ -30,8 +30,10 @@ rounding noise (units of 2^-11), which errors of 2^-16 do not move."""
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from .ir import Graph, member
 from .models.gemm import FP8, FP8_MAX, dequantize
@@ -97,8 +99,18 @@ def erf_scaled(x: np.ndarray) -> np.ndarray:
     return np.where(np.abs(x) > F16_MAX, np.sign(x), out)
 
 
-def _value(g: Graph, data: dict, name: str) -> np.ndarray:
-    return dequantize(data[name], g.tensors[name].scale)
+def _value(g: Graph, data: dict, name: str, i: int | None = None) -> np.ndarray:
+    """A tensor's value as the device holds it (member i of a sequence, with member i's
+    scale). FP8: float32 from a 256-entry table of code x scale (one float32 rounding of
+    the product, <= 2^-24, as in the error bound above; the table is ~20x faster than
+    casting through float64, which matters at 27 layers of weights read twice); other
+    dtypes float64."""
+    stored = data[name] if i is None else data[name][i]
+    scale = g.tensors[name].scale if i is None else member(g.tensors[name].scale, i)
+    if stored.dtype == FP8:
+        table = np.arange(256, dtype=np.uint8).view(FP8).astype(np.float32) * np.float32(scale)
+        return table[stored.view(np.uint8)]
+    return stored.astype(np.float64) * scale
 
 
 def matmul(op, a, b):
@@ -169,25 +181,51 @@ def _op(op, x, rnd):
     raise NotImplementedError(f"reference: op {op.kind!r}")
 
 
-def evaluate(g: Graph, data: dict, round_f16: bool = True) -> dict[str, np.ndarray]:
+def _dead_after(g: Graph, first: int, stop: int, keep: set) -> dict[int, list[str]]:
+    """op index -> the activations no later op reads: the last reader within the op's
+    segment (before the Repeat body, the body, after it), for tensors that segment makes
+    and nothing outside it reads (a body tensor is remade every iteration)."""
+    rep = g.repeat
+    keep = set(keep) | {n for pair in (rep.carried if rep else ()) for n in pair}
+    free: dict[int, list[str]] = {}
+    for a, b in ((0, first), (first, stop), (stop, len(g.ops))):
+        made = {n for op in g.ops[a:b] for n in op.outputs}
+        outside = {n for j, op in enumerate(g.ops) if not a <= j < b for n in op.inputs}
+        last = {}
+        for j in range(a, b):
+            for n in g.ops[j].inputs:
+                last[n] = j
+        for n, j in last.items():
+            if n in made and n not in keep and n not in outside:
+                free.setdefault(j, []).append(n)
+    return free
+
+
+def evaluate(g: Graph, data: dict, round_f16: bool = True, keep: set | None = None) -> dict[str, np.ndarray]:
     """Every tensor's value; with a Repeat, the body runs once per member of its
-    sequences and carried outputs feed the next iteration's inputs."""
+    sequences and carried outputs feed the next iteration's inputs. With `keep`, only
+    those tensors (and inputs/parameters) are returned: every other activation is
+    dropped after its last reader (two evaluations of 27 So400m layers held every
+    activation of a layer, ~0.5 GB each)."""
     rep = g.repeat
     seq = set(rep.sequences) if rep else set()
     env = {n: _value(g, data, n) for n in data if n not in seq}
     rnd = round_to_f16 if round_f16 else (lambda a: a)
+    first, stop = g.body()
+    free = _dead_after(g, first, stop, keep) if keep is not None else {}
 
     def ops(a, b, i=0):
-        for op in g.ops[a:b]:
-            op = op.at(i)                 # per-iteration scales (a Repeat body's casts)
+        for j in range(a, b):
+            op = g.ops[j].at(i)           # per-iteration scales (a Repeat body's casts)
             y = _op(op, [env[n] for n in op.inputs], rnd)
             env[op.outputs[0]] = rnd(y) if g.tensors[op.outputs[0]].dtype == "f16" else y
+            for n in free.get(j, ()):
+                del env[n]
 
-    first, stop = g.body()
     ops(0, first)                         # ops before the Repeat body run once
     for i in range(rep.count if rep else 1):
         for n in seq:
-            env[n] = data[n][i].astype(np.float64) * member(g.tensors[n].scale, i)
+            env[n] = _value(g, data, n, i)
         ops(first, stop, i)
         if rep and i + 1 < rep.count:
             for out, inp in rep.carried:
@@ -213,14 +251,20 @@ def reference_and_tolerance(g: Graph, data: dict) -> tuple[dict, float]:
     Longer graphs: rounding noise is amplified by the ops after it, which the data
     shows directly: twice the largest difference between the f16-rounded and the
     unrounded evaluations, plus that matmul bound for the last op."""
-    env = evaluate(g, data)
-    worst = 0.0
     last = g.ops[-1]
+    noise = len(g.ops) > 1 or g.repeat or last.kind != "matmul"
+    # the two evaluations are independent: one thread each, BLAS single-threaded in both (two
+    # BLAS thread pools on 2 cores would oversubscribe them); numpy releases the GIL in BLAS
+    # and in the elementwise loops, so on 2 cores this takes the time of one evaluation
+    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(2 if noise else 1) as pool:
+        keep = {t.name for t in g.of_kind("output")} | set(last.inputs)
+        fut = [pool.submit(evaluate, g, data, r, keep) for r in ((True, False) if noise else (True,))]
+        env, exact = fut[0].result(), fut[-1].result()
+    worst = 0.0
     if last.kind == "matmul":
         a, b = (np.abs(env[n]) for n in last.inputs)
         worst = 3 * F16_UNIT * float(matmul(last, a, b).max())
-    if len(g.ops) > 1 or g.repeat or last.kind != "matmul":
-        exact = evaluate(g, data, round_f16=False)
+    if noise:
         worst += 2 * max(float(np.abs(env[t.name] - exact[t.name]).max()) for t in g.of_kind("output"))
     return outputs(g, env), worst
 

@@ -25,7 +25,7 @@ RESULT_TYPES = (
     "compiler.target.Target",
     "compiler.policy.Policy",
     "compiler.ir.Tensor", "compiler.ir.Op", "compiler.ir.Repeat", "compiler.ir.Graph",
-    "compiler.phases.ModelResult",
+    "compiler.phases.ModelResult", "compiler.phases.ReferenceResult",
     "compiler.plan.Candidate", "compiler.plan.PlanResult", "compiler.plan.matmul.Grid",
     "compiler.expand.Expanded", "compiler.expand.ExpandResult", "compiler.expand.tilegraph.TileGraph",
     "compiler.place.config.PlaceConfig", "compiler.place.problem.Solution",

@@ -57,8 +57,10 @@ class RunResult:
         return buf.getvalue()
 
 
-def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = None, inject=None) -> RunResult:
-    """Per-layer cycles come from the profile: the supersteps of the Repeat body's last iteration.
+def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = None, inject=None,
+        ref=None) -> RunResult:
+    """`ref`: the reference phase's result (outputs and tolerance); None computes it here.
+    Per-layer cycles come from the profile: the supersteps of the Repeat body's last iteration.
     `check` (all | last_iteration | sampled) chooses the Repeat iterations read back.
     Fault-injection tests may replace host streams (`streams`: name -> array) or write
     placed bytes after a superstep (`inject(step, memory)`, before it is read back);
@@ -66,6 +68,9 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     if lower_res.rejection:
         return RunResult(rejection=lower_res.rejection)
     prog, g = lower_res.program, model.graph
+    if ref is None:
+        from .phases import reference_phase
+        ref = reference_phase(model)
     count = g.repeat.count if g.repeat else 1
     checked_iterations(check, count)                      # a bad value fails before the run
     streams = {n: np.ascontiguousarray((streams or {}).get(n, model.data[n])).view(np.uint8).ravel()
@@ -76,15 +81,15 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     r = sim.run(prog, streams, (lambda step, mem: [h(step, mem) for h in hooks]) if hooks else None)
     err, sq_err, sq_ref = 0.0, 0.0, 0.0
     outputs, refs = {}, {}
-    for name, ref in model.reference.items():
-        got = r.outputs[name].view(np.float16).reshape(ref.shape)
-        outputs[name], refs[name] = got.astype(np.float32), ref.astype(np.float32)
+    for name, want in ref.outputs.items():
+        got = r.outputs[name].view(np.float16).reshape(want.shape)
+        outputs[name], refs[name] = got.astype(np.float32), want.astype(np.float32)
         keep = real_rows(g, name)
-        d = np.abs(got[keep].astype(np.float64) - ref[keep].astype(np.float64))
+        d = np.abs(got[keep].astype(np.float64) - want[keep].astype(np.float64))
         fin = bool(np.isfinite(d).all())
         err = max(err, float(d.max(initial=0.0)) if fin else float("inf"))
         sq_err += float((d ** 2).sum()) if fin else float("inf")
-        sq_ref += float((ref[keep].astype(np.float64) ** 2).sum())
+        sq_ref += float((want[keep].astype(np.float64) ** 2).sum())
     rms_rel = float(np.sqrt(sq_err / sq_ref)) if sq_ref > 0 else (0.0 if sq_err == 0 else float("inf"))
     rbm = rb.metrics() if rb else {"ops_checked": 0, "ops_failed": 0}
     per_op_ok = rbm["ops_checked"] > 0 and rbm["ops_failed"] == 0
@@ -94,5 +99,5 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
                      cycles_per_step=[int(c) for c in r.step_cycles],
                      step_kind=list(r.step_kind), tile_cycles=r.tile_cycles, host_cycles=int(r.host_cycles),
                      ms=r.total_cycles / t.clock_hz * 1e3, max_abs_error=err, rms_rel_error=round(rms_rel, 9),
-                     tolerance=model.tolerance, validated=bool(err <= model.tolerance and per_op_ok),
+                     tolerance=ref.tolerance, validated=bool(err <= ref.tolerance and per_op_ok),
                      readback=rbm, outputs=outputs, reference=refs)

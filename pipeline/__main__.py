@@ -11,7 +11,8 @@ from compiler.phases import PHASES
 WHAT = {
     "config": "checks every key and value of params.yaml (the stage DVC runs first, so a bad value "
               "fails before any stage's outputs are deleted)",
-    "model": "builds the graph and its data, the numpy reference and the tolerance",
+    "model": "builds the graph and its data (seeded lazily, or from model.weights / model.input)",
+    "reference": "evaluates the graph in numpy: the reference outputs and the tolerance the run is held to",
     "plan": "enumerates, costs and memory-screens tile grids per matmul; beam search over the graph; "
             "ranked candidates",
     "expand": "turns each candidate into a tile graph; exact cycles, exchange-table and code bytes; "

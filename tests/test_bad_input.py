@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from compiler.phases import PHASES  # the stages in order
 from test_dvc import copy_repo
-
-PHASES = ["model", "plan", "expand", "place", "schedule", "lower", "run", "report"]
 
 
 def run(d: Path, *args):

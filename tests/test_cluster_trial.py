@@ -10,10 +10,10 @@ import sys
 
 import yaml
 
+from compiler.phases import PHASES
 from dask_cluster import local_cluster
 from test_dvc import copy_repo, sh
 
-PHASES = ["model", "plan", "expand", "place", "schedule", "lower", "run", "report"]
 
 
 def test_trial_on_an_existing_cluster_with_shared_store(tmp_path):

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from compiler.phases import PHASES
 from conftest import REPO
 
 SMALL = {"model": "gemm", "target": "tiny"}
@@ -72,7 +73,7 @@ def metrics(d: Path, name: str) -> dict:
 
 def test_exp_run_validates_noop_rerun_and_fine_grained_params(repo):
     r = sh("dvc exp run", repo)
-    assert ran(r.stdout + r.stderr) == {"config", "model", "plan", "expand", "place", "schedule", "lower", "run", "report"}
+    assert ran(r.stdout + r.stderr) == {"config", *PHASES}
     assert metrics(repo, "trial")["status"] == "ok"
     run = metrics(repo, "run")["run"]
     assert run["validated"] and run["max_abs_error"] <= run["tolerance"] and run["cycles"] > 0 and run["ms"] > 0
@@ -165,7 +166,7 @@ def test_rejection_is_data_exit_zero(tmp_path):
     p = yaml.safe_load((d / "params.yaml").read_text())
     p["model"].update(m=2048, k=2048, n=2048)
     (d / "params.yaml").write_text(yaml.safe_dump(p))
-    for phase in ["model", "plan", "expand", "place", "schedule", "lower", "run", "report"]:
+    for phase in PHASES:
         assert stage(d, phase).returncode == 0, phase
     t = metrics(d, "trial")
     assert t["status"] == "rejected"

@@ -6,11 +6,12 @@ import re
 
 import pytest
 
+from compiler.phases import PHASES
 from conftest import REPO
 from test_bad_input import run
 from test_dvc import copy_repo
 
-STAGES = ["config", "model", "plan", "expand", "place", "schedule", "lower", "run", "report"]
+STAGES = ["config", *PHASES]
 
 
 def files(d):

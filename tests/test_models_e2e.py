@@ -37,7 +37,7 @@ def test_model_validates(name):
 
 def _timm_file(tmp_path, drop=None, bad=None):
     from compiler.models.vit import seeded_weights
-    w = seeded_weights(np.random.default_rng(1), 1, 32, 64)
+    w = seeded_weights(np.random.default_rng(1), 1, 32, 64).state_dict()
     if drop:
         w.pop(drop)
     if bad:

@@ -106,3 +106,19 @@ def test_renders_offline_in_headless_chromium(page, tmp_path):
     chromium(tmp_path, "--hide-scrollbars", "--window-size=1200,1600", f"--screenshot={shot}", path.as_uri())
     # a blank 1200x1600 page compresses to a few KB; drawn plots and text do not
     assert shot.exists() and shot.stat().st_size > 40_000, "screenshot is (almost) blank"
+
+
+def test_tower_timeline_is_per_iteration_with_before_and_after():
+    """A tower's run is steps before the Repeat body, the body count times, steps after:
+    one bar per iteration plus one for before and one for after, then the last iteration's
+    supersteps alone."""
+    from types import SimpleNamespace
+
+    from compiler.report.profile import _timeline
+    cyc = [5, 6] + [1, 2, 3] + [1, 2, 4] + [2, 2, 3] + [7]
+    run = SimpleNamespace(cycles_per_step=cyc, step_kind=["compute", "exchange", "compute"] * 4, cycles=sum(cyc),
+                          ms=0.0)
+    figs = {fid: f for fid, _, f in _timeline(run, SimpleNamespace(count=3), (2, 5))}
+    bars = figs["iterations"].data[0]
+    assert list(bars.x) == ["before", "1", "2", "3", "after"] and list(bars.y) == [11, 6, 7, 7, 7]
+    assert list(figs["timeline"].data[0].x) == [2, 2, 3]

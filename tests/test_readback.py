@@ -194,6 +194,6 @@ def test_output_npz(trial):
     with np.load(io.BytesIO(blob), allow_pickle=False) as z:
         assert sorted(z.files) == ["reference/y", "y"]
         assert z["y"].dtype == np.float32 and z["y"].shape == (16, 32)
-        assert np.array_equal(z["reference/y"], r["model"].reference["y"].astype(np.float32))
+        assert np.array_equal(z["reference/y"], r["reference"].outputs["y"].astype(np.float32))
         assert np.array_equal(z["y"], res.outputs["y"])
     assert rerun(trial).output_npz() == blob                  # deterministic: same bytes

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from compiler.models import vit
-from compiler.phases import compile_trial, model_phase
+from compiler.phases import compile_trial, model_phase, reference_phase
 from compiler.target import ConfigError
 from helpers import target_cfg
 
@@ -36,7 +36,7 @@ def test_tower_validates(model):
     assert sim == [int(c) for c in tg.analysis["step_cycles"][:b0]] + body * tg.count + \
         [int(c) for c in tg.analysis["step_cycles"][b1:]]
     assert r["run"].cycles == tg.analysis["cycles"] == int((tg.analysis["step_cycles"] * runs).sum())
-    outs = set(r["model"].reference)
+    outs = set(r["reference"].outputs)
     assert outs == ({"features", "logits"} if model.get("pool") == "token" else {"features", "embedding"})
 
 
@@ -62,7 +62,7 @@ def _weights(tmp_path, model, drop=None, extra=None, fmt="npz"):
     c = vit.VitConfig(**model)
     d = c.dims()
     shapes = vit.block_shapes(c.layers, d["width"], d["hidden"]) | vit.tower_shapes(d, c.classes)
-    w = vit.seeded_weights(np.random.default_rng(3), 0, 0, 0, shapes)
+    w = vit.seeded_weights(np.random.default_rng(3), 0, 0, 0, shapes).state_dict()
     if drop:
         w.pop(drop)
     w |= extra or {}
@@ -165,15 +165,15 @@ def test_batch_of_images(tmp_path, model):
     p1, _ = _png(tmp_path, "RGB")
     p2, _ = _png(tmp_path, "L")
     head = "logits" if model.get("pool") == "token" else "embedding"
-    both = model_phase(dict(model=dict(model, input=[p1, p2], batch=2))).reference[head]
+    both = reference_phase(model_phase(dict(model=dict(model, input=[p1, p2], batch=2)))).outputs[head]
     for b, p in enumerate((p1, p2)):
-        alone = model_phase(dict(model=dict(model, input=p))).reference[head]
+        alone = reference_phase(model_phase(dict(model=dict(model, input=p)))).outputs[head]
         # the reference's float32 BLAS may block a 2-image matmul differently from a 1-image
         # one (compiler/reference.py): a row may flip an f16 rounding, nothing more
         np.testing.assert_allclose(both[b], alone[0], rtol=4e-3, atol=2e-3)
     x = np.random.default_rng(0).uniform(-1, 1, (2, 3, model["image"], model["image"])).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     r = trial(dict(model, input=str(tmp_path / "x.npy"), batch=2))
-    assert r["run"].validated and r["model"].reference[head].shape[0] == 2
+    assert r["run"].validated and r["reference"].outputs[head].shape[0] == 2
     with pytest.raises(ConfigError, match="model.input lists 2 files, model.batch=3"):
         model_phase(dict(model=dict(model, input=[p1, p2], batch=3)))

@@ -13,7 +13,7 @@ def _write_weights(path, seed):
     c = vit.VitConfig(**SIGLIP)
     d = c.dims()
     shapes = vit.block_shapes(c.layers, d["width"], d["hidden"]) | vit.tower_shapes(d, c.classes)
-    np.savez(path, **vit.seeded_weights(np.random.default_rng(seed), 0, 0, 0, shapes))
+    np.savez(path, **vit.seeded_weights(np.random.default_rng(seed), 0, 0, 0, shapes).state_dict())
 
 
 def test_replacing_weights_in_place_reruns_model(repo):  # noqa: F811

@@ -13,6 +13,7 @@ import numpy as np
 from ..ir import Graph, Tensor
 from ..target import ConfigError
 from .config import check_positive, model_config
+from .fp8cast import to_fp8
 
 FP8 = ml_dtypes.float8_e4m3fn
 FP8_MAX = float(ml_dtypes.finfo(FP8).max)
@@ -43,7 +44,9 @@ def quantize(x: np.ndarray, dtype: str) -> tuple[np.ndarray, float]:
     """Stored array and per-tensor scale (value = stored * scale)."""
     if dtype == "f16":
         return x.astype(np.float16), 1.0
-    scale = float(np.abs(x).max()) / FP8_MAX or 1.0
+    scale = max(float(np.max(x)), -float(np.min(x))) / FP8_MAX or 1.0    # no |x| temporary
+    if x.dtype == np.float32:               # = (x / scale).astype(FP8) bit for bit, ~3x faster
+        return to_fp8(x, scale), scale
     return (x / scale).astype(FP8), scale
 
 

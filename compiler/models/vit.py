@@ -24,7 +24,7 @@ from .calibrate import calibrate
 from .config import check_positive, model_config
 from .gemm import FP8_MAX, dequantize, quantize, quantize_members
 from .image import MEAN, STD, load_batch, patch_rows
-from .weights import check_path, read_tensors, take
+from .weights import SeededWeights, check_path, read_tensors, take, uniform
 
 # timm's vit_so400m_patch14_siglip_384 and vit_base_patch16_224 (their pretrained cfgs:
 # input size, crop_pct, mean/std; bicubic); exact-erf GELU (timm's nn.GELU) in both
@@ -148,22 +148,30 @@ def block_shapes(layers: int, D: int, F: int) -> dict:
     return {k: v for i in range(layers) for k, v in timm_shapes(i, D, F).items()}
 
 
-def seeded_weights(rng, layers: int, D: int, F: int, shapes: dict | None = None) -> dict:
-    """float32: 27 layers of So400m weights are 1.7 GB even so (quantized once, then
-    freed). Norm weights ~1 + 0.1·N, biases 0.1·N, matrices N(0, 1/fan_in) (conv:
-    fan_in = 3·P·P), positions, class token and latent 0.02·N."""
-    w = {}
-    for name, shape in (block_shapes(layers, D, F) if shapes is None else shapes).items():
-        if name.endswith("norm1.weight") or name.endswith("norm2.weight") or name.endswith("norm.weight"):
-            w[name] = 1 + 0.1 * rng.standard_normal(shape, dtype=np.float32)
-        elif name.endswith("bias"):
-            w[name] = 0.1 * rng.standard_normal(shape, dtype=np.float32)
-        elif name in ("pos_embed", "cls_token", "attn_pool.latent"):
-            w[name] = 0.02 * rng.standard_normal(shape, dtype=np.float32)
-        else:
-            fan_in = int(np.prod(shape[1:]))
-            w[name] = rng.standard_normal(shape, dtype=np.float32) / np.float32(np.sqrt(fan_in))
-    return w
+def seeded_weights(seed, layers: int, D: int, F: int, shapes: dict | None = None) -> SeededWeights:
+    """Seeded tensors under timm's names, made lazily per tensor from (seed, name) (weights.py):
+    27 So400m layers' float32 would be 1.7 GB, one tensor is at most 20 MB. `seed`: an int,
+    or a Generator (one integer is drawn from it). Norm weights 1 + 0.1·N, biases 0.1·N,
+    positions, class token and latent 0.02·N; Linear weights uniform on ±√(3/fan_in) (the
+    variance of N(0, 1/fan_in); uniform as torch's default Linear init, and ~10x cheaper to
+    draw), made in in×out order and returned as the out×in view (param() transposes them
+    back for free); the patch convolution N(0, 1/fan_in), fan_in = 3·P·P."""
+    if isinstance(seed, np.random.Generator):
+        seed = int(seed.integers(1 << 62))
+    return SeededWeights(seed, block_shapes(layers, D, F) if shapes is None else shapes, _seed_tensor)
+
+
+def _seed_tensor(rng, name: str, shape: tuple) -> np.ndarray:
+    if name.endswith("norm1.weight") or name.endswith("norm2.weight") or name.endswith("norm.weight"):
+        return 1 + 0.1 * rng.standard_normal(shape, dtype=np.float32)
+    if name.endswith("bias"):
+        return 0.1 * rng.standard_normal(shape, dtype=np.float32)
+    if name in ("pos_embed", "cls_token", "attn_pool.latent"):
+        return 0.02 * rng.standard_normal(shape, dtype=np.float32)
+    fan_in = int(np.prod(shape[1:]))
+    if len(shape) == 2:
+        return uniform(rng, shape[::-1], float(np.sqrt(3 / fan_in))).T
+    return rng.standard_normal(shape, dtype=np.float32) / np.float32(np.sqrt(fan_in))
 
 
 def build(cfg: dict):
@@ -180,9 +188,7 @@ def build(cfg: dict):
     if c.weights:
         w, ignored = load_weights(c.weights, shapes)
     else:
-        w = seeded_weights(rng, L, D, F)
-        if c.tower:
-            w |= seeded_weights(rng, 0, D, F, tower_shapes(d, c.classes))
+        w = seeded_weights(c.seed, L, D, F, shapes)     # lazy: one tensor's float32 at a time
     g = Graph(f"vit_{c.preset}_{'tower' if c.tower else 'blocks'}_L{L}_{c.weight_dtype}")
     g.meta["ignored_tensors"] = ignored
     data = {}

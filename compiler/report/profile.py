@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import html as _html
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
@@ -39,30 +41,41 @@ def _heatmap(v, title, colorscale, unit):
     return f
 
 
+CARTESIAN = Path(__file__).with_name("plotly-cartesian.min.js")
+MAP_COLORS = 10      # traces of the memory map (neighbouring buffers differ in colour)
 KIND_COLORS = {"matmul": "#1f77b4", "vector": "#2ca02c", "exchange": "#ff7f0e", "sync": "#7f7f7f"}
 
 
-def _timeline(run_res, sched):
-    """The supersteps as bars; with a Repeat, one bar per iteration and the last
-    iteration's supersteps (a 27-layer run is 27 + 33 bars, not 891)."""
+def _timeline(run_res, sched, body=None):
+    """The supersteps as bars; with a Repeat (body: its static steps [b0, b1)), one bar
+    per iteration (and the steps before and after it, a tower's patch embedding and head,
+    as one bar each) and the last iteration's supersteps (27 layers: 29 + 33 bars, not 891)."""
     figs = []
     cyc = np.asarray(run_res.cycles_per_step)
     kinds = list(run_res.step_kind)
     count = getattr(sched, "count", 1) if sched is not None else 1
-    S = len(sched.kinds) if sched is not None and count > 1 else len(cyc)
-    first = len(cyc) - S                                   # run step of the last iteration's first
-    if count > 1 and len(cyc) == S * count:
-        per = cyc.reshape(count, S).sum(1)
-        f = go.Figure(go.Bar(x=np.arange(1, count + 1), y=per, marker_color="#1f77b4",
-                             hovertemplate="iteration %{x}: %{y:,} cycles<extra></extra>"))
-        f.update_layout(title=f"Cycles per Repeat iteration ({count} iterations of {S} supersteps; "
-                              f"{run_res.cycles:,} cycles in all)", xaxis_title="iteration",
-                        yaxis_title="cycles", height=320)
-        figs.append(("iterations", "Repeat iterations", f))
-    c = cyc[first:]
+    first, S = 0, len(cyc)
+    if count > 1 and body is not None and body[1] > body[0]:
+        b0, B = body[0], body[1] - body[0]
+        if b0 + count * B <= len(cyc):
+            first, S = b0 + (count - 1) * B, B             # run steps of the last iteration
+            per = cyc[b0:b0 + count * B].reshape(count, B).sum(1)
+            x = [str(i) for i in range(1, count + 1)]
+            y = [int(v) for v in per]
+            if b0:
+                x, y = ["before"] + x, [int(cyc[:b0].sum())] + y
+            if b0 + count * B < len(cyc):
+                x, y = x + ["after"], y + [int(cyc[b0 + count * B:].sum())]
+            f = go.Figure(go.Bar(x=x, y=y, marker_color="#1f77b4",
+                                 hovertemplate="%{x}: %{y:,} cycles<extra></extra>"))
+            f.update_layout(title=f"Cycles per Repeat iteration ({count} iterations of {B} supersteps; "
+                                  f"{run_res.cycles:,} cycles in all)", xaxis=dict(title="iteration", type="category"),
+                            yaxis_title="cycles", height=320)
+            figs.append(("iterations", "Repeat iterations", f))
+    c = cyc[first:first + S]
     start = np.concatenate([[0], np.cumsum(c)[:-1]])
     colors = {"compute": "#1f77b4", "exchange": "#ff7f0e", "idle": "#7f7f7f"}
-    k = kinds[first:]
+    k = kinds[first:first + S]
     f = go.Figure(go.Bar(x=c, base=start, y=[f"{first + i + 1} {kk}" for i, kk in enumerate(k)],
                          orientation="h", marker_color=[colors.get(kk, "#999") for kk in k],
                          text=[f"{v} cycles" for v in c],
@@ -109,7 +122,8 @@ def ops_html(ops: list) -> str:
 def _figures(place_res, sched, run_res, t: Target, host: dict, ops=None):
     figs = []
     if run_res is not None and not run_res.rejection:
-        figs += _timeline(run_res, sched)
+        tg = getattr(place_res, "tilegraph", None)
+        figs += _timeline(run_res, sched, tg.body_steps() if tg is not None and tg.count > 1 else None)
         if ops:
             figs.append(("ops", "Cycles by op (PopVision's execution view)", _ops_figure(ops)))
         if run_res.tile_cycles is not None:
@@ -124,13 +138,19 @@ def _figures(place_res, sched, run_res, t: Target, host: dict, ops=None):
         tile = int(np.argmax(fp))
         r = tg.req
         f = go.Figure()
-        for i in np.flatnonzero(r["tile"] == tile):
-            a, s = int(pl.addr[i]), int(r["size"][i])
-            lo, hi = int(r["start"][i]), int(r["end"][i])
-            f.add_trace(go.Scatter(x=[lo, hi, hi, lo, lo], y=[a, a, a + s, a + s, a], fill="toself", mode="lines",
-                                   name=f"{tg.names[r['name'][i]]} ({s:,} B)",
-                                   hovertemplate=f"{tg.names[r['name'][i]]}: {s:,} B at 0x{a:X}, "
-                                                 f"events {lo}..{hi}<extra></extra>"))
+        # one trace per colour, its rectangles separated by gaps (fill="toself" closes each
+        # segment): a trace per buffer (135 at 4 layers) was most of the page's drawing time
+        bufs = np.flatnonzero(r["tile"] == tile)
+        for c in range(min(MAP_COLORS, len(bufs))):
+            xs, ys, text = [], [], []
+            for i in bufs[c::MAP_COLORS]:
+                a, s = int(pl.addr[i]), int(r["size"][i])
+                lo, hi = int(r["start"][i]), int(r["end"][i])
+                xs += [lo, hi, hi, lo, lo, None]
+                ys += [a, a, a + s, a + s, a, None]
+                text += [f"{tg.names[r['name'][i]]}: {s:,} B at 0x{a:X}, events {lo}..{hi}"] * 5 + [""]
+            f.add_trace(go.Scatter(x=xs, y=ys, text=text, fill="toself", mode="lines", showlegend=False,
+                                   hovertemplate="%{text}<extra></extra>"))
         for lo, hi in pl.support.ranges[tile]:
             if hi > lo:
                 f.add_hrect(y0=int(lo), y1=int(hi), fillcolor="grey", opacity=0.35, line_width=0)
@@ -147,6 +167,23 @@ def _figures(place_res, sched, run_res, t: Target, host: dict, ops=None):
         f.update_layout(title="Host time and memory per phase", showlegend=False, height=380)
         figs.append(("host", "Host time and RSS per phase", f))
     return figs
+
+
+def _version(js: str) -> str:
+    m = re.search(r"plotly\.js(?: \([^)]*\))? v(\S+)", js[:300])
+    return m.group(1) if m else "?"
+
+
+def plotly_js() -> str:
+    """plotly.js for the page, inlined once: the "cartesian" partial bundle vendored here
+    (plotly-cartesian.min.js, npm plotly.js-cartesian-dist-min, MIT; bar, heatmap, scatter
+    are every trace the page draws) -- 1.5 MB against the full bundle's 4.8 MB, and its
+    parsing was half of a 27-layer page's load time -- when it is the plotly.js version
+    plotly.py writes figures for; else plotly.py's own full bundle."""
+    from plotly.offline import get_plotlyjs
+    full = get_plotlyjs()
+    part = CARTESIAN.read_text() if CARTESIAN.is_file() else ""
+    return part if part and _version(part) == _version(full) else full
 
 
 def _headline(summary: dict, run_res, model) -> str:
@@ -169,10 +206,10 @@ def _headline(summary: dict, run_res, model) -> str:
 
 def profile_html(model, place_res, sched, run_res, t: Target, summary: dict, host: dict, ops=None) -> str:
     figs = _figures(place_res, sched, run_res, t, host, ops)
-    parts = []
-    for i, (fid, heading, f) in enumerate(figs):
+    parts = [f"<script>{plotly_js()}</script>"] if figs else []
+    for fid, heading, f in figs:
         parts.append(f"<h2>{_html.escape(heading)}</h2>" +
-                     to_html(f, full_html=False, include_plotlyjs=(i == 0), div_id=fid,
+                     to_html(f, full_html=False, include_plotlyjs=False, div_id=fid,
                              config={"displaylogo": False, "responsive": True}) +
                      (ops_html(ops) if fid == "ops" else ""))
     title = _html.escape(getattr(getattr(model, "graph", None), "name", "trial"))

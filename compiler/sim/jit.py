@@ -1,0 +1,143 @@
+"""Compiled (numba) inner loops of the simulator: operand loads fused with their
+widening to float32, f16 rounding fused with the store, and chunk moves.
+
+Each replaces a numpy sequence that made 2-4 passes over the data with
+temporaries (gather -> widening table lookup, f32 -> f16 cast -> scatter, record
+gather -> scatter): bit for bit the same results, in one pass. Widening reads the
+tables kernels.py builds from the library casts; rounding is numpy's own f32 -> f16
+conversion (npy_floatbits_to_halfbits: round to nearest even, NaN keeps its top
+payload bits, never quieted), written without branches so that LLVM vectorises it,
+and checked against astype over every float32 (experiments/host_time/f16_exhaustive.py;
+tests/sim/test_jit.py samples it). Indices are unsigned: numba then skips the
+negative-index wraparound that keeps its loops from vectorising. All functions
+release the GIL (the kernels' worker threads run them side by side on distinct tiles).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_JIT = dict(nogil=True, cache=True, boundscheck=False)
+U = np.uint64
+
+
+@njit(**_JIT)
+def load_f16(flat16, pos16, n, table, out):
+    """out[i, j] = table[flat16[pos16[i] + j]]: f16 operands (flat16: the tile memory as
+    uint16, pos16: even byte positions / 2), out float32[len(pos16), n]."""
+    for i in range(pos16.shape[0]):
+        p = U(pos16[i])
+        o = out[i]
+        for j in range(U(n)):
+            o[j] = table[flat16[p + j]]
+
+
+@njit(**_JIT)
+def load_fp8(flat, pos, n, table, out):
+    """out[i, j] = table[flat[pos[i] + j]]."""
+    for i in range(pos.shape[0]):
+        p = U(pos[i])
+        o = out[i]
+        for j in range(U(n)):
+            o[j] = table[flat[p + j]]
+
+
+@njit(**_JIT)
+def load_panels(flat, pos, R, C, P, es, table, out):
+    """b operands stored in AMP micro-panel order (isa.panel_order: rows [r0, r0+h),
+    h = P or R mod P, stored transposed as [C, h] row-major, panel after panel),
+    widened into row-major out[i, R, C]. es: element bytes (1: fp8, 256-entry table;
+    2: f16, 65536 entries). Written in output order: one tile's b is a few KiB, so
+    the strided reads stay in cache while the writes stream."""
+    for i in range(pos.shape[0]):
+        p = U(pos[i])
+        o = out[i]
+        for r in range(U(R)):
+            q = r % U(P)
+            r0 = r - q
+            h = min(U(P), U(R) - r0)
+            row = o[r]
+            e = r0 * U(C) + q                      # storage index of (r, 0); + c*h per column
+            if es == 1:
+                for c in range(U(C)):
+                    row[c] = table[flat[p + e + c * h]]
+            else:
+                for c in range(U(C)):
+                    k = p + U(2) * (e + c * h)
+                    row[c] = table[np.uint32(flat[k]) | (np.uint32(flat[k + U(1)]) << np.uint32(8))]
+
+
+@njit(inline="always")
+def _half(f):
+    """numpy's float32 -> float16 bits (npy_floatbits_to_halfbits) of float32 bits f,
+    branch-free: every case computed, the right one selected."""
+    sign = (f >> np.uint32(16)) & np.uint32(0x8000)
+    a = f & np.uint32(0x7FFFFFFF)
+    # f16 normal range [2**-14, 65520): rebias the exponent, round the 13 dropped bits to even
+    b = a - np.uint32(0x38000000)
+    normal = (b + np.uint32(0x0FFF) + ((a >> np.uint32(13)) & np.uint32(1))) >> np.uint32(13)
+    # below 2**-14: m * 2**(e-150) * 2**24 rounded to an integer, half to even (0 past 24 shifts)
+    e = a >> np.uint32(23)
+    m = (a & np.uint32(0x7FFFFF)) | np.uint32(0x800000)
+    s = np.uint32(126) - np.minimum(e, np.uint32(126))          # >= 14 wherever it is used
+    s = np.maximum(np.minimum(s, np.uint32(31)), np.uint32(1))   # keeps every shift defined
+    qt = m >> s
+    rem = m & ((np.uint32(1) << s) - np.uint32(1))
+    half = np.uint32(1) << (s - np.uint32(1))
+    up = (rem > half) | ((rem == half) & ((qt & np.uint32(1)) == np.uint32(1)))
+    sub = qt + np.uint32(up)
+    sub = sub if e >= np.uint32(102) else np.uint32(0)           # < 2**-25: 0 (and f32 subnormals)
+    nanv = np.uint32(0x7C00) + np.maximum((a & np.uint32(0x7FFFFF)) >> np.uint32(13), np.uint32(1))
+    h = normal if a >= np.uint32(0x38800000) else sub
+    h = np.uint32(0x7C00) if a >= np.uint32(0x477FF000) else h    # rounds to 65536 or more: inf
+    h = nanv if a > np.uint32(0x7F800000) else h
+    return np.uint16(sign | h)
+
+
+@njit(**_JIT)
+def store_f16(flat16, pos16, x, scale):
+    """flat16[pos16[i] + j] = f16 bits of x[i, j] * scale[i] (scale: float32[n], or empty
+    for none); the product is float32, as numpy's `x *= scale` gives."""
+    use = scale.shape[0] > 0
+    for i in range(pos16.shape[0]):
+        p = U(pos16[i])
+        row = x[i]
+        if use:
+            s = scale[i]
+            v = np.empty(row.shape[0], np.float32)
+            for j in range(v.shape[0]):
+                v[j] = row[j] * s
+            row = v
+        bits = row.view(np.uint32)
+        for j in range(U(bits.shape[0])):
+            flat16[p + j] = _half(bits[j])
+
+
+@njit(**_JIT)
+def f16_bits(x, out):
+    """out[k] = f16 bits of x[k] (1-D float32): the rounding alone, for the tests."""
+    bits = x.view(np.uint32)
+    for k in range(U(bits.shape[0])):
+        out[k] = _half(bits[k])
+
+
+@njit(**_JIT)
+def move(src, dst, sp, dp, length, order, buf):
+    """Chunks src[sp[i]:+length[i]] -> dst[dp[i]:+length[i]], taken in `order`: every
+    chunk is read (into the staging buffer buf, at least the total length) before any
+    is written, and a later chunk in `order` wins where destinations overlap --
+    memory.move's semantics."""
+    o = U(0)
+    for k in range(order.shape[0]):
+        i = order[k]
+        s, L = U(sp[i]), U(length[i])
+        for b in range(L):
+            buf[o + b] = src[s + b]
+        o += L
+    o = U(0)
+    for k in range(order.shape[0]):
+        i = order[k]
+        d, L = U(dp[i]), U(length[i])
+        for b in range(L):
+            dst[d + b] = buf[o + b]
+        o += L

@@ -122,6 +122,37 @@ def f16_bits(x, out):
 
 
 @njit(**_JIT)
+def disjoint(sp, dp, length, nbytes):
+    """True if no chunk's destination touches a 4 KiB page that any chunk's source
+    touches (so moving chunk by chunk, without staging, reads what a staged move
+    reads). Coarse: a False only costs the staging copy."""
+    mark = np.zeros((U(nbytes) >> U(12)) + U(1), np.uint8)
+    for i in range(sp.shape[0]):
+        L = U(length[i])
+        if L:
+            for b in range(U(sp[i]) >> U(12), ((U(sp[i]) + L - U(1)) >> U(12)) + U(1)):
+                mark[b] = 1
+    for i in range(dp.shape[0]):
+        L = U(length[i])
+        if L:
+            for b in range(U(dp[i]) >> U(12), ((U(dp[i]) + L - U(1)) >> U(12)) + U(1)):
+                if mark[b]:
+                    return False
+    return True
+
+
+@njit(**_JIT)
+def move_direct(src, dst, sp, dp, length, order):
+    """Chunks src[sp[i]:+length[i]] -> dst[dp[i]:+length[i]] in `order`, no staging:
+    only where no destination overlaps any source (disjoint, or distinct buffers)."""
+    for k in range(order.shape[0]):
+        i = order[k]
+        s, d, L = U(sp[i]), U(dp[i]), U(length[i])
+        for b in range(L):
+            dst[d + b] = src[s + b]
+
+
+@njit(**_JIT)
 def move(src, dst, sp, dp, length, order, buf):
     """Chunks src[sp[i]:+length[i]] -> dst[dp[i]:+length[i]], taken in `order`: every
     chunk is read (into the staging buffer buf, at least the total length) before any

@@ -116,18 +116,23 @@ def move(src: np.ndarray, dst: np.ndarray, sp, dp, length, groups=None) -> None:
     any is written (bulk-synchronous: a step's reads see the memory as it was
     when the step began, whatever the overlap); where destinations overlap, the
     chunk written last wins: the order of by_length (by length, then index).
-    `groups` = by_length(length) if the caller has it already. One compiled pass
-    (jit.move): numpy's record gathers and scatters cost a call per chunk length
-    and two copies of every byte more."""
+    `groups` = by_length(length) if the caller has it already. Compiled loops:
+    chunk by chunk when no destination touches a page any source touches
+    (jit.disjoint), else through a staging buffer kept between moves (jit.move)."""
     if len(sp) == 0:
         return
     order = (groups if groups is not None else by_length(length))[0]
     length = np.asarray(length)
+    sp, dp = np.asarray(sp, I64), np.asarray(dp, I64)
+    if (src is dst and jit.disjoint(sp, dp, length, dst.size)) or (
+            src is not dst and not np.may_share_memory(src, dst)):
+        jit.move_direct(src, dst, sp, dp, length, order)
+        return
     with _STAGE_LOCK:
         total = int(length.sum(dtype=I64))
         if _STAGE[0].size < total:      # kept between moves: fresh pages cost a fault each
             _STAGE[0] = np.empty(max(total, 2 * _STAGE[0].size), np.uint8)
-        jit.move(src, dst, np.asarray(sp, I64), np.asarray(dp, I64), length, order, _STAGE[0])
+        jit.move(src, dst, sp, dp, length, order, _STAGE[0])
 
 
 class Memory:

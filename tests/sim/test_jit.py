@@ -98,3 +98,29 @@ def test_move_reads_all_before_writing_and_later_chunks_win():
         _move_reference(want, sp, dp, length)
         memory.move(buf, buf, sp, dp, length)
         assert np.array_equal(buf, want), trial
+
+
+def test_move_without_staging_where_pages_are_disjoint():
+    """Sources on even 4 KiB pages, destinations (overlapping each other) on odd ones:
+    moved chunk by chunk (jit.disjoint holds) with the staged move's result; one chunk
+    reading a destination page sends it back through the staging buffer."""
+    rng = np.random.default_rng(5)
+    n = 40
+    length = rng.choice([8, 16, 24], n)
+    sp = rng.integers(0, 8, n) * 8192 + rng.integers(0, 500, n) * 4
+    dp = rng.integers(0, 8, n) * 8192 + 4096 + rng.integers(0, 20, n) * 4
+    assert jit.disjoint(sp, dp, length, 1 << 16)
+    for src in (sp, np.r_[sp[:-1], dp[0]]):
+        assert jit.disjoint(src, dp, length, 1 << 16) == (src is sp)
+        buf = rng.integers(0, 256, 1 << 16, dtype=np.uint8)
+        want = buf.copy()
+        _move_reference(want, src, dp, length)
+        memory.move(buf, buf, src, dp, length)
+        assert np.array_equal(buf, want)
+    other = rng.integers(0, 256, 1 << 16, dtype=np.uint8)       # distinct buffers: never staged
+    buf = np.zeros(1 << 16, np.uint8)
+    want = buf.copy()
+    for i in sorted(range(n), key=lambda i: (length[i], i)):
+        want[dp[i]:dp[i] + length[i]] = other[sp[i]:sp[i] + length[i]]
+    memory.move(other, buf, sp, dp, length)
+    assert np.array_equal(buf, want)

@@ -131,8 +131,14 @@ def move(src: np.ndarray, dst: np.ndarray, sp, dp, length, groups=None) -> None:
     with _STAGE_LOCK:
         total = int(length.sum(dtype=I64))
         if _STAGE[0].size < total:      # kept between moves: fresh pages cost a fault each
-            _STAGE[0] = np.empty(max(total, 2 * _STAGE[0].size), np.uint8)
+            _STAGE[0] = np.empty(total, np.uint8)
         jit.move(src, dst, sp, dp, length, order, _STAGE[0])
+
+
+def drop_stage() -> None:
+    """Free memory.move's staging buffer (at the end of a run)."""
+    with _STAGE_LOCK:
+        _STAGE[0] = np.empty(0, np.uint8)
 
 
 class Memory:

@@ -3,8 +3,9 @@ widening to float32, f16 rounding fused with the store, and chunk moves.
 
 Each replaces a numpy sequence that made 2-4 passes over the data with
 temporaries (gather -> widening table lookup, f32 -> f16 cast -> scatter, record
-gather -> scatter): bit for bit the same results, in one pass. Widening reads the
-tables kernels.py builds from the library casts; rounding is numpy's own f32 -> f16
+gather -> scatter): bit for bit the same results, in one pass. fp8 widens through the
+256-entry table kernels.py builds from the library cast, f16 by bit arithmetic equal
+to that table's (every one of the 65536 inputs: tests/sim/test_jit.py); rounding is numpy's own f32 -> f16
 conversion (npy_floatbits_to_halfbits: round to nearest even, NaN keeps its top
 payload bits, never quieted), written without branches so that LLVM vectorises it,
 and checked against astype over every float32 (experiments/host_time/f16_exhaustive.py;
@@ -21,15 +22,36 @@ _JIT = dict(nogil=True, cache=True, boundscheck=False)
 U = np.uint64
 
 
+@njit(inline="always")
+def _widen16(h):
+    """f16 bits h (uint32) -> float32, as numpy's astype (npy_halfbits_to_floatbits: NaN
+    payloads kept, never quieted), branch-free so that LLVM vectorises the loops."""
+    sign = (h & np.uint32(0x8000)) << np.uint32(16)
+    a = h & np.uint32(0x7FFF)
+    normal = sign | ((a << np.uint32(13)) + np.uint32(0x38000000))     # exponent + 112
+    special = sign | np.uint32(0x7F800000) | ((h & np.uint32(0x3FF)) << np.uint32(13))
+    v = np.uint32(special if a >= np.uint32(0x7C00) else normal).view(np.float32)
+    sub = np.float32(h & np.uint32(0x3FF)) * np.float32(2.0 ** -24)      # exact: m * 2**-24
+    sub = -sub if sign else sub
+    return sub if a < np.uint32(0x400) else v
+
+
 @njit(**_JIT)
-def load_f16(flat16, pos16, n, table, out):
-    """out[i, j] = table[flat16[pos16[i] + j]]: f16 operands (flat16: the tile memory as
+def load_f16(flat16, pos16, n, out):
+    """out[i, j] = flat16[pos16[i] + j] widened: f16 operands (flat16: the tile memory as
     uint16, pos16: even byte positions / 2), out float32[len(pos16), n]."""
     for i in range(pos16.shape[0]):
         p = U(pos16[i])
         o = out[i]
         for j in range(U(n)):
-            o[j] = table[flat16[p + j]]
+            o[j] = _widen16(np.uint32(flat16[p + j]))
+
+
+@njit(**_JIT)
+def widen16(h, out):
+    """out[k] = float32 of f16 bits h[k] (1-D): the widening alone, for the tests."""
+    for k in range(h.shape[0]):
+        out[k] = _widen16(np.uint32(h[k]))
 
 
 @njit(**_JIT)
@@ -46,8 +68,8 @@ def load_fp8(flat, pos, n, table, out):
 def load_panels(flat, pos, R, C, P, es, table, out):
     """b operands stored in AMP micro-panel order (isa.panel_order: rows [r0, r0+h),
     h = P or R mod P, stored transposed as [C, h] row-major, panel after panel),
-    widened into row-major out[i, R, C]. es: element bytes (1: fp8, 256-entry table;
-    2: f16, 65536 entries). Written in output order: one tile's b is a few KiB, so
+    widened into row-major out[i, R, C]. es: element bytes (1: fp8 through the
+    256-entry table; 2: f16, table unused). Written in output order: one tile's b is a few KiB, so
     the strided reads stay in cache while the writes stream."""
     for i in range(pos.shape[0]):
         p = U(pos[i])
@@ -64,7 +86,7 @@ def load_panels(flat, pos, R, C, P, es, table, out):
             else:
                 for c in range(U(C)):
                     k = p + U(2) * (e + c * h)
-                    row[c] = table[np.uint32(flat[k]) | (np.uint32(flat[k + U(1)]) << np.uint32(8))]
+                    row[c] = _widen16(np.uint32(flat[k]) | (np.uint32(flat[k + U(1)]) << np.uint32(8)))
 
 
 @njit(inline="always")

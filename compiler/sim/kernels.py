@@ -303,7 +303,7 @@ class Kernels:
             return out
         if dtype == "f16" and not (pos & 1).any():
             out = np.empty((n, nbytes // 2), np.float32)
-            jit.load_f16(m.flat16, pos >> 1, nbytes // 2, _WIDEN["f16"], out)
+            jit.load_f16(m.flat16, pos >> 1, nbytes // 2, out)
             return out
         return widen(gather(m.flat, pos, nbytes), dtype)
 

@@ -49,6 +49,13 @@ def test_store_f16_scales_then_rounds():
     assert all(np.array_equal(mem[p:p + 50], w) for p, w in zip(pos, x.astype(np.float16).view(np.uint16)))
 
 
+def test_f16_widening_is_numpys():
+    h = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    got = np.empty(len(h), np.float32)
+    jit.widen16(h, got)
+    assert np.array_equal(got.view(np.uint32), h.view(np.float16).astype(np.float32).view(np.uint32))
+
+
 def test_loads_widen_like_the_library_casts():
     rng = np.random.default_rng(2)
     flat = rng.integers(0, 256, 4096, dtype=np.uint8)
@@ -57,7 +64,7 @@ def test_loads_widen_like_the_library_casts():
     jit.load_fp8(flat, pos, 37, _WIDEN["fp8"], out)
     want = np.stack([flat[p:p + 37].view(FP8).astype(np.float32) for p in pos])
     assert np.array_equal(out.view(np.uint32), want.view(np.uint32))       # NaNs included
-    jit.load_f16(flat.view(np.uint16), pos // 2, 37, _WIDEN["f16"], out)
+    jit.load_f16(flat.view(np.uint16), pos // 2, 37, out)
     want = np.stack([flat[p:p + 74].view(np.float16).astype(np.float32) for p in pos])
     assert np.array_equal(out.view(np.uint32), want.view(np.uint32))
 

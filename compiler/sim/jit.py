@@ -48,6 +48,22 @@ def load_f16(flat16, pos16, n, out):
 
 
 @njit(**_JIT)
+def add_f16(flat16, p0, p1, st, k, n, out):
+    """ADD's sum in float32: out[i, j] = src0[j] + src1[j] + src1[st + j] + ... (k partials
+    at uint16 positions p1[i] + q*st[i]), added in that order -- the kernel's order, and
+    numpy's `acc += partial` -- with no temporary per partial."""
+    for i in range(p0.shape[0]):
+        o = out[i]
+        a = U(p0[i])
+        for j in range(U(n)):
+            o[j] = _widen16(np.uint32(flat16[a + j]))
+        for q in range(U(k)):
+            b = U(p1[i]) + q * U(st[i])
+            for j in range(U(n)):
+                o[j] += _widen16(np.uint32(flat16[b + j]))
+
+
+@njit(**_JIT)
 def widen16(h, out):
     """out[k] = float32 of f16 bits h[k] (1-D): the widening alone, for the tests."""
     for k in range(h.shape[0]):

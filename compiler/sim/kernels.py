@@ -260,9 +260,14 @@ class Kernels:
             cycles[grp] = self.t.vector_cycles(2 * n * (k + 1) + 2 * n)   # bytes read + written
             def body(g):
                 tg = tiles[g]
-                acc = self._load(tg, s0[g], 2 * n)
-                for i in range(k):   # sequential f32 accumulation: the order the kernel adds in
-                    acc += self._load(tg, s1[g] + i * st[g], 2 * n)
+                p0, p1 = m.pos(tg, s0[g]), m.pos(tg, s1[g])
+                if k > 0 and not ((p0 | p1 | st[g]) & 1).any():   # aligned operands: compiled sum
+                    acc = np.empty((len(g), n), np.float32)
+                    jit.add_f16(m.flat16, p0 >> 1, p1 >> 1, st[g] >> 1, k, n, acc)
+                else:
+                    acc = self._load(tg, s0[g], 2 * n)
+                    for i in range(k):   # sequential f32 accumulation: the order the kernel adds in
+                        acc += self._load(tg, s1[g] + i * st[g], 2 * n)
                 self._store16(tg, out[g], acc)
             self.each(self.slices(grp, 8 * n), body)
         return cycles

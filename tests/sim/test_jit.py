@@ -131,3 +131,18 @@ def test_move_without_staging_where_pages_are_disjoint():
         want[dp[i]:dp[i] + length[i]] = other[sp[i]:sp[i] + length[i]]
     memory.move(other, buf, sp, dp, length)
     assert np.array_equal(buf, want)
+
+
+def test_add_sums_in_the_kernels_order():
+    rng = np.random.default_rng(6)
+    h = rng.standard_normal(4000).astype(np.float16)
+    h[::97] = np.float16(6e-8)                               # subnormals
+    flat16 = h.view(np.uint16)
+    p0, p1, st = np.array([0, 1000]), np.array([2000, 2500]), np.array([300, 100])
+    out = np.empty((2, 90), np.float32)
+    jit.add_f16(flat16, p0, p1, st, 4, 90, out)
+    for i in range(2):
+        want = h[p0[i]:p0[i] + 90].astype(np.float32)
+        for q in range(4):
+            want = want + h[p1[i] + q * st[i]:p1[i] + q * st[i] + 90].astype(np.float32)
+        assert np.array_equal(out[i].view(np.uint32), want.view(np.uint32))

@@ -44,6 +44,7 @@ h = hashlib.sha256()
 for k in sorted(r.outputs):
     h.update(r.outputs[k].tobytes())
 h.update(r.tile_cycles.tobytes()); h.update(r.step_cycles.tobytes())
+assert sim.__file__.startswith(os.getcwd()), (sim.__file__, os.getcwd())   # the revision's own code
 print(json.dumps(dict(wall_s=round(wall, 1), cpu_s=round(cpu, 1), load=round(load, 1),
                       peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
                       supersteps=len(r.step_kind), cycles=int(r.total_cycles), digest=h.hexdigest()[:16])))
@@ -71,7 +72,9 @@ def main(argv=None):
                                check=True, capture_output=True)
             for rep in range(reps):          # revisions interleaved: each sees the same load drift
                 for sha, tree in trees.items():
-                    r = subprocess.run([sys.executable, "-c", INNER, art],
+                    # cwd = the revision's tree: `python -c` puts the cwd first on sys.path,
+                    # ahead of PYTHONPATH (run elsewhere, every revision imported that dir's code)
+                    r = subprocess.run([sys.executable, "-c", INNER, art], cwd=str(tree),
                                        env=dict(os.environ, PYTHONPATH=str(tree)),
                                        check=True, capture_output=True, text=True)
                     rows.append(dict(rev=sha, rep=rep + 1, **json.loads(r.stdout.strip().splitlines()[-1])))

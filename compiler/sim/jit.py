@@ -3,15 +3,16 @@ widening to float32, f16 rounding fused with the store, and chunk moves.
 
 Each replaces a numpy sequence that made 2-4 passes over the data with
 temporaries (gather -> widening table lookup, f32 -> f16 cast -> scatter, record
-gather -> scatter): bit for bit the same results, in one pass. fp8 widens through the
-256-entry table kernels.py builds from the library cast, f16 by bit arithmetic equal
-to that table's (every one of the 65536 inputs: tests/sim/test_jit.py); rounding is numpy's own f32 -> f16
-conversion (npy_floatbits_to_halfbits: round to nearest even, NaN keeps its top
-payload bits, never quieted), written without branches so that LLVM vectorises it,
-and checked against astype over every float32 (experiments/host_time/f16_exhaustive.py;
-tests/sim/test_jit.py samples it). Indices are unsigned: numba then skips the
-negative-index wraparound that keeps its loops from vectorising. All functions
-release the GIL (the kernels' worker threads run them side by side on distinct tiles).
+gather -> scatter): bit for bit the same results, in one pass. fp8 widens through
+the 256-entry table kernels.py builds from the library cast; f16 by bit arithmetic
+equal to numpy's cast on all 65536 inputs (tests/sim/test_jit.py). Rounding is
+numpy's own f32 -> f16 conversion (npy_floatbits_to_halfbits: round to nearest
+even, NaN keeps its top payload bits, never quieted), checked against astype over
+every float32 (experiments/host_time/f16_exhaustive.py; tests/sim/test_jit.py
+samples it). Both are written without branches so that LLVM vectorises them, and
+indices are unsigned: numba then skips the negative-index wraparound that keeps
+its loops from vectorising. All functions release the GIL (the kernels' worker
+threads run them side by side on distinct tiles).
 """
 from __future__ import annotations
 

@@ -15,6 +15,8 @@ placed addresses; every tile fetches its instructions from its own memory.
   exchange.py  the exchange phase: table decoding, matching, BSP transfer
   repeat.py    REPEAT: loop state, relocation of fetched code and exchange-table words
   run.py       fetch/decode, supersteps, sync, cycles, profile samples
+  jit.py       compiled (numba) inner loops: operand loads fused with widening, f16
+               rounding fused with the store, chunk moves
   oracle.py    an independent cycle oracle: per-step cycles from the program and docs/architecture.md §2 alone
   bench.py     synthetic full-size programs: python -m compiler.sim.bench [target] [rounds]
                and python -m compiler.sim.bench [target] repeat [iters]
@@ -24,7 +26,10 @@ slices run on worker threads (kernels.WORKERS, the host's cores; numpy releases 
 GIL), BLAS runs single-threaded inside the simulator (threadpoolctl: thousands of
 small per-tile products), an exchange's matching and chunking is planned once per
 distinct EXCH set and reused while the table words agree but for their (relocated)
-addresses (exchange.PlanCache), and chunks move as fixed-size opaque records.
+addresses (exchange.PlanCache), and the per-element work outside BLAS runs in
+compiled loops (jit.py: an operand's gather and widening, a result's f16 rounding
+and scatter, each one pass; byte moves through one kept staging buffer), checked
+bit for bit against the numpy code they replace (tests/sim/test_jit.py).
 
 Decisions the machine takes where isa.py is silent (the lowering must match):
   * instruction word 0 is validated per opcode (decode.RULES): any dtype, dtype2

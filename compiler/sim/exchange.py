@@ -59,13 +59,14 @@ class Plan:
     chunk: np.ndarray        # pair of each chunk
     soff: np.ndarray         # chunk offsets from the send's address ...
     doff: np.ndarray         # ... and from the receive's address
+    length: np.ndarray       # chunk lengths
     groups: tuple            # memory.by_length of the chunk lengths
     send_bytes: np.ndarray   # int64[tiles]
     recv_bytes: np.ndarray
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.shape, self.S, self.R, self.chunk, self.soff, self.doff,
+        return sum(a.nbytes for a in (self.shape, self.S, self.R, self.chunk, self.soff, self.doff, self.length,
                                       self.groups[0]))
 
 
@@ -136,7 +137,7 @@ def exchange(m: Memory, step: int, tile, pc, taddr, nsend, nrecv, fix=None, cach
     S, R, c = plan.S, plan.R, plan.chunk
     sp = m.pos(own[S], addr[S])[c] + plan.soff
     dp = m.pos(own[R], addr[R])[c] + plan.doff
-    move(m.flat, m.flat, sp, dp, None, plan.groups)
+    move(m.flat, m.flat, sp, dp, plan.length, plan.groups)
     return ExchangeResult(plan.send_bytes, plan.recv_bytes)
 
 
@@ -177,5 +178,5 @@ def _plan(T, step, shape, is_send, own, own_pc, j) -> Plan:
     c, so, do, L = chunk_offsets(rb[S], rows[S], stride[S], rb[R], rows[R], stride[R])
     order, runs = by_length(L)
     i32 = lambda a: a.astype(np.int32)     # offsets within a tile, indices: a cached plan stays small
-    return Plan(shape, S, R, i32(c), i32(so), i32(do), (i32(order), runs),
+    return Plan(shape, S, R, i32(c), i32(so), i32(do), i32(L), (i32(order), runs),
                 np.bincount(own[S], nb[S], T).astype(I64), np.bincount(own[R], nb[R], T).astype(I64))

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import isa
 from ..target import CODE, DTYPE_BYTES, INTERLEAVED
-from . import decode, fmath
+from . import decode, fmath, jit
 from .fault import first_fault
 from .memory import I64, Memory, extent, gather, move, plan_chunks, scatter
 from .scales import scale_word
@@ -90,6 +90,9 @@ def to_f16(x: np.ndarray) -> np.ndarray:
     bits = np.rint(np.abs(xs) * np.float32(2.0 ** 24)).astype(np.uint16)
     out.view(np.uint16)[small] = bits | (np.signbit(xs).astype(np.uint16) << 15)
     return out
+
+
+_NO_SCALE = np.zeros(0, np.float32)
 
 
 def groups(keys: np.ndarray):
@@ -222,16 +225,19 @@ class Kernels:
     def _matmul(self, tg, a, b, out, scale, mm, kk, nn, da, db, transpose_b, panel):
         """panel: micro-panel height P of b (0: b is plain row-major / transposed)."""
         m = self.m
-        A = widen(gather(m.flat, m.pos(tg, a), mm * kk * NP_DTYPES[da].itemsize), da)
+        A = self._load(tg, a, mm * kk * NP_DTYPES[da].itemsize, da)
         eb = NP_DTYPES[db].itemsize
-        B = gather(m.flat, m.pos(tg, b), kk * nn * eb)
-        if panel:        # same bytes, panel order: back to [k, n] (reordered as raw elements, before widening)
-            B = isa.from_panel_order(B.view(f"<u{eb}"), kk, nn, panel).reshape(len(tg), -1).view(np.uint8)
-        B = widen(B, db)
+        if panel and db in _WIDEN:      # panel order back to [k, n], widened in the same pass
+            B = np.empty((len(tg), kk, nn), np.float32)
+            jit.load_panels(m.flat, m.pos(tg, b), kk, nn, panel, eb, _WIDEN[db], B)
+        else:
+            B = gather(m.flat, m.pos(tg, b), kk * nn * eb)
+            if panel:    # same bytes, panel order: back to [k, n] (reordered as raw elements, before widening)
+                B = isa.from_panel_order(B.view(f"<u{eb}"), kk, nn, panel).reshape(len(tg), -1).view(np.uint8)
+            B = widen(B, db)
         B = B.reshape(-1, nn, kk).transpose(0, 2, 1) if transpose_b else B.reshape(-1, kk, nn)
         C = np.matmul(A.reshape(-1, mm, kk), B)
-        C *= scale[:, None, None]
-        scatter(m.flat, m.pos(tg, out), to_f16(C).reshape(len(tg), -1))
+        self._store16(tg, out, C, scale)
 
     # ---- ADD ----------------------------------------------------------------
     def add(self, step, tiles, pcs, w):
@@ -255,10 +261,15 @@ class Kernels:
             cycles[grp] = self.t.vector_cycles(2 * n * (k + 1) + 2 * n)   # bytes read + written
             def body(g):
                 tg = tiles[g]
-                acc = widen(gather(m.flat, m.pos(tg, s0[g]), 2 * n), "f16")
-                for i in range(k):   # sequential f32 accumulation: the order the kernel adds in
-                    acc += widen(gather(m.flat, m.pos(tg, s1[g] + i * st[g]), 2 * n), "f16")
-                scatter(m.flat, m.pos(tg, out[g]), to_f16(acc))
+                p0, p1 = m.pos(tg, s0[g]), m.pos(tg, s1[g])
+                if k > 0 and not ((p0 | p1 | st[g]) & 1).any():   # aligned operands: compiled sum
+                    acc = np.empty((len(g), n), np.float32)
+                    jit.add_f16(m.flat16, p0 >> 1, p1 >> 1, st[g] >> 1, k, n, acc)
+                else:
+                    acc = self._load(tg, s0[g], 2 * n)
+                    for i in range(k):   # sequential f32 accumulation: the order the kernel adds in
+                        acc += self._load(tg, s1[g] + i * st[g], 2 * n)
+                self._store16(tg, out[g], acc)
             self.each(self.slices(grp, 8 * n), body)
         return cycles
 
@@ -288,10 +299,36 @@ class Kernels:
 
     # ---- vector kernels (f16 data, f32 arithmetic: fmath) ----------------------------
     def _load(self, tg, addr, nbytes, dtype="f16"):
-        return widen(gather(self.m.flat, self.m.pos(tg, addr), nbytes), dtype)
+        """Operand bytes at (tiles, addr) widened to float32[len(tg), nelem]: gathered and
+        widened in one compiled pass for f16 and fp8 (bit-identical to widen's tables)."""
+        m, n = self.m, len(tg)
+        pos = m.pos(tg, addr)
+        if dtype == "fp8":
+            out = np.empty((n, nbytes), np.float32)
+            jit.load_fp8(m.flat, pos, nbytes, _WIDEN["fp8"], out)
+            return out
+        if dtype == "f16" and not (pos & 1).any():
+            out = np.empty((n, nbytes // 2), np.float32)
+            jit.load_f16(m.flat16, pos >> 1, nbytes // 2, out)
+            return out
+        return widen(gather(m.flat, pos, nbytes), dtype)
 
     def _store(self, tg, addr, x):
         scatter(self.m.flat, self.m.pos(tg, addr), x.reshape(len(tg), -1))
+
+    def _store16(self, tg, addr, x, scale=None):
+        """float32 results (times a per-tile f32 scale, if given) rounded to f16 and
+        stored at (tiles, addr), in one compiled pass; bit-identical to
+        _store(tg, addr, to_f16(x * scale))."""
+        if x.dtype != np.float32:          # a float64 result would round differently
+            raise TypeError(f"_store16 rounds float32 results, not {x.dtype}")
+        x = np.ascontiguousarray(x).reshape(len(tg), -1)
+        pos = self.m.pos(tg, addr)
+        if (pos & 1).any():
+            self._store(tg, addr, to_f16(x if scale is None else x * scale[:, None]))
+            return
+        sc = _NO_SCALE if scale is None else np.ascontiguousarray(scale, np.float32)
+        jit.store_f16(self.m.flat16, pos >> 1, x, sc)
 
     def gelu(self, step, tiles, pcs, w):
         _, _, _, fl = decode.fields(w[:, 0])
@@ -303,7 +340,7 @@ class Kernels:
             n = int(ne[grp[0]])
             def body(g):
                 tg = tiles[g]
-                self._store(tg, out[g], to_f16(fmath.gelu(self._load(tg, src[g], 2 * n), bool(erf_form[grp[0]]))))
+                self._store16(tg, out[g], fmath.gelu(self._load(tg, src[g], 2 * n), bool(erf_form[grp[0]])))
             self.each(self.slices(grp, 16 * n), body)
         return self.t.gelu_cycles(ne)
 
@@ -318,7 +355,7 @@ class Kernels:
                 tg = tiles[g]
                 x = self._load(tg, src[g], 2 * r * c).reshape(-1, r, c)
                 b = self._load(tg, bias[g], 2 * c).reshape(-1, 1, c)
-                self._store(tg, out[g], to_f16((x + b).reshape(len(g), -1)))
+                self._store16(tg, out[g], x + b)
             self.each(self.slices(grp, 16 * r * c), body)
         return self.t.bias_cycles(R, C)
 
@@ -337,7 +374,7 @@ class Kernels:
                 x = self._load(tg, src[g], 2 * r * c).reshape(-1, r, c)
                 gm = self._load(tg, gamma[g], 2 * c).reshape(-1, 1, c)
                 bt = self._load(tg, beta[g], 2 * c).reshape(-1, 1, c)
-                self._store(tg, out[g], to_f16(fmath.layernorm(x, gm, bt, eps[g][:, None, None])))
+                self._store16(tg, out[g], fmath.layernorm(x, gm, bt, eps[g][:, None, None]))
             self.each(self.slices(grp, 16 * r * c), body)
         return self.t.layernorm_cycles(R, C)
 
@@ -356,7 +393,7 @@ class Kernels:
                 x = self._load(tg, src[g], 2 * r * c).reshape(-1, r, c)
                 y = np.zeros(x.shape, np.float32)
                 y[:, :, :v] = fmath.softmax(np.ascontiguousarray(x[:, :, :v]), scale[g][:, None, None])
-                self._store(tg, out[g], to_f16(y))
+                self._store16(tg, out[g], y)
             self.each(self.slices(grp, 16 * r * c), body)
         return self.t.softmax_cycles(R, C)
 
@@ -434,7 +471,7 @@ class Kernels:
                 y = self._load(tg, s0[g], 2 * r * c).reshape(-1, r, c) * v
                 if add[grp[0]]:
                     y += self._load(tg, s1[g], 2 * r * c).reshape(-1, r, c)
-                self._store(tg, out[g], to_f16(y))
+                self._store16(tg, out[g], y)
             self.each(self.slices(grp, 16 * r * c + 8 * r), body)
         return cycles
 

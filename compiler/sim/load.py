@@ -107,11 +107,7 @@ def _as_host(h: dict) -> dict:
     return {k: np.asarray(v, I64).reshape(-1) for k, v in h.items()}
 
 
-def _panel_stream(buf: np.ndarray, name: str, rows, cols, ebytes, P) -> np.ndarray:
-    """The host's rearrangement of a panel stream: its consecutive [rows, cols]
-    matrices of `ebytes`-byte elements, each sent in isa.panel_order(., P) (the
-    layout the AMP engine loads b in), so no tile spends cycles reordering weights.
-    Same length: host_in offsets then address the rearranged bytes."""
+def _panel_check(buf: np.ndarray, name: str, rows, cols, ebytes, P) -> None:
     rows, cols, ebytes, P = (int(x) for x in (rows, cols, ebytes, P))
     if min(rows, cols, ebytes, P) <= 0:
         raise ValueError(f"in_panels[{name!r}] = {(rows, cols, ebytes, P)} must be positive (rows, cols, ebytes, P)")
@@ -119,6 +115,15 @@ def _panel_stream(buf: np.ndarray, name: str, rows, cols, ebytes, P) -> np.ndarr
     if len(buf) % mat:
         raise ValueError(f"input stream {name!r} of {len(buf)} B is not whole [{rows}, {cols}] matrices "
                          f"of {ebytes}-byte elements ({mat} B each) for its panel order")
+
+
+def _panel_stream(buf: np.ndarray, name: str, rows, cols, ebytes, P) -> np.ndarray:
+    """The host's rearrangement of a panel stream: its consecutive [rows, cols]
+    matrices of `ebytes`-byte elements, each sent in isa.panel_order(., P) (the
+    layout the AMP engine loads b in), so no tile spends cycles reordering weights.
+    Same length: host_in offsets then address the rearranged bytes."""
+    _panel_check(buf, name, rows, cols, ebytes, P)
+    rows, cols, ebytes, P = (int(x) for x in (rows, cols, ebytes, P))
     if len(buf) == 0:
         return buf
     # elements as opaque ebytes-wide values, so panel_order moves whole elements
@@ -141,8 +146,7 @@ def host_in(m: Memory, p: Program, streams: dict) -> int:
         if name not in p.in_streams:
             raise ValueError(f"in_panels names {name!r}, which is not an input stream "
                              f"(program streams {list(p.in_streams)})")
-        i = p.in_streams.index(name)
-        bufs[i] = _panel_stream(bufs[i], name, *spec)
+        _panel_check(bufs[p.in_streams.index(name)], name, *spec)
     h = _as_host(p.host_in)
     if len(h["tile"]) == 0:
         return 0
@@ -152,7 +156,12 @@ def host_in(m: Memory, p: Program, streams: dict) -> int:
         k = h["stream"] == si
         sp, dp, L = plan_chunks(h["host_off"][k], rb[k], rows[k], h["host_stride"][k],
                                 m.pos(h["tile"][k], h["addr"][k]), rb[k], rows[k], h["tile_stride"][k])
-        move(bufs[si], m.flat, sp, dp, L)
+        name = p.in_streams[si]
+        # panel streams rearranged one at a time, each dropped once moved: the host holds
+        # one rearranged copy at most (the weights of 27 layers are ~400 MB of them)
+        src = _panel_stream(bufs[si], name, *p.in_panels[name]) if name in p.in_panels else bufs[si]
+        move(src, m.flat, sp, dp, L)
+        del src
     return int((rb * rows).sum())
 
 

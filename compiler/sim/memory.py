@@ -3,18 +3,24 @@
 All tiles' memories are one uint8 array [tiles, tile_bytes]; a byte is addressed
 by its *flat position* tile*tile_bytes + (addr - memory_base). Every transfer
 (kernel operands, local copies, exchange, host streams, code loading) is a set
-of contiguous chunks moved with one fancy index per chunk length on a
-"window" view of the buffer (each row of the view is L bytes starting at one
-position), so nothing loops over rows or bytes in Python.
+of contiguous chunks: moved by one compiled loop (jit.move), or gathered with
+one fancy index per chunk length on a "records" view of the buffer (each item
+is L bytes starting at one position), so nothing loops over rows or bytes in
+Python.
 """
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..target import Target
+from . import jit
 
 I64 = np.int64
+_STAGE = [np.empty(0, np.uint8)]       # memory.move's staging buffer
+_STAGE_LOCK = threading.Lock()
 
 
 def windows(buf: np.ndarray, length: int) -> np.ndarray:
@@ -108,15 +114,31 @@ def by_length(length):
 def move(src: np.ndarray, dst: np.ndarray, sp, dp, length, groups=None) -> None:
     """Copy chunks src[sp:sp+len] -> dst[dp:dp+len]. All chunks are read before
     any is written (bulk-synchronous: a step's reads see the memory as it was
-    when the step began, whatever the overlap). `groups` = by_length(length) if
-    the caller has it already."""
+    when the step began, whatever the overlap); where destinations overlap, the
+    chunk written last wins: the order of by_length (by length, then index).
+    `groups` = by_length(length) if the caller has it already. Compiled loops:
+    chunk by chunk when no destination touches a page any source touches
+    (jit.disjoint), else through a staging buffer kept between moves (jit.move)."""
     if len(sp) == 0:
         return
-    order, runs = groups if groups is not None else by_length(length)
-    sp, dp = np.asarray(sp, I64)[order], np.asarray(dp, I64)[order]
-    data = [(dp[lo:hi], gather(src, sp[lo:hi], L)) for L, lo, hi in runs]
-    for pos, d in data:
-        scatter(dst, pos, d)
+    order = (groups if groups is not None else by_length(length))[0]
+    length = np.asarray(length)
+    sp, dp = np.asarray(sp, I64), np.asarray(dp, I64)
+    if (src is dst and jit.disjoint(sp, dp, length, dst.size)) or (
+            src is not dst and not np.may_share_memory(src, dst)):
+        jit.move_direct(src, dst, sp, dp, length, order)
+        return
+    with _STAGE_LOCK:
+        total = int(length.sum(dtype=I64))
+        if _STAGE[0].size < total:      # kept between moves: fresh pages cost a fault each
+            _STAGE[0] = np.empty(total, np.uint8)
+        jit.move(src, dst, sp, dp, length, order, _STAGE[0])
+
+
+def drop_stage() -> None:
+    """Free memory.move's staging buffer (at the end of a run)."""
+    with _STAGE_LOCK:
+        _STAGE[0] = np.empty(0, np.uint8)
 
 
 class Memory:
@@ -131,6 +153,7 @@ class Memory:
         self.tile_bytes = target.tile_bytes
         self.mem = np.zeros((self.tiles, self.tile_bytes), np.uint8)
         self.flat = self.mem.reshape(-1)
+        self.flat16 = self.flat.view(np.uint16)   # f16 operands (even positions) for the compiled loads
 
     def pos(self, tile, addr):
         return np.asarray(tile, I64) * self.tile_bytes + (np.asarray(addr, I64) - self.base)

@@ -23,7 +23,7 @@ from .exchange import PlanCache, exchange
 from .fault import MachineFault, first_fault
 from .kernels import KERNELS, Kernels
 from .load import host_cycles, host_in, host_out, load
-from .memory import I64, Memory, gather, scatter
+from .memory import I64, Memory, drop_stage, gather, scatter
 
 
 @dataclass
@@ -255,3 +255,4 @@ def run(program: Program, streams: dict, on_step=None) -> SimResult:
             return mach.run(streams, on_step)
         finally:
             mach.k.close()
+            drop_stage()

@@ -1,0 +1,213 @@
+"""Compiled (numba) inner loops of the simulator: operand loads fused with their
+widening to float32, f16 rounding fused with the store, and chunk moves.
+
+Each replaces a numpy sequence that made 2-4 passes over the data with
+temporaries (gather -> widening table lookup, f32 -> f16 cast -> scatter, record
+gather -> scatter): bit for bit the same results, in one pass. fp8 widens through
+the 256-entry table kernels.py builds from the library cast; f16 by bit arithmetic
+equal to numpy's cast on all 65536 inputs (tests/sim/test_jit.py). Rounding is
+numpy's own f32 -> f16 conversion (npy_floatbits_to_halfbits: round to nearest
+even, NaN keeps its top payload bits, never quieted), checked against astype over
+every float32 (experiments/host_time/f16_exhaustive.py; tests/sim/test_jit.py
+samples it). Both are written without branches so that LLVM vectorises them, and
+indices are unsigned: numba then skips the negative-index wraparound that keeps
+its loops from vectorising. All functions release the GIL (the kernels' worker
+threads run them side by side on distinct tiles).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_JIT = dict(nogil=True, cache=True, boundscheck=False)
+U = np.uint64
+
+
+@njit(inline="always")
+def _widen16(h):
+    """f16 bits h (uint32) -> float32, as numpy's astype (npy_halfbits_to_floatbits: NaN
+    payloads kept, never quieted), branch-free so that LLVM vectorises the loops."""
+    sign = (h & np.uint32(0x8000)) << np.uint32(16)
+    a = h & np.uint32(0x7FFF)
+    normal = sign | ((a << np.uint32(13)) + np.uint32(0x38000000))     # exponent + 112
+    special = sign | np.uint32(0x7F800000) | ((h & np.uint32(0x3FF)) << np.uint32(13))
+    v = np.uint32(special if a >= np.uint32(0x7C00) else normal).view(np.float32)
+    sub = np.float32(h & np.uint32(0x3FF)) * np.float32(2.0 ** -24)      # exact: m * 2**-24
+    sub = -sub if sign else sub
+    return sub if a < np.uint32(0x400) else v
+
+
+@njit(**_JIT)
+def load_f16(flat16, pos16, n, out):
+    """out[i, j] = flat16[pos16[i] + j] widened: f16 operands (flat16: the tile memory as
+    uint16, pos16: even byte positions / 2), out float32[len(pos16), n]."""
+    for i in range(pos16.shape[0]):
+        p = U(pos16[i])
+        o = out[i]
+        for j in range(U(n)):
+            o[j] = _widen16(np.uint32(flat16[p + j]))
+
+
+@njit(**_JIT)
+def add_f16(flat16, p0, p1, st, k, n, out):
+    """ADD's sum in float32: out[i, j] = src0[j] + src1[j] + src1[st + j] + ... (k partials
+    at uint16 positions p1[i] + q*st[i]), added in that order -- the kernel's order, and
+    numpy's `acc += partial` -- with no temporary per partial."""
+    for i in range(p0.shape[0]):
+        o = out[i]
+        a = U(p0[i])
+        for j in range(U(n)):
+            o[j] = _widen16(np.uint32(flat16[a + j]))
+        for q in range(U(k)):
+            b = U(p1[i]) + q * U(st[i])
+            for j in range(U(n)):
+                o[j] += _widen16(np.uint32(flat16[b + j]))
+
+
+@njit(**_JIT)
+def widen16(h, out):
+    """out[k] = float32 of f16 bits h[k] (1-D): the widening alone, for the tests."""
+    for k in range(h.shape[0]):
+        out[k] = _widen16(np.uint32(h[k]))
+
+
+@njit(**_JIT)
+def load_fp8(flat, pos, n, table, out):
+    """out[i, j] = table[flat[pos[i] + j]]."""
+    for i in range(pos.shape[0]):
+        p = U(pos[i])
+        o = out[i]
+        for j in range(U(n)):
+            o[j] = table[flat[p + j]]
+
+
+@njit(**_JIT)
+def load_panels(flat, pos, R, C, P, es, table, out):
+    """b operands stored in AMP micro-panel order (isa.panel_order: rows [r0, r0+h),
+    h = P or R mod P, stored transposed as [C, h] row-major, panel after panel),
+    widened into row-major out[i, R, C]. es: element bytes (1: fp8 through the
+    256-entry table; 2: f16, table unused). Written in output order: one tile's b is a few KiB, so
+    the strided reads stay in cache while the writes stream."""
+    for i in range(pos.shape[0]):
+        p = U(pos[i])
+        o = out[i]
+        for r in range(U(R)):
+            q = r % U(P)
+            r0 = r - q
+            h = min(U(P), U(R) - r0)
+            row = o[r]
+            e = r0 * U(C) + q                      # storage index of (r, 0); + c*h per column
+            if es == 1:
+                for c in range(U(C)):
+                    row[c] = table[flat[p + e + c * h]]
+            else:
+                for c in range(U(C)):
+                    k = p + U(2) * (e + c * h)
+                    row[c] = _widen16(np.uint32(flat[k]) | (np.uint32(flat[k + U(1)]) << np.uint32(8)))
+
+
+@njit(inline="always")
+def _half(f):
+    """numpy's float32 -> float16 bits (npy_floatbits_to_halfbits) of float32 bits f,
+    branch-free: every case computed, the right one selected."""
+    sign = (f >> np.uint32(16)) & np.uint32(0x8000)
+    a = f & np.uint32(0x7FFFFFFF)
+    # f16 normal range [2**-14, 65520): rebias the exponent, round the 13 dropped bits to even
+    b = a - np.uint32(0x38000000)
+    normal = (b + np.uint32(0x0FFF) + ((a >> np.uint32(13)) & np.uint32(1))) >> np.uint32(13)
+    # below 2**-14: m * 2**(e-150) * 2**24 rounded to an integer, half to even (0 past 24 shifts)
+    e = a >> np.uint32(23)
+    m = (a & np.uint32(0x7FFFFF)) | np.uint32(0x800000)
+    s = np.uint32(126) - np.minimum(e, np.uint32(126))          # >= 14 wherever it is used
+    s = np.maximum(np.minimum(s, np.uint32(31)), np.uint32(1))   # keeps every shift defined
+    qt = m >> s
+    rem = m & ((np.uint32(1) << s) - np.uint32(1))
+    half = np.uint32(1) << (s - np.uint32(1))
+    up = (rem > half) | ((rem == half) & ((qt & np.uint32(1)) == np.uint32(1)))
+    sub = qt + np.uint32(up)
+    sub = sub if e >= np.uint32(102) else np.uint32(0)           # < 2**-25: 0 (and f32 subnormals)
+    nanv = np.uint32(0x7C00) + np.maximum((a & np.uint32(0x7FFFFF)) >> np.uint32(13), np.uint32(1))
+    h = normal if a >= np.uint32(0x38800000) else sub
+    h = np.uint32(0x7C00) if a >= np.uint32(0x477FF000) else h    # rounds to 65536 or more: inf
+    h = nanv if a > np.uint32(0x7F800000) else h
+    return np.uint16(sign | h)
+
+
+@njit(**_JIT)
+def store_f16(flat16, pos16, x, scale):
+    """flat16[pos16[i] + j] = f16 bits of x[i, j] * scale[i] (scale: float32[n], or empty
+    for none); the product is float32, as numpy's `x *= scale` gives."""
+    use = scale.shape[0] > 0
+    for i in range(pos16.shape[0]):
+        p = U(pos16[i])
+        row = x[i]
+        if use:
+            s = scale[i]
+            v = np.empty(row.shape[0], np.float32)
+            for j in range(v.shape[0]):
+                v[j] = row[j] * s
+            row = v
+        bits = row.view(np.uint32)
+        for j in range(U(bits.shape[0])):
+            flat16[p + j] = _half(bits[j])
+
+
+@njit(**_JIT)
+def f16_bits(x, out):
+    """out[k] = f16 bits of x[k] (1-D float32): the rounding alone, for the tests."""
+    bits = x.view(np.uint32)
+    for k in range(U(bits.shape[0])):
+        out[k] = _half(bits[k])
+
+
+@njit(**_JIT)
+def disjoint(sp, dp, length, nbytes):
+    """True if no chunk's destination touches a 4 KiB page that any chunk's source
+    touches (so moving chunk by chunk, without staging, reads what a staged move
+    reads). Coarse: a False only costs the staging copy."""
+    mark = np.zeros((U(nbytes) >> U(12)) + U(1), np.uint8)
+    for i in range(sp.shape[0]):
+        L = U(length[i])
+        if L:
+            for b in range(U(sp[i]) >> U(12), ((U(sp[i]) + L - U(1)) >> U(12)) + U(1)):
+                mark[b] = 1
+    for i in range(dp.shape[0]):
+        L = U(length[i])
+        if L:
+            for b in range(U(dp[i]) >> U(12), ((U(dp[i]) + L - U(1)) >> U(12)) + U(1)):
+                if mark[b]:
+                    return False
+    return True
+
+
+@njit(**_JIT)
+def move_direct(src, dst, sp, dp, length, order):
+    """Chunks src[sp[i]:+length[i]] -> dst[dp[i]:+length[i]] in `order`, no staging:
+    only where no destination overlaps any source (disjoint, or distinct buffers)."""
+    for k in range(order.shape[0]):
+        i = order[k]
+        s, d, L = U(sp[i]), U(dp[i]), U(length[i])
+        for b in range(L):
+            dst[d + b] = src[s + b]
+
+
+@njit(**_JIT)
+def move(src, dst, sp, dp, length, order, buf):
+    """Chunks src[sp[i]:+length[i]] -> dst[dp[i]:+length[i]], taken in `order`: every
+    chunk is read (into the staging buffer buf, at least the total length) before any
+    is written, and a later chunk in `order` wins where destinations overlap --
+    memory.move's semantics."""
+    o = U(0)
+    for k in range(order.shape[0]):
+        i = order[k]
+        s, L = U(sp[i]), U(length[i])
+        for b in range(L):
+            buf[o + b] = src[s + b]
+        o += L
+    o = U(0)
+    for k in range(order.shape[0]):
+        i = order[k]
+        d, L = U(dp[i]), U(length[i])
+        for b in range(L):
+            dst[d + b] = buf[o + b]
+        o += L

@@ -155,7 +155,11 @@ def test_scale_relocation_stride_zero(trial):
     """One tile's per-layer scale word not relocated (stride 0): iteration 1 multiplies
     by layer 0's weight scale (each layer's weights have their own FP8 scale)."""
     cfg, r = trial
-    at, tile, op = next(e for e in relocations(r, "scale") if e[2].endswith(".xw"))
+    g = r["model"].graph
+    weight = {o.outputs[0]: o.inputs[1] for o in g.ops if o.kind == "matmul"}
+    ratio = lambda e: (lambda s: max(s[0] / s[1], s[1] / s[0]))(g.tensors[weight[e[2]]].scale)
+    at, tile, op = max((e for e in relocations(r, "scale") if e[2].endswith(".xw")), key=ratio)
+    assert ratio((at, tile, op)) > 1.1           # else reading layer 0's scale would be harmless
     prog = r["lower"].program
     table = prog.table.copy()
     table[at:at + 4] = 0

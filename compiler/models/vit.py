@@ -152,9 +152,11 @@ def seeded_weights(seed, layers: int, D: int, F: int, shapes: dict | None = None
     """Seeded tensors under timm's names, made lazily per tensor from (seed, name) (weights.py):
     27 So400m layers' float32 would be 1.7 GB, one tensor is at most 20 MB. `seed`: an int,
     or a Generator (one integer is drawn from it). Norm weights 1 + 0.1·N, biases 0.1·N,
-    positions, class token and latent 0.02·N; Linear weights uniform on ±√(3/fan_in) (the
-    variance of N(0, 1/fan_in); uniform as torch's default Linear init, and ~10x cheaper to
-    draw), made in in×out order and returned as the out×in view (param() transposes them
+    positions, class token and latent 0.02·N; Linear weights uniform on ±g·√(3/fan_in) (the
+    variance of N(0, g²/fan_in); uniform as torch's default Linear init, and ~10x cheaper to
+    draw) with a per-tensor gain g = 2^U(-½, ½): trained layers differ in magnitude, and
+    without it every layer's uniform draw would reach the same amax, so per-layer FP8 scales
+    would all be equal and a scale read from the wrong layer harmless. Made in in×out order and returned as the out×in view (param() transposes them
     back for free); the patch convolution N(0, 1/fan_in), fan_in = 3·P·P."""
     if isinstance(seed, np.random.Generator):
         seed = int(seed.integers(1 << 62))
@@ -170,7 +172,8 @@ def _seed_tensor(rng, name: str, shape: tuple) -> np.ndarray:
         return 0.02 * rng.standard_normal(shape, dtype=np.float32)
     fan_in = int(np.prod(shape[1:]))
     if len(shape) == 2:
-        return uniform(rng, shape[::-1], float(np.sqrt(3 / fan_in))).T
+        gain = 2.0 ** rng.uniform(-0.5, 0.5)
+        return uniform(rng, shape[::-1], float(gain * np.sqrt(3 / fan_in))).T
     return rng.standard_normal(shape, dtype=np.float32) / np.float32(np.sqrt(fan_in))
 
 

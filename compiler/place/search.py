@@ -111,11 +111,16 @@ def pure_part(sub) -> bool:
     """One free window for every request and no bank edges (the compiled
     kernels' class). Imported here only: loading the kernels costs ~2 s (numba's
     cache; a first compilation ~15 s), which tiles that never need them skip."""
-    wins = [w for r in (0, 1) for w in sub.windows[r]]
-    if len(wins) != 1 or any(sub.bank) or not all(len(d) == 2 for d in sub.dom0):
+    if not kernel_class(sub):
         return False
     from .skyline_jit import HAVE_NUMBA
     return HAVE_NUMBA
+
+
+def kernel_class(sub) -> bool:
+    """One free window for every request and no bank edges."""
+    wins = [w for r in (0, 1) for w in sub.windows[r]]
+    return len(wins) == 1 and not any(sub.bank) and all(len(d) == 2 for d in sub.dom0)
 
 
 def _compiled(sub, cfg, deadline):

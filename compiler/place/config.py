@@ -32,6 +32,9 @@ class PlaceConfig:
                                         #    its lower wall (compiled kernels)
     compiled_skyline: bool = True       # pure parts (one window, no bank edges): numba skyline first
     coalesce_handovers: bool = True     # ...each attempt first with same-size handovers joined
+    coalesce_stacks: bool = True        # ...before those, also same-lifetime requests stacked
+                                        #    into one band, alternating with handovers to a
+                                        #    fixpoint (a guillotine cut's tree folds back up)
     hatless_pruning: bool = True        # ...a branch placing a request with nothing live beside it
                                         #    is the only one its node needs (MiniMalloc's name)
     cpsat_fallback: bool = True         # tiles outside the kernels' class (bank edges, several

@@ -144,11 +144,13 @@ def _compiled(sub, cfg, deadline):
     tries = [(cs, None)]              # (search, Coalesced or None): joined problem first
     if cfg.coalesce_handovers:
         seen = []
-        for tol in TOLERANCES:
-            co = Coalesced(sub, tol)
-            if co.n < sub.n and not any(np.array_equal(co.gid, g) for g in seen):
-                seen.append(co.gid)
-                tries.insert(len(seen) - 1, (CompiledSkyline(co, cfg), co))
+        stacks = (True, False) if cfg.coalesce_stacks else (False,)
+        for stack in stacks:
+            for tol in TOLERANCES:
+                co = Coalesced(sub, tol, stack)
+                if co.n < sub.n and co.key() not in seen:
+                    seen.append(co.key())
+                    tries.insert(len(seen) - 1, (CompiledSkyline(co, cfg), co))
     budget = cfg.canonical_node_budget if cfg.canonical_node_budget > 0 else 1 << 62
     rate = None                       # nodes per second, measured
     rnd = 0

@@ -25,10 +25,12 @@ import numpy as np
 TOLERANCES = (0.0, 0.005, 0.02)   # tiers tried: exact, then near-same extents
 
 
-def handovers(ext, start, end, tol: float = 0.0) -> tuple[np.ndarray, int]:
+def handovers(ext, start, end, tol: float = 0.0, nearest: bool = False
+              ) -> tuple[np.ndarray, int]:
     """(group id per request, group count): unambiguous handovers chained. At
     each event, an ender and a starter whose extents differ by at most `tol`
-    of the larger are joined when each is the other's only such partner."""
+    of the larger are joined when each is the other's only such partner (with
+    `nearest`: each is the other's unique nearest in extent, within `tol`)."""
     ends, starts = {}, {}
     for i, (a, b) in enumerate(zip(start, end)):
         ends.setdefault(b, []).append(i)
@@ -38,6 +40,11 @@ def handovers(ext, start, end, tol: float = 0.0) -> tuple[np.ndarray, int]:
     for t, es in ends.items():
         ss = starts.get(t, ())
         for e in es:
+            if nearest:
+                m = _nearest(ext, e, ss)
+                if m is not None and close(e, m) and _nearest(ext, m, es) == e:
+                    nxt[e] = m
+                continue
             m = [s for s in ss if close(e, s)]
             if len(m) == 1 and sum(close(x, m[0]) for x in es) == 1:
                 nxt[e] = m[0]
@@ -53,6 +60,14 @@ def handovers(ext, start, end, tol: float = 0.0) -> tuple[np.ndarray, int]:
             j = nxt.get(j)
         g += 1
     return gid, g
+
+
+def _nearest(ext, i, js):
+    """The j in js closest to i in extent, None when two tie."""
+    d = sorted((abs(ext[j] - ext[i]), j) for j in js)
+    if not d or (len(d) > 1 and d[1][0] == d[0][0]):
+        return None
+    return d[0][1]
 
 
 def _bands(ext, start, end, align, tol, stack):
@@ -83,7 +98,7 @@ def _bands(ext, start, end, align, tol, stack):
                     off += b[1]
                 bands.append((mem, off, s0, e0, al))
         gid, g = handovers([b[1] for b in bands], [b[2] for b in bands],
-                           [b[3] for b in bands], tol)
+                           [b[3] for b in bands], tol, nearest=stack)
         if g < len(bands):
             groups = [[] for _ in range(g)]
             for b, k in zip(bands, gid):

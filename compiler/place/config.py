@@ -32,8 +32,21 @@ class PlaceConfig:
                                         #    its lower wall (compiled kernels)
     compiled_skyline: bool = True       # pure parts (one window, no bank edges): numba skyline first
     coalesce_handovers: bool = True     # ...each attempt first with same-size handovers joined
+    coalesce_stacks: bool = True        # ...before those, also same-lifetime requests stacked
+                                        #    into one band, alternating with handovers to a
+                                        #    fixpoint (a guillotine cut's tree folds back up)
     hatless_pruning: bool = True        # ...a branch placing a request with nothing live beside it
                                         #    is the only one its node needs (MiniMalloc's name)
+    cpsat_fallback: bool = True         # tiles outside the kernels' class (bank edges, several
+                                        #   windows), still unknown after the searches: CP-SAT
+                                        #   (OR-Tools) on the whole tile, one worker, with the
+                                        #   time left (the searches then get cpsat_search_share
+                                        #   of the time limit) or, without a time limit (node
+                                        #   budgets), cpsat_deterministic_s
+    cpsat_search_share: float = 0.1     # ...6 s of 60: 30x the slowest such tile the searches
+                                        #   place in the corpus (main max 67 ms, tight 0.2 s)
+    cpsat_max_requests: int = 400       # ...only tiles this small (its model grows with pairs)
+    cpsat_deterministic_s: float = 5.0  # ...CP-SAT's deterministic-time budget (reproducible)
     search_node_budget: int = 4096      # per search method and part
     search_filter_budget: int = 2_000_000  # domain subtractions per address-domain search
     canonical_node_budget: int = 20_000  # nodes per part for the canonical search (0: no limit)
@@ -80,6 +93,11 @@ def _coerce(key: str, default, v):
                 return False
             raise ValueError(f"place config key {key!r}: expected a boolean, got {v!r}")
         return bool(v)
+    if isinstance(default, float):
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            raise ValueError(f"place config key {key!r}: expected a number, got {v!r}") from None
     if key == "time_limit_s":
         if v is None or (isinstance(v, str) and v.lower() in ("none", "null", "")):
             return None

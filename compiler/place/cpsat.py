@@ -20,7 +20,10 @@ import numpy as np
 from .problem import CODE, INFEASIBLE, INTERLEAVED, PLACED, UNKNOWN, Problem, Solution
 
 
-def solve_cpsat(p: Problem, time_limit_s: float = 10.0, workers: int = 2) -> Solution:
+def solve_cpsat(p: Problem, time_limit_s: float = 10.0, workers: int = 2,
+                deterministic_s: float | None = None) -> Solution:
+    """CP-SAT's answer within time_limit_s (wall) and, if given, deterministic_s
+    of its deterministic time (with one worker the same answer on every run)."""
     from ortools.sat.python import cp_model
 
     t0 = time.perf_counter()
@@ -90,6 +93,8 @@ def solve_cpsat(p: Problem, time_limit_s: float = 10.0, workers: int = 2) -> Sol
     s = cp_model.CpSolver()
     s.parameters.max_time_in_seconds = time_limit_s
     s.parameters.num_workers = workers
+    if deterministic_s is not None:
+        s.parameters.max_deterministic_time = deterministic_s
     st = s.Solve(m)
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         addr = np.array([s.Value(x) for x in xs], np.int64)

@@ -111,11 +111,16 @@ def pure_part(sub) -> bool:
     """One free window for every request and no bank edges (the compiled
     kernels' class). Imported here only: loading the kernels costs ~2 s (numba's
     cache; a first compilation ~15 s), which tiles that never need them skip."""
-    wins = [w for r in (0, 1) for w in sub.windows[r]]
-    if len(wins) != 1 or any(sub.bank) or not all(len(d) == 2 for d in sub.dom0):
+    if not kernel_class(sub):
         return False
     from .skyline_jit import HAVE_NUMBA
     return HAVE_NUMBA
+
+
+def kernel_class(sub) -> bool:
+    """One free window for every request and no bank edges."""
+    wins = [w for r in (0, 1) for w in sub.windows[r]]
+    return len(wins) == 1 and not any(sub.bank) and all(len(d) == 2 for d in sub.dom0)
 
 
 def _compiled(sub, cfg, deadline):
@@ -139,11 +144,13 @@ def _compiled(sub, cfg, deadline):
     tries = [(cs, None)]              # (search, Coalesced or None): joined problem first
     if cfg.coalesce_handovers:
         seen = []
-        for tol in TOLERANCES:
-            co = Coalesced(sub, tol)
-            if co.n < sub.n and not any(np.array_equal(co.gid, g) for g in seen):
-                seen.append(co.gid)
-                tries.insert(len(seen) - 1, (CompiledSkyline(co, cfg), co))
+        stacks = (True, False) if cfg.coalesce_stacks else (False,)
+        for stack in stacks:
+            for tol in TOLERANCES:
+                co = Coalesced(sub, tol, stack)
+                if co.n < sub.n and co.key() not in seen:
+                    seen.append(co.key())
+                    tries.insert(len(seen) - 1, (CompiledSkyline(co, cfg), co))
     budget = cfg.canonical_node_budget if cfg.canonical_node_budget > 0 else 1 << 62
     rate = None                       # nodes per second, measured
     rnd = 0

@@ -5,7 +5,9 @@
   3. greedy orders (online, lifetime, alignment, end-first) -> PLACED;
   4. per independent part (time sections no request crosses): address-domain
      search, then the canonical search, each under its named budgets;
-  5. otherwise UNKNOWN, reporting the best failed greedy attempt.
+  5. tiles outside the compiled kernels' class (bank edges, several windows):
+     CP-SAT on the whole tile (`cpsat_fallback`) -> PLACED | INFEASIBLE;
+  6. otherwise UNKNOWN, reporting the best failed greedy attempt.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import time
 import numpy as np
 
 from . import bound, greedy
+from .validate import validate
 from .config import PlaceConfig
 from .instance import Instance
 from .problem import INFEASIBLE, PLACED, UNKNOWN, Problem, Solution, check
@@ -53,9 +56,22 @@ def solve(problem: Problem, cfg: PlaceConfig | None = None) -> Solution:
     nodes = 0
     detail = {"tried": tried}
     from . import search as _search  # the searches live in their own module
-    res = _search.run(inst, cfg, t0, best[2] if best else None)
+    fallback = (cfg.cpsat_fallback and n <= cfg.cpsat_max_requests
+                and not _search.kernel_class(inst))
+    scfg = cfg
+    if fallback and cfg.time_limit_s is not None:   # the searches get a share, CP-SAT the rest
+        scfg = cfg.override(time_limit_s=cfg.time_limit_s * cfg.cpsat_search_share)
+    res = _search.run(inst, scfg, t0, best[2] if best else None)
     nodes = res.nodes
     detail.update(res.detail)
+    if res.addr is None and res.proof is None and fallback:
+        sol = _cpsat(problem, cfg, t0)
+        if sol is not None:
+            if sol.status == PLACED:
+                return done(PLACED, sol.addr, "cpsat", nodes=nodes, detail=detail)
+            ev, live, avail = bound.peak(inst)
+            return done(INFEASIBLE, None, "cpsat-infeasible", nodes=nodes, event=ev,
+                        live_bytes=live, available_bytes=avail, detail=detail)
     if res.addr is not None:
         return done(PLACED, res.addr, res.method, nodes=nodes, detail=detail)
     if res.proof is not None:
@@ -70,3 +86,23 @@ def solve(problem: Problem, cfg: PlaceConfig | None = None) -> Solution:
         live = int(problem.extent[mask].sum())
     return done(UNKNOWN, None, "unknown", nodes=nodes, event=ev, live_bytes=live,
                 available_bytes=avail, request=failed, detail=detail)
+
+
+def _cpsat(problem, cfg, t0):
+    """`cpsat_fallback`: the tile's CP-SAT answer (PLACED or INFEASIBLE), or None
+    (unknown, out of time, or OR-Tools missing). One worker: the machine's cores
+    are shared, and one worker under a deterministic limit is reproducible."""
+    if cfg.time_limit_s is None:
+        wall, det = 1e9, cfg.cpsat_deterministic_s
+    else:
+        wall, det = cfg.time_limit_s - (time.perf_counter() - t0), None
+        if wall <= 0.05:
+            return None
+    from .cpsat import solve_cpsat
+    try:
+        sol = solve_cpsat(problem, time_limit_s=wall, workers=1, deterministic_s=det)
+    except ImportError:
+        return None
+    if sol.status == PLACED and validate(problem, sol.addr):
+        return None       # a model that disagrees with the validator is not trusted
+    return None if sol.status == UNKNOWN else sol

@@ -51,3 +51,35 @@ def test_solve_with_and_without_coalescing():
             s = solve(p, PlaceConfig(coalesce_handovers=on, time_limit_s=20,
                                      canonical_node_budget=0))
             assert s.status == PLACED and validate(p, s.addr) == [], (seed, on)
+
+
+def test_stacks_fold_a_tiling_and_expand_to_valid_placements():
+    # a guillotine tiling: horizontal cuts stack (same lifetime), vertical cuts
+    # hand over; folding alternately shrinks it far below handovers alone, and
+    # a member of a stack sits at its band's offset plus the extents below it
+    folded = placed = 0
+    for seed in range(40):
+        p = _tiling(seed)
+        for tol in (0.0, 0.05):
+            plain, co = Coalesced(Instance(p), tol), Coalesced(Instance(p), tol, stack=True)
+            assert co.n <= plain.n
+            folded += co.n < plain.n
+            cs = CompiledSkyline(co, PlaceConfig())
+            if cs.run(200_000, cs.preorders(seed % 6), True) == 1:
+                placed += 1
+                assert validate(p, np.array(co.expand(cs.addr))) == [], (seed, tol)
+    assert folded > 20 and placed > 20
+
+
+def test_stacking_keeps_members_aligned():
+    # same lifetime, extents multiples of the largest alignment: stacked; one
+    # extent not a multiple: left alone (its neighbour would be misaligned)
+    ext, al = [64, 32, 32], [32, 8, 8]
+    p = Problem(0, 256, 256, 256, size=np.array(ext), align=np.array(al),
+                start=np.zeros(3, np.int64), end=np.ones(3, np.int64), region=np.zeros(3, np.int8))
+    co = Coalesced(Instance(p), 0.0, stack=True)
+    assert co.n == 1 and co.ext == [128] and co.align == [32]
+    assert sorted(co.rel.tolist()) == [0, 64, 96]
+    p2 = Problem(0, 256, 256, 256, size=np.array([64, 40]), align=np.array([32, 8]),
+                 start=np.zeros(2, np.int64), end=np.ones(2, np.int64), region=np.zeros(2, np.int8))
+    assert Coalesced(Instance(p2), 0.0, stack=True).n == 2

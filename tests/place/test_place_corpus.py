@@ -22,7 +22,7 @@ def test_banked_cases_place_and_validate():
 
 def test_tight_case_needs_search():
     p, wit = generate.banked(generate.SEED0 + 5, spare=False)   # a tight case search places
-    greedy_only = PlaceConfig(search=False, canonical=False)
+    greedy_only = PlaceConfig(search=False, canonical=False, cpsat_fallback=False)
     assert solve(p, greedy_only).status != PLACED
     sol = solve(p)
     assert sol.status == PLACED and sol.method.startswith("search")

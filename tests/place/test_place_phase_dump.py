@@ -37,7 +37,7 @@ def test_dump_all_and_none(tmp_path, capsys):
 def test_dump_failing_on_rejection(tmp_path):
     # a node budget of 0 search nodes and no greedy order: every tile fails
     off = dict(greedy_online=False, order_lifetime=False, order_alignment=False,
-               order_end_first=False, search=False, canonical=False)
+               order_end_first=False, search=False, canonical=False, cpsat_fallback=False)
     c = cfg(m=32, k=64, n=64, policy={"place": {"dump": "failing", **off}})
     res = {}
     for name in ("model", "plan", "expand", "place"):

@@ -63,10 +63,17 @@ def _plain(o):
     return str(o)
 
 
-def load_result(phase: str):
+# Phases that read the model's data only piecewise (its graph; the run's host streams and
+# read-back) load its large arrays from the file when used (codec.FileArray): at 27 layers the
+# ~390 MB of weights would otherwise sit beside the run's ~940 MB of simulated tile memory.
+LAZY_MODEL = {"plan", "expand", "run", "report"}
+LAZY_BYTES = 1 << 20
+
+
+def load_result(phase: str, lazy: bool = False):
     path = ART / phase / RESULT
     try:
-        return codec.load(path)
+        return codec.load(path, LAZY_BYTES) if lazy else codec.load(path)
     except FileNotFoundError:
         raise StageError(f"missing upstream artifact {path.relative_to(REPO)}: "
                          f"run `dvc repro {phase}` first") from None
@@ -113,7 +120,7 @@ def run_stage(phase: str, params: str | Path | None = None) -> object:
     cfg = load_params(params) if params else load_params()
     store = Store(cfg.get("store") or REPO / ".tessera-store")
     ups, _ = PHASES[phase]
-    inputs = {u: load_result(u) for u in ups}
+    inputs = {u: load_result(u, lazy=u == "model" and phase in LAZY_MODEL) for u in ups}
     out = ART / phase
     try:
         out.mkdir(parents=True, exist_ok=True)

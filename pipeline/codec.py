@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import importlib
 import io
 import json
@@ -76,6 +77,21 @@ def is_pickle(data: bytes | memoryview) -> bool:
 
 _types: dict[str, type] | None = None
 _names: dict[type, str] | None = None
+
+
+@functools.lru_cache(maxsize=None)
+def _allowed(name: Any) -> type | None:
+    """The class of one RESULT_TYPES name, its module imported now (a stage decodes the
+    types its inputs hold, not every phase's: the simulator's and the report's modules
+    are ~1 s of imports); None if the name is not on the list."""
+    from compiler.result import RESULT_TYPES
+    if not isinstance(name, str) or name not in RESULT_TYPES:
+        return None
+    mod, _, qual = name.rpartition(".")
+    cls = getattr(importlib.import_module(mod), qual)
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise TypeError(f"compiler.result.RESULT_TYPES: {name} is not a dataclass")
+    return cls
 
 
 def _allowlist() -> tuple[dict[str, type], dict[type, str]]:
@@ -140,7 +156,6 @@ def _json(doc: Any) -> str:
 class _Encoder:
     def __init__(self):
         self.arrays: list[np.ndarray] = []
-        self.names = _allowlist()[1]
         self.classes: dict[str, int] = {}      # dataclass name -> its row in the type table
         self.table: list[list] = []            # [name, [field names]]: written once per file
 
@@ -183,7 +198,8 @@ class _Encoder:
             name, _ = _dtype_name(o.dtype, where)
             return {"$scalar": name, "hex": o.tobytes().hex()}
         if dataclasses.is_dataclass(o) and not isinstance(o, type):
-            name = self.names.get(t)
+            name = f"{t.__module__}.{t.__qualname__}"
+            name = name if _allowed(name) is t else None      # by its own name, on the list
             if name is None:
                 raise CodecError(f"cannot store {where}: {t.__module__}.{t.__qualname__} is not in "
                                  f"compiler.result.RESULT_TYPES")
@@ -394,7 +410,7 @@ class _Decoder:
         if type(r) is not list or len(r) != 2 or type(r[1]) is not list:
             raise CodecError("malformed type table")
         name, names = r
-        cls = _allowlist()[0].get(name) if isinstance(name, str) else None
+        cls = _allowed(name) if isinstance(name, str) else None
         if cls is None:
             raise CodecError(f"type {name!r} is not one Tessera reads (compiler.result.RESULT_TYPES)")
         known = {f.name: f for f in dataclasses.fields(cls)}

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import compiler
 from compiler.phases import PHASES, run_phase
-from compiler.report import rejection_line, report
 from compiler.target import ConfigError
 
 from . import codec
@@ -130,6 +129,7 @@ def run_stage(phase: str, params: str | Path | None = None) -> object:
     try:
         with HostMonitor(ART / "host" / phase) as mon, Executor(ExecutorConfig.from_dict(cfg["executor"])) as ex:
             if phase == "report":   # no host figures: profile.html must be byte-identical on a rerun
+                from compiler.report import report
                 res = report(*(inputs[u] for u in ups), compiler.phases.target_of(cfg))
             else:
                 res = run_phase(phase, inputs, cfg, make_mapper(ex, store))
@@ -158,6 +158,7 @@ def run_stage(phase: str, params: str | Path | None = None) -> object:
         raise
     rej = getattr(res, "rejection", None)
     if rej and rej.phase == phase:
+        from compiler.report import rejection_line
         print(f"{phase}: {rejection_line(rej.metrics() | {'message': rej.message})}", file=sys.stderr)
     return res
 

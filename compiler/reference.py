@@ -50,6 +50,17 @@ def round_to_f16(x: np.ndarray) -> np.ndarray:
         return np.asarray(x, np.float64).astype(np.float16).astype(np.float64)
 
 
+def _round_fresh(x: np.ndarray) -> np.ndarray:
+    """round_to_f16 of an array nothing else holds, in place when it is a float64 array of
+    its own (an op's fresh result): the same values, one float64 array fewer per op (~1/3
+    of the rounding's time, 27 layers of rounded activations being ~0.9 G elements)."""
+    if isinstance(x, np.ndarray) and x.dtype == np.float64 and x.base is None and x.flags.writeable:
+        with np.errstate(over="ignore"):
+            np.copyto(x, x.astype(np.float16))
+        return x
+    return round_to_f16(x)
+
+
 def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a @ b as float64: float32 products, float32 sums of K_BLOCK terms, the block
     sums added in float64 (the error bound is in the module docstring)."""
@@ -210,7 +221,7 @@ def evaluate(g: Graph, data: dict, round_f16: bool = True, keep: set | None = No
     rep = g.repeat
     seq = set(rep.sequences) if rep else set()
     env = {n: _value(g, data, n) for n in data if n not in seq}
-    rnd = round_to_f16 if round_f16 else (lambda a: a)
+    rnd = _round_fresh if round_f16 else (lambda a: a)      # rnd only ever sees an op's fresh result
     first, stop = g.body()
     free = _dead_after(g, first, stop, keep) if keep is not None else {}
 

@@ -263,7 +263,9 @@ class FileArray:
     (``load(path, lazy_bytes=N)``): ``a[i]`` reads the i-th sub-array alone,
     ``np.asarray(a)`` the whole array. The run stage keeps 27 layers of weights
     (~390 MB) this way: the host streams read each once and the read-back one layer's
-    members at a time, so they never sit in memory beside the simulated tiles."""
+    members at a time, so they never sit in memory beside the simulated tiles. Its header
+    and extent are checked at load; its bytes are not CRC-checked as an eager load's are
+    (DVC's content hash guards the artifact)."""
 
     def __init__(self, path: str, offset: int, shape: tuple, raw: np.dtype, dtype: np.dtype):
         self.path, self.offset, self.shape, self._raw, self.dtype = path, offset, shape, raw, dtype

@@ -8,17 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import mapper as mappers
-from . import models, reference
-from .expand import expand
-from .lower import lower
-from .place.config import PlaceConfig
-from .place.phase import place
-from .plan import plan
 from .policy import Policy
-from .report import report
-from .run import run
-from .schedule import schedule
 from .target import Target
+
+# Each phase's module is imported when the phase runs: a stage process (`python -m pipeline
+# <phase>`) then loads only its own (the simulator's numba, OR-tools, plotly are ~1 s of start-up).
 
 
 @dataclass
@@ -46,10 +40,12 @@ class ReferenceResult:
 
 
 def model_phase(cfg):
+    from . import models
     return ModelResult(*models.build(cfg["model"]))
 
 
 def reference_phase(m: ModelResult) -> ReferenceResult:
+    from . import reference
     return ReferenceResult(*reference.reference_and_tolerance(m.graph, m.data))
 
 
@@ -61,24 +57,57 @@ def policy_of(cfg) -> Policy:
     return Policy.from_dict(dict(cfg["policy"]))
 
 
-def place_config(cfg) -> PlaceConfig:
+def place_config(cfg):
+    from .place.config import PlaceConfig
     return PlaceConfig.from_dict(policy_of(cfg).place)
+
+
+def _plan(m, cfg, mp):
+    from .plan import plan
+    return plan(m, target_of(cfg), policy_of(cfg))
+
+
+def _expand(m, p, cfg, mp):
+    from .expand import expand
+    return expand(m, p, target_of(cfg), policy_of(cfg), mp)
+
+
+def _place(e, cfg, mp):
+    from .place.phase import place
+    return place(e, target_of(cfg), place_config(cfg), mp)
+
+
+def _schedule(pl, cfg, mp):
+    from .schedule import schedule
+    return schedule(pl, target_of(cfg))
+
+
+def _lower(pl, s, cfg, mp):
+    from .lower import lower
+    return lower(pl, s, target_of(cfg), policy_of(cfg).exchange_table_cap)
+
+
+def _run(lo, m, ref, cfg, mp):
+    from .run import run
+    return run(lo, m, target_of(cfg), policy_of(cfg).check, ref=ref)
+
+
+def _report(m, p, e, pl, s, r, cfg, mp):
+    from .report import report
+    return report(m, p, e, pl, s, r, target_of(cfg))
 
 
 # name -> (upstream phases, function(upstream results..., cfg, mapper))
 PHASES = {
     "model": ((), lambda cfg, mp: model_phase(cfg)),
     "reference": (("model",), lambda m, cfg, mp: reference_phase(m)),
-    "plan": (("model",), lambda m, cfg, mp: plan(m, target_of(cfg), policy_of(cfg))),
-    "expand": (("model", "plan"), lambda m, p, cfg, mp: expand(m, p, target_of(cfg), policy_of(cfg), mp)),
-    "place": (("expand",), lambda e, cfg, mp: place(e, target_of(cfg), place_config(cfg), mp)),
-    "schedule": (("place",), lambda pl, cfg, mp: schedule(pl, target_of(cfg))),
-    "lower": (("place", "schedule"), lambda pl, s, cfg, mp:
-              lower(pl, s, target_of(cfg), policy_of(cfg).exchange_table_cap)),
-    "run": (("lower", "model", "reference"), lambda lo, m, ref, cfg, mp:
-            run(lo, m, target_of(cfg), policy_of(cfg).check, ref=ref)),
-    "report": (("model", "plan", "expand", "place", "schedule", "run"),
-               lambda m, p, e, pl, s, r, cfg, mp: report(m, p, e, pl, s, r, target_of(cfg))),
+    "plan": (("model",), _plan),
+    "expand": (("model", "plan"), _expand),
+    "place": (("expand",), _place),
+    "schedule": (("place",), _schedule),
+    "lower": (("place", "schedule"), _lower),
+    "run": (("lower", "model", "reference"), _run),
+    "report": (("model", "plan", "expand", "place", "schedule", "run"), _report),
 }
 
 

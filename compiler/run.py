@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,6 +58,29 @@ class RunResult:
         return buf.getvalue()
 
 
+class _Streams(Mapping):
+    """The host streams as bytes, made when host_in asks for each: not held for the
+    whole run (27 layers of weights are ~390 MB; the model's data may read them from its
+    file only now, see pipeline/codec.py FileArray)."""
+
+    def __init__(self, names, override: dict, data: dict):
+        self.names, self.override, self.data = list(names), override, data
+
+    def __getitem__(self, n):
+        if n not in self.names:
+            raise KeyError(n)
+        return np.ascontiguousarray(self.override.get(n, self.data[n])).view(np.uint8).ravel()
+
+    def __contains__(self, n):
+        return n in self.names
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __len__(self):
+        return len(self.names)
+
+
 def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = None, inject=None,
         ref=None) -> RunResult:
     """`ref`: the reference phase's result (outputs and tolerance); None computes it here.
@@ -73,8 +97,7 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
         ref = reference_phase(model)
     count = g.repeat.count if g.repeat else 1
     checked_iterations(check, count)                      # a bad value fails before the run
-    streams = {n: np.ascontiguousarray((streams or {}).get(n, model.data[n])).view(np.uint8).ravel()
-               for n in prog.in_streams}
+    streams = _Streams(prog.in_streams, streams or {}, model.data)
     dump = getattr(lower_res, "dump", None) or {}
     rb = ReadBack(g, model.data, dump, lower_res.body, check) if dump else None
     hooks = [h for h in (inject, rb.on_step if rb else None) if h is not None]

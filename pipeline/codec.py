@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import importlib
 import io
 import json
@@ -76,6 +77,21 @@ def is_pickle(data: bytes | memoryview) -> bool:
 
 _types: dict[str, type] | None = None
 _names: dict[type, str] | None = None
+
+
+@functools.lru_cache(maxsize=None)
+def _allowed(name: Any) -> type | None:
+    """The class of one RESULT_TYPES name, its module imported now (a stage decodes the
+    types its inputs hold, not every phase's: the simulator's and the report's modules
+    are ~1 s of imports); None if the name is not on the list."""
+    from compiler.result import RESULT_TYPES
+    if not isinstance(name, str) or name not in RESULT_TYPES:
+        return None
+    mod, _, qual = name.rpartition(".")
+    cls = getattr(importlib.import_module(mod), qual)
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise TypeError(f"compiler.result.RESULT_TYPES: {name} is not a dataclass")
+    return cls
 
 
 def _allowlist() -> tuple[dict[str, type], dict[type, str]]:
@@ -140,7 +156,6 @@ def _json(doc: Any) -> str:
 class _Encoder:
     def __init__(self):
         self.arrays: list[np.ndarray] = []
-        self.names = _allowlist()[1]
         self.classes: dict[str, int] = {}      # dataclass name -> its row in the type table
         self.table: list[list] = []            # [name, [field names]]: written once per file
 
@@ -183,7 +198,8 @@ class _Encoder:
             name, _ = _dtype_name(o.dtype, where)
             return {"$scalar": name, "hex": o.tobytes().hex()}
         if dataclasses.is_dataclass(o) and not isinstance(o, type):
-            name = self.names.get(t)
+            name = f"{t.__module__}.{t.__qualname__}"
+            name = name if _allowed(name) is t else None      # by its own name, on the list
             if name is None:
                 raise CodecError(f"cannot store {where}: {t.__module__}.{t.__qualname__} is not in "
                                  f"compiler.result.RESULT_TYPES")
@@ -242,11 +258,61 @@ def _reject_constant(c: str):
     raise CodecError(f"data.json holds {c}")
 
 
+class FileArray:
+    """An array member of a data file read from the file when used, not when loaded
+    (``load(path, lazy_bytes=N)``): ``a[i]`` reads the i-th sub-array alone,
+    ``np.asarray(a)`` the whole array. The run stage keeps 27 layers of weights
+    (~390 MB) this way: the host streams read each once and the read-back one layer's
+    members at a time, so they never sit in memory beside the simulated tiles. Its header
+    and extent are checked at load; its bytes are not CRC-checked as an eager load's are
+    (DVC's content hash guards the artifact)."""
+
+    def __init__(self, path: str, offset: int, shape: tuple, raw: np.dtype, dtype: np.dtype):
+        self.path, self.offset, self.shape, self._raw, self.dtype = path, offset, shape, raw, dtype
+        self.ndim = len(shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self._raw.itemsize
+
+    def _read(self, offset: int, shape: tuple) -> np.ndarray:
+        a = np.fromfile(self.path, self._raw, math.prod(shape), offset=offset)
+        return a.reshape(shape).view(self.dtype)
+
+    def __getitem__(self, i):
+        if isinstance(i, (int, np.integer)) and self.ndim:
+            n = self.shape[0]
+            i = int(i) + n if i < 0 else int(i)
+            if not 0 <= i < n:
+                raise IndexError(f"index {i} out of range for {n}")
+            sub = self.shape[1:]
+            return self._read(self.offset + i * math.prod(sub) * self._raw.itemsize, sub)
+        return np.asarray(self)[i]
+
+    def __array__(self, dtype=None, copy=None):
+        a = self._read(self.offset, self.shape)
+        return a if dtype is None else a.astype(dtype)
+
+
+def _member_offset(zf: zipfile.ZipFile, zi: zipfile.ZipInfo) -> int:
+    """Where a stored (uncompressed) member's bytes start in the file: after its local header."""
+    f = zf.fp
+    f.seek(zi.header_offset)
+    head = f.read(30)
+    if len(head) != 30 or head[:4] != b"PK\x03\x04":
+        raise CodecError(f"member {zi.filename}: bad local header")
+    return zi.header_offset + 30 + int.from_bytes(head[26:28], "little") + int.from_bytes(head[28:30], "little")
+
+
 class _Decoder:
-    def __init__(self, zf: zipfile.ZipFile, n_arrays: int, table: Any):
+    def __init__(self, zf: zipfile.ZipFile, n_arrays: int, table: Any, lazy_bytes: int | None = None):
         self.zf = zf
         self.n = n_arrays
         self.table = [self.row(r) for r in _list(table, "types")]
+        self.lazy_bytes = lazy_bytes
 
     def dec(self, j: Any) -> Any:
         if type(j) is list:
@@ -289,6 +355,10 @@ class _Decoder:
         if tag == "$array":
             if type(v) is not int or not 0 <= v < self.n:
                 raise CodecError(f"array reference {v!r} out of range")
+            if self.lazy_bytes is not None and "as" not in j:
+                a = self.file_array(f"{v}.npy", _dtype(j["view"]) if "view" in j else None)
+                if a is not None:
+                    return a
             a = self.array(f"{v}.npy")
             if "view" in j:
                 dt = _dtype(j["view"])
@@ -311,13 +381,38 @@ class _Decoder:
         except ValueError as e:     # e.g. "Object arrays cannot be loaded when allow_pickle=False"
             raise CodecError(f"member {name}: {_line(e)}") from None
 
+    def file_array(self, name: str, view: np.dtype | None) -> FileArray | None:
+        """A FileArray for a member of at least lazy_bytes (None: read it now)."""
+        zi = self.zf.getinfo(name)
+        if zi.file_size < self.lazy_bytes or not isinstance(getattr(self.zf, "filename", None), str):
+            return None
+        with self.zf.open(name) as f:
+            try:
+                version = np.lib.format.read_magic(f)
+                if version not in ((1, 0), (2, 0)):
+                    return None
+                header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                    np.lib.format.read_array_header_2_0
+                shape, fortran, raw = header(f)
+            except ValueError as e:
+                raise CodecError(f"member {name}: {_line(e)}") from None
+            start = f.tell()
+        if fortran or raw.hasobject or not shape:
+            return None
+        if view is not None and (view.itemsize != raw.itemsize or raw.kind != "u"):
+            raise CodecError(f"member {name}: cannot view {raw} as {view}")
+        if start + math.prod(shape) * raw.itemsize > zi.file_size:
+            raise CodecError(f"member {name}: truncated")
+        return FileArray(self.zf.filename, _member_offset(self.zf, zi) + start, tuple(shape), raw,
+                         view if view is not None else raw)
+
     @staticmethod
     def row(r: Any) -> tuple:
         """A type-table row [name, [field names]] checked against the allowlist: (class, names, defaults)."""
         if type(r) is not list or len(r) != 2 or type(r[1]) is not list:
             raise CodecError("malformed type table")
         name, names = r
-        cls = _allowlist()[0].get(name) if isinstance(name, str) else None
+        cls = _allowed(name) if isinstance(name, str) else None
         if cls is None:
             raise CodecError(f"type {name!r} is not one Tessera reads (compiler.result.RESULT_TYPES)")
         known = {f.name: f for f in dataclasses.fields(cls)}
@@ -363,7 +458,7 @@ def _line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
-def _read(zf: zipfile.ZipFile) -> Any:
+def _read(zf: zipfile.ZipFile, lazy_bytes: int | None = None) -> Any:
     infos = zf.infolist()
     if not infos or infos[0].filename != DOC:
         raise CodecError(f"not a Tessera data file (no {DOC})")
@@ -392,15 +487,15 @@ def _read(zf: zipfile.ZipFile) -> Any:
         raise CodecError(f"schema version {schema} is older than this Tessera reads ({SCHEMA}): recompute it")
     if "value" not in doc:
         raise CodecError(f"{DOC} has no value")
-    return _Decoder(zf, n, doc.get("types", [])).dec(doc["value"])
+    return _Decoder(zf, n, doc.get("types", []), lazy_bytes).dec(doc["value"])
 
 
-def _decode(src: Any, head: bytes) -> Any:
+def _decode(src: Any, head: bytes, lazy_bytes: int | None = None) -> Any:
     if is_pickle(head):
         raise CodecError("is a pickle (refused: loading a pickle can run code)")
     try:
         with zipfile.ZipFile(src) as zf:
-            return _read(zf)
+            return _read(zf, lazy_bytes)
     except CodecError:
         raise
     except zipfile.BadZipFile as e:
@@ -416,9 +511,15 @@ def loads(data: bytes | memoryview) -> Any:
     return _decode(io.BytesIO(data), bytes(data[:2]))
 
 
-def load(path: str | Path) -> Any:
+def load(path: str | Path, lazy_bytes: int | None = None) -> Any:
     """The value in the file at ``path``; CodecError (one line, without the path) if it is not one.
-    FileNotFoundError passes through."""
+    FileNotFoundError passes through. With ``lazy_bytes``, arrays of at least that many bytes
+    (stored as they are, not narrowed) are FileArrays: read from the file when used (the
+    file must not change meanwhile: artifacts are replaced atomically, never rewritten)."""
+    if lazy_bytes is not None:
+        with open(path, "rb") as f:
+            head = f.read(2)
+        return _decode(str(path), head, lazy_bytes)   # zipfile opens the path: FileArrays name it
     with open(path, "rb") as f:
         head = f.read(2)
         f.seek(0)

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import compiler
 from compiler.phases import PHASES, run_phase
-from compiler.report import rejection_line, report
 from compiler.target import ConfigError
 
 from . import codec
@@ -63,10 +62,17 @@ def _plain(o):
     return str(o)
 
 
-def load_result(phase: str):
+# Phases that read the model's data only piecewise (its graph; the run's host streams and
+# read-back) load its large arrays from the file when used (codec.FileArray): at 27 layers the
+# ~390 MB of weights would otherwise sit beside the run's ~940 MB of simulated tile memory.
+LAZY_MODEL = {"plan", "expand", "run", "report"}
+LAZY_BYTES = 1 << 20
+
+
+def load_result(phase: str, lazy: bool = False):
     path = ART / phase / RESULT
     try:
-        return codec.load(path)
+        return codec.load(path, LAZY_BYTES) if lazy else codec.load(path)
     except FileNotFoundError:
         raise StageError(f"missing upstream artifact {path.relative_to(REPO)}: "
                          f"run `dvc repro {phase}` first") from None
@@ -113,7 +119,7 @@ def run_stage(phase: str, params: str | Path | None = None) -> object:
     cfg = load_params(params) if params else load_params()
     store = Store(cfg.get("store") or REPO / ".tessera-store")
     ups, _ = PHASES[phase]
-    inputs = {u: load_result(u) for u in ups}
+    inputs = {u: load_result(u, lazy=u == "model" and phase in LAZY_MODEL) for u in ups}
     out = ART / phase
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -123,6 +129,7 @@ def run_stage(phase: str, params: str | Path | None = None) -> object:
     try:
         with HostMonitor(ART / "host" / phase) as mon, Executor(ExecutorConfig.from_dict(cfg["executor"])) as ex:
             if phase == "report":   # no host figures: profile.html must be byte-identical on a rerun
+                from compiler.report import report
                 res = report(*(inputs[u] for u in ups), compiler.phases.target_of(cfg))
             else:
                 res = run_phase(phase, inputs, cfg, make_mapper(ex, store))
@@ -151,6 +158,7 @@ def run_stage(phase: str, params: str | Path | None = None) -> object:
         raise
     rej = getattr(res, "rejection", None)
     if rej and rej.phase == phase:
+        from compiler.report import rejection_line
         print(f"{phase}: {rejection_line(rej.metrics() | {'message': rej.message})}", file=sys.stderr)
     return res
 

@@ -32,7 +32,7 @@ class Ctx:
         self.bld = Builder(target.tiles)
         self.kinds: list[str] = []
         self.lay: dict[str, Layout] = {}
-        self.replicas: dict[str, list[Layout]] = {}   # vector homes: one layout per replica
+        self.vectors: dict[str, Layout] = {}          # vector homes: replica r = row r
         self.exchanged_at: dict[str, int] = {}        # matmul output -> its operand exchange step
         self.op = -1                                   # index of the op being expanded
         self.count, self.seq = 1, set()                # Repeat count and its sequences
@@ -92,29 +92,48 @@ class Ctx:
     def vector_home(self, name: str, stream: int, rot: int, count: int):
         """A [1, C] parameter in shards of ~VECTOR_SHARD bytes, replicated so that each
         shard tile serves about as many bytes as a row tile receives (half the tiles
-        consume it; each needs all S shards: R = ⌈(T/2)·shard / vector⌉ replicas)."""
+        consume it; each needs all S shards: R = ⌈(T/2)·shard / vector⌉ replicas).
+        All R replicas in one request table and one host table (replica-major, as R
+        separate homes would be: the same rows in the same order, without R rounds of
+        Python per vector; 27 layers' vectors were half of expand's time)."""
         t, T = self.g.tensors[name], self.t.tiles
         cols, e = t.shape[1], DTYPE_BYTES[t.dtype]
         cs = np.arange(0, cols, max(2, VECTOR_SHARD // e))
         S = len(cs)
         R = int(min(max(1, -(-(T // 2) * VECTOR_SHARD // t.nbytes)), max(1, T // S)))
-        self.replicas[name] = [
-            self._home_layout(name, stream, [0], cs, (rot + (r * S + np.arange(S)) * T // (R * S)) % T, count, True)
-            for r in range(R)]
-        self.lay[name] = self.replicas[name][0]
+        tiles = (rot + (np.arange(R)[:, None] * S + np.arange(S)) * T // (R * S)) % T      # [R, S]
+        k = np.diff(np.append(cs, cols))                     # columns per shard
+        size = k * e
+        stride = -(-size // 16) * 16 if count > 1 else np.zeros(S, np.int64)
+        req = self.bld.alloc_rows(f"{name}.home", tiles.ravel(), np.tile(size, R), 16, STANDARD, 0, END,
+                                  count, np.tile(stride, R)).reshape(R, S)
+        istride = np.broadcast_to(np.asarray(stride, np.int64), (R, S)).copy()
+        # host rows (host_rects for a [1, C] stream, row-major): member i, replica r, shard j
+        i = np.arange(count)[None, :, None]
+        rep = lambda v: np.broadcast_to(v, (R, count, S)).ravel()
+        self.bld.add("hin", stream=stream, host_off=rep(i * cols * e + cs * e), req=rep(req[:, None]),
+                     off=rep(i * istride[:, None]), row_bytes=rep(size), rows=1, host_stride=cols * e,
+                     tile_stride=rep(size))
+        # replica r is row r of one [R, C] layout: gather_vector reads replica r as rows [r, r+1)
+        self.vectors[name] = Layout(R, cols, np.arange(R), cs, tiles, req, e, istride=istride,
+                                    name=f"{name}.home")
+        self.lay[name] = Layout(1, cols, np.zeros(1, np.int64), cs, tiles[:1], req[:1], e,
+                                istride=istride[:1], name=f"{name}.home")
 
     def gather_vector(self, name: str, step: int, tiles, req, off, c0=0, c1=None):
         """Columns [c0, c1) (default: all) of vector `name` into (req, off) on each of
-        `tiles`, each from replica (its position mod R)."""
-        reps = self.replicas.get(name, [self.lay[name]])
+        `tiles`, each from replica (its position mod R): one gather, replica-major."""
         t = self.g.tensors[name]
         e = DTYPE_BYTES[t.dtype]
         c1 = t.shape[1] if c1 is None else c1
         tiles, req, off, c0, c1 = np.broadcast_arrays(*(np.asarray(v) for v in (tiles, req, off, c0, c1)))
-        for r, lay in enumerate(reps):
-            sel = np.arange(len(tiles)) % len(reps) == r
-            gather(self.bld, lay, step, 0, 1, c0[sel], c1[sel], tiles[sel], req[sel], off[sel],
-                   (c1[sel] - c0[sel]) * e)
+        if name not in self.vectors:
+            gather(self.bld, self.lay[name], step, 0, 1, c0, c1, tiles, req, off, (c1 - c0) * e)
+            return
+        src = self.vectors[name]
+        r = np.arange(len(tiles)) % src.rows
+        o = np.argsort(r, kind="stable")
+        gather(self.bld, src, step, r[o], r[o] + 1, c0[o], c1[o], tiles[o], req[o], off[o], (c1[o] - c0[o]) * e)
 
 
 def _blocks(lay: Layout):

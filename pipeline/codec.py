@@ -2,6 +2,10 @@
 
     blob = dumps(result)          # bytes: a zip (an .npz numpy reads with allow_pickle=False)
     result = loads(blob)          # or load(path); CodecError (one line) if it is not ours
+    result = load(path, lazy_bytes=1 << 20)   # arrays of >= 1 MiB as FileArray: read when used
+
+Sections below, in order: the allowlist of dataclasses; dtypes; encoding (``dump``);
+decoding (``FileArray``, ``load``).
 
 A file is an uncompressed zip: ``data.json`` (``{"format": "tessera-data", "schema": 1,
 "value": ...}``) then one ``<n>.npy`` member per numpy array, read with

@@ -1,6 +1,11 @@
 """The compute kernels, executed batched across tiles: MATMUL (f16/fp8/f32,
-mixed f16/fp8, transposed or micro-panel b), ADD, COPY, and the vector kernels GELU, LAYERNORM,
-SOFTMAX, CAST, ONLINE_SOFTMAX, ROWSCALE (f32 arithmetic in fmath.py).
+mixed f16/fp8, transposed or micro-panel b), ADD, COPY, and the vector kernels GELU, BIAS,
+LAYERNORM, SOFTMAX, CAST, ONLINE_SOFTMAX, ROWSCALE (f32 arithmetic in fmath.py).
+The file reads top-down: module helpers (batches, widening, f16 rounding, grouping),
+then `Kernels`: worker slices, operand checks, one method per opcode, `run` (the
+dispatch). Per-element loops outside BLAS (operand widening, f16 stores, ADD's sums)
+are compiled in jit.py; MATMUL/CAST scale words (immediate or per-iteration table) are
+read by scales.py.
 
 One call executes one instruction on each of a set of tiles (the same round of
 a superstep: no tile appears twice, so tiles are independent). Instances with

@@ -212,12 +212,14 @@ def _dead_after(g: Graph, first: int, stop: int, keep: set) -> dict[int, list[st
     return free
 
 
-def evaluate(g: Graph, data: dict, round_f16: bool = True, keep: set | None = None) -> dict[str, np.ndarray]:
+def evaluate(g: Graph, data: dict, round_f16: bool = True, keep: set | None = None,
+             rewrite=None) -> dict[str, np.ndarray]:
     """Every tensor's value; with a Repeat, the body runs once per member of its
     sequences and carried outputs feed the next iteration's inputs. With `keep`, only
     those tensors (and inputs/parameters) are returned: every other activation is
     dropped after its last reader (two evaluations of 27 So400m layers held every
-    activation of a layer, ~0.5 GB each)."""
+    activation of a layer, ~0.5 GB each). `rewrite(j, op, i, env)`, if given, returns
+    the op that runs in place of op j in iteration i (calibration sets cast scales)."""
     rep = g.repeat
     seq = set(rep.sequences) if rep else set()
     env = {n: _value(g, data, n) for n in data if n not in seq}
@@ -228,6 +230,8 @@ def evaluate(g: Graph, data: dict, round_f16: bool = True, keep: set | None = No
     def ops(a, b, i=0):
         for j in range(a, b):
             op = g.ops[j].at(i)           # per-iteration scales (a Repeat body's casts)
+            if rewrite is not None:
+                op = rewrite(j, op, i, env)
             y = _op(op, [env[n] for n in op.inputs], rnd)
             env[op.outputs[0]] = rnd(y) if g.tensors[op.outputs[0]].dtype == "f16" else y
             for n in free.get(j, ()):

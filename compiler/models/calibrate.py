@@ -16,7 +16,7 @@ import dataclasses
 import numpy as np
 
 from .. import reference
-from ..ir import Graph, Op, member
+from ..ir import Graph, Op
 from .gemm import FP8_MAX
 
 
@@ -24,31 +24,17 @@ def cast_amax(g: Graph, data: dict, inputs: dict) -> dict[int, np.ndarray]:
     """{cast op index: float64[count] amax of its input per iteration} on `data` with
     `inputs` (name -> array) in place of the trial's inputs; the casts of iteration i
     scale by that amax (headroom 1: no clipping on this input)."""
-    rep = g.repeat
-    L = rep.count if rep else 1
-    seq = set(rep.sequences) if rep else set()
-    env = {n: reference._value(g, {**data, **inputs}, n) for n in data if n not in seq}
+    L = g.repeat.count if g.repeat else 1
     amax = {n: np.zeros(L) for n, op in enumerate(g.ops) if op.kind == "cast"}
 
-    def ops(a, b, i):
-        for n in range(a, b):
-            op = g.ops[n].at(i)
-            if op.kind == "cast":
-                amax[n][i] = float(np.abs(env[op.inputs[0]]).max())
-                op = dataclasses.replace(op, attrs=_with_scale(op, float(amax[n][i] / FP8_MAX) or 1.0))
-            y = reference._op(op, [env[x] for x in op.inputs], reference.round_to_f16)
-            env[op.outputs[0]] = reference.round_to_f16(y) if g.tensors[op.outputs[0]].dtype == "f16" else y
+    def rewrite(n, op, i, env):
+        if op.kind != "cast":
+            return op
+        amax[n][i] = float(np.abs(env[op.inputs[0]]).max())
+        return dataclasses.replace(op, attrs=_with_scale(op, float(amax[n][i] / FP8_MAX) or 1.0))
 
-    first, stop = g.body()
-    ops(0, first, 0)
-    for i in range(L):
-        for n in seq:
-            env[n] = data[n][i].astype(np.float64) * member(g.tensors[n].scale, i)
-        ops(first, stop, i)
-        if rep and i + 1 < L:
-            for out, inp in rep.carried:
-                env[inp] = env[out]
-    return amax                      # the ops after the body hold no casts: not evaluated
+    reference.evaluate(g, {**data, **inputs}, rewrite=rewrite)
+    return amax
 
 
 def _with_scale(op: Op, scale) -> tuple:

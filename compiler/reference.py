@@ -7,32 +7,38 @@ partials rounded to f16, transcendental kernels), which later ops propagate; the
 tolerance bounds that from the data itself.
 
 How exact, and why it is fast (27 So400m layers are two evaluations of ~0.7 TFLOP):
+  * the evaluation works in float32. An op's exact result is a real number the device
+    must round to f16 (11 bits); the reference computes it to within a few units of
+    2^-24 relative first, so only a result within ~2^-13 f16 units of a rounding
+    boundary can round the other way -- as the device's own f32 arithmetic can.
   * matmuls (`dot`) multiply in float32 and sum in float32 over blocks of K_BLOCK = 256
-    terms; the block sums are added in float64. A product of an f16 (11-bit) value by
-    an f16 or FP8 (4-bit) value is exact in float32's 24 bits; the per-tensor scale
-    already applied to an operand rounds it by at most 2^-24; a block's float32 sum errs
-    by at most 256 * 2^-24 * sum|a*b| (the textbook gamma_n bound). So an output is
-    within about 2^-16 * sum|a*b| of the exact sum: 1/32 of the f16 rounding unit
-    (2^-11) of that magnitude (float64 everywhere gave 2^-45). The f16 rounding that
-    follows fixes the reference's value; only a sum that close to a rounding boundary
-    can round the other way, as the device's own f32 sums can. Measured on one So400m
-    layer against float64 matmuls, same inputs: 0.07-0.23 % of each matmul's outputs
-    round to another f16 value, by one unit except where cancellation leaves an output
-    far below sum|a*b|. Over 27 layers such flips grow as the device's own rounding
-    does: the two references' outputs differ by up to 0.0625 (the device's error against
-    either is of that size) and the data-driven tolerance moves 0.165 -> 0.149.
-  * elementwise and row-wise ops stay float64 (cheap next to the matmuls).
-  * erf (GELU erf form) has math.erf's accuracy: a table over the 65536 f16 values
-    (the rounded evaluation's inputs are f16 values) plus a third-order Taylor step
-    from the nearest f16 value for any other input (`erf_scaled`).
-The unrounded evaluation (round_f16=False) uses the same matmuls: it measures the f16
-rounding noise (units of 2^-11), which errors of 2^-16 do not move."""
+    terms, then add the block sums. A product of an f16 (11-bit) value by an f16 or FP8
+    (4-bit) value is exact in float32's 24 bits; the per-tensor scale already applied to
+    an operand rounds it by at most 2^-24; a block's sum errs by at most 256 * 2^-24 *
+    sum|a*b| (the textbook gamma_n bound) and adding k/256 <= 17 block sums adds 17 *
+    2^-24 more. So an output is within about 2^-16 * sum|a*b| of the exact sum: 1/32 of
+    the f16 rounding unit (2^-11) of that magnitude. Measured on one So400m layer
+    against float64 matmuls, same inputs: 0.07-0.23 % of each matmul's outputs round to
+    another f16 value, by one unit except where cancellation leaves an output far below
+    sum|a*b|.
+  * elementwise and row-wise ops (numpy's float32 exp, tanh, pairwise sums) err by a
+    few units of 2^-24; GELU's erf form is computed per element in float64 with the C
+    library's erf (math.erf's accuracy), then rounded to float32 once.
+  * f16 rounding of float32 results is one compiled in-place pass equal to numpy's
+    cast there and back over all 2^32 float32 values (`_round_f32_inplace`).
+  Such flips then propagate as the device's own rounding does: on 27 layers, this
+  evaluation and one in float64 throughout (elementwise) give outputs differing by up
+  to 0.0137, the device's error against either is of that size, and the data-driven
+  tolerance is 0.0349 -> 0.0323 (4 layers: 0.0163 both).
+The unrounded evaluation (round_f16=False) uses the same arithmetic: it measures the
+f16 rounding noise (units of 2^-11), which errors of 2^-16 do not move."""
 from __future__ import annotations
 
 import math
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import numpy as np
+from numba import njit
 from threadpoolctl import threadpool_limits
 
 from .ir import Graph, member
@@ -44,70 +50,77 @@ K_BLOCK = 256           # terms summed in float32 before a float64 add (error bo
 
 
 def round_to_f16(x: np.ndarray) -> np.ndarray:
-    """float64 -> the nearest float16 value (ties to even; overflow to +-inf, NaN kept),
-    as float64 (numpy's direct, correctly rounded float64 -> float16 cast)."""
+    """float32/float64 -> the nearest float16 value (ties to even; overflow to +-inf, NaN
+    kept), in the input's float dtype (float64 for anything else): numpy's direct,
+    correctly rounded cast to float16 (one rounding from either width)."""
+    x = np.asarray(x)
+    dt = x.dtype if x.dtype in (np.float32, np.float64) else np.float64
     with np.errstate(over="ignore"):
-        return np.asarray(x, np.float64).astype(np.float16).astype(np.float64)
+        return x.astype(np.float16).astype(dt)
+
+
+@njit(nogil=True, cache=True)
+def _round_f32_inplace(u):
+    """x[i] = round_to_f16(x[i]) for a float32 array viewed as uint32 `u`, in one pass:
+    the same values as numpy's cast to float16 and back (round to nearest even; at
+    65520 and above inf; NaN keeps its top 10 payload bits, at least one set), equal
+    to it over all 2**32 float32 values (experiments/host_time/f16_exhaustive.py;
+    tests/test_reference.py samples it). Written for this module alone: the
+    simulator's store rounds with code of its own (compiler/sim/jit.py)."""
+    for i in range(u.shape[0]):
+        b = u[i]
+        a = b & np.uint32(0x7FFFFFFF)
+        sign = b ^ a
+        if a >= np.uint32(0x38800000):              # f16 normals: 10 mantissa bits kept
+            r = (a + np.uint32(0x0FFF) + ((a >> np.uint32(13)) & np.uint32(1))) & np.uint32(0xFFFFE000)
+            if a >= np.uint32(0x477FF000):
+                r = np.uint32(0x7F800000)           # rounds to 65536 or more: inf
+            if a > np.uint32(0x7F800000):           # NaN
+                r = np.uint32(0x7F800000) | (max((a & np.uint32(0x7FFFFF)) >> np.uint32(13), np.uint32(1)) << np.uint32(13))
+            u[i] = sign | r
+        else:                                       # f16 subnormals: multiples of 2**-24
+            x = u[i:i + 1].view(np.float32)
+            x[0] = np.rint(x[0] * np.float32(16777216.0)) * np.float32(2.0 ** -24)
 
 
 def _round_fresh(x: np.ndarray) -> np.ndarray:
-    """round_to_f16 of an array nothing else holds, in place when it is a float64 array of
-    its own (an op's fresh result): the same values, one float64 array fewer per op (~1/3
-    of the rounding's time, 27 layers of rounded activations being ~0.9 G elements)."""
-    if isinstance(x, np.ndarray) and x.dtype == np.float64 and x.base is None and x.flags.writeable:
-        with np.errstate(over="ignore"):
-            np.copyto(x, x.astype(np.float16))
+    """round_to_f16 of an array nothing else holds, in place when it is a float array of
+    its own (an op's fresh result): the same values, one array fewer per op (27 layers
+    of rounded activations being ~0.9 G elements; float32 in one compiled pass, ~6x
+    numpy's cast there and back)."""
+    if isinstance(x, np.ndarray) and x.dtype in (np.float32, np.float64) and x.base is None \
+            and x.flags.writeable and x.flags.c_contiguous:
+        if x.dtype == np.float32:
+            _round_f32_inplace(x.reshape(-1).view(np.uint32))
+        else:
+            with np.errstate(over="ignore"):
+                np.copyto(x, x.astype(np.float16))
         return x
     return round_to_f16(x)
 
 
 def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a @ b as float64: float32 products, float32 sums of K_BLOCK terms, the block
-    sums added in float64 (the error bound is in the module docstring)."""
+    """a @ b: float32 products, float32 sums of K_BLOCK terms, the block sums added in
+    float64 when either operand is float64 (readback's own checks), else in float32 (the
+    reference's evaluation; the error bound for both is in the module docstring)."""
+    acc = np.float64 if np.result_type(a, b) == np.float64 else np.float32
     a32, b32 = np.asarray(a, np.float32), np.asarray(b, np.float32)
     k = a32.shape[1]
     if k <= K_BLOCK:
-        return (a32 @ b32).astype(np.float64)
-    out = np.zeros((a32.shape[0], b32.shape[1]))
+        return (a32 @ b32).astype(acc, copy=False)
+    out = np.zeros((a32.shape[0], b32.shape[1]), acc)
     for k0 in range(0, k, K_BLOCK):
         out += a32[:, k0:k0 + K_BLOCK] @ b32[k0:k0 + K_BLOCK]
     return out
 
 
-_ERF_TABLE: list = []    # [erf(v / sqrt 2) for every f16 bit pattern v], built on first use
-
-
-def _erf_table() -> np.ndarray:
-    if not _ERF_TABLE:
-        v = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float64)
-        t = np.where(np.isnan(v), np.nan, np.sign(v))          # +-inf -> +-1, NaN stays
-        fin = np.isfinite(v)
-        t[fin] = np.frompyfunc(lambda x: math.erf(x / math.sqrt(2)), 1, 1)(v[fin]).astype(np.float64)
-        _ERF_TABLE.append(t)
-    return _ERF_TABLE[0]
-
-
-def erf_scaled(x: np.ndarray) -> np.ndarray:
-    """erf(x / sqrt 2) to math.erf's accuracy. With x0 = round_to_f16(x) (clipped to
-    the f16 range) and d = x - x0: the table gives g(x0), and five Taylor terms step to
-    x, g^(n)(x0) = (-1)^(n-1) He_(n-1)(x0) * sqrt(2/pi) * exp(-x0^2/2) (He: Hermite
-    polynomials). |d| <= 2^-11*|x0| (2^-25 among subnormals), so the first term left
-    out is below 1e-17. Past the f16 range erf(x / sqrt 2) is +-1 in float64."""
-    x = np.asarray(x, np.float64)
-    x0 = np.clip(round_to_f16(x), -F16_MAX, F16_MAX)
-    g = _erf_table()[x0.astype(np.float16).view(np.uint16)]
-    d = x - x0
-    if not np.any(d):
-        return g
-    with np.errstate(invalid="ignore", over="ignore"):
-        x2 = x0 * x0
-        g1 = math.sqrt(2 / math.pi) * np.exp(-0.5 * x2)
-        t = (x2 * x2 - 6 * x2 + 3) / 120                 # He4 / 5!
-        t = (3 * x0 - x2 * x0) / 24 + d * t               # -He3 / 4!
-        t = (x2 - 1) / 6 + d * t                          # He2 / 3!
-        t = -0.5 * x0 + d * t                             # -He1 / 2!
-        out = g + g1 * d * (1 + d * t)
-    return np.where(np.abs(x) > F16_MAX, np.sign(x), out)
+@njit(nogil=True, cache=True)
+def _gelu_erf(x, out):
+    """out = 0.5 x (1 + erf(x / sqrt 2)), each element in float64 with the C library's
+    erf (math.erf's accuracy), then rounded once to out's width."""
+    for i in range(x.shape[0]):
+        v = np.float64(x[i])
+        out[i] = 0.5 * v * (1.0 + math.erf(v / math.sqrt(2.0)))
 
 
 def _value(g: Graph, data: dict, name: str, i: int | None = None) -> np.ndarray:
@@ -121,7 +134,7 @@ def _value(g: Graph, data: dict, name: str, i: int | None = None) -> np.ndarray:
     if stored.dtype == FP8:
         table = np.arange(256, dtype=np.uint8).view(FP8).astype(np.float32) * np.float32(scale)
         return table[stored.view(np.uint8)]
-    return stored.astype(np.float64) * scale
+    return stored.astype(np.float32) * scale
 
 
 def matmul(op, a, b):
@@ -130,7 +143,7 @@ def matmul(op, a, b):
     tb = op.attr("transpose_b", False)
     rows = max(g[4] for g in groups) + m
     cols = max(g[5] for g in groups) + n
-    out = np.zeros((rows, cols))
+    out = np.zeros((rows, cols), np.result_type(a, b, np.float32))
     for ar, ac, br, bc, cr, cc in groups:
         bw = b[br:br + n, bc:bc + k].T if tb else b[br:br + k, bc:bc + n]
         out[cr:cr + m, cc:cc + n] = dot(a[ar:ar + m, ac:ac + k], bw)
@@ -142,7 +155,11 @@ def matmul(op, a, b):
 
 def gelu(x, approx: str):
     if approx == "erf":
-        return 0.5 * x * (1 + erf_scaled(x))
+        x = np.asarray(x)
+        x = x if x.dtype in (np.float32, np.float64) else x.astype(np.float64)
+        out = np.empty_like(x)
+        _gelu_erf(np.ascontiguousarray(x).reshape(-1), out.reshape(-1))
+        return out
     return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * (x * x * x))))
 
 
@@ -155,7 +172,8 @@ def layernorm(x, gamma, beta, eps):
 def softmax(x, scale, valid=0):
     """Row softmax over the first `valid` columns (0 = all); masked columns are 0."""
     v = valid or x.shape[1]
-    out = np.zeros_like(x)
+    out = np.empty_like(x)
+    out[:, v:] = 0
     e = np.multiply(x[:, :v], scale, out=out[:, :v])      # in place: S is the biggest tensor
     e -= e.max(1, keepdims=True)
     np.exp(e, out=e)
@@ -164,7 +182,7 @@ def softmax(x, scale, valid=0):
 
 
 def _op(op, x, rnd):
-    """One op in float64; `rnd` rounds the intermediates a composite op stores."""
+    """One op, in its inputs' float width; `rnd` rounds the intermediates a composite op stores."""
     if op.kind == "matmul":
         return matmul(op, *x)
     if op.kind == "gelu":
@@ -175,7 +193,7 @@ def _op(op, x, rnd):
         return x[0] + x[1]
     if op.kind == "cast":    # to FP8 e4m3 with the output's per-tensor scale, saturating
         q = np.clip(x[0] / op.attr("scale"), -FP8_MAX, FP8_MAX)
-        return q.astype(FP8).astype(np.float64) * op.attr("scale")
+        return q.astype(FP8).astype(x[0].dtype) * op.attr("scale")
     if op.kind == "layernorm":
         return layernorm(x[0], x[1], x[2], op.attr("eps", 1e-6))
     if op.kind == "softmax":

@@ -1,31 +1,37 @@
-"""The simulator's compiled f32 -> f16 rounding (compiler/sim/jit.py) against numpy's
-astype on every one of the 2**32 float32 bit patterns:
-`python experiments/host_time/f16_exhaustive.py` (about a minute on one core; prints
-the mismatches, exit 1 if any). tests/sim/test_jit.py checks a sample of the same."""
+"""The two compiled f32 -> f16 roundings against numpy's astype on every one of the
+2**32 float32 bit patterns: the simulator's (compiler/sim/jit.py, f16 bits) and the
+reference's (compiler/reference.py, in place as float32 values; independent code).
+`python experiments/host_time/f16_exhaustive.py` (a minute or two on one core; prints
+the mismatches, exit 1 if any). tests/sim/test_jit.py and tests/test_reference.py
+check samples of the same."""
 import sys
 import time
 
 import numpy as np
 
+from compiler import reference
 from compiler.sim import jit
 
 CHUNK = 1 << 26
 
 
 def main():
-    t, bad = time.perf_counter(), 0
+    t, bad = time.perf_counter(), {"sim": 0, "reference": 0}
     got = np.empty(CHUNK, np.uint16)
     for c in range(0, 1 << 32, CHUNK):
         b = np.arange(c, c + CHUNK, dtype=np.uint64).astype(np.uint32)
         with np.errstate(all="ignore"):
-            want = b.view(np.float32).astype(np.float16).view(np.uint16)
+            want = b.view(np.float32).astype(np.float16)
         jit.f16_bits(b.view(np.float32), got)
-        d = np.flatnonzero(want != got)
-        bad += len(d)
-        for i in d[:3]:
-            print(f"{b[i]:#010x}: numpy {want[i]:#06x}, jit {got[i]:#06x}")
-    print(f"{bad} mismatches over 2**32 float32 values ({time.perf_counter() - t:.0f} s)")
-    return 1 if bad else 0
+        r = b.copy()
+        reference._round_f32_inplace(r)
+        for name, d in (("sim", np.flatnonzero(want.view(np.uint16) != got)),
+                        ("reference", np.flatnonzero(want.astype(np.float32).view(np.uint32) != r))):
+            bad[name] += len(d)
+            for i in d[:3]:
+                print(f"{name} {b[i]:#010x}: numpy {want.view(np.uint16)[i]:#06x}, got {got[i]:#06x} / {r[i]:#010x}")
+    print(f"mismatches over 2**32 float32 values: {bad} ({time.perf_counter() - t:.0f} s)")
+    return 1 if any(bad.values()) else 0
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ Other op kinds are counted as unchecked.
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from . import reference
@@ -223,6 +225,11 @@ class ReadBack:
         self.checked = self.failed = self.unchecked = 0
         self.first_failed: dict | None = None
         self.worst_ratio = 0.0
+        # checks run on one worker thread, beside the simulator (which leaves a core idle
+        # in its exchanges and Python steps): each gets a snapshot of the values it reads,
+        # and one worker runs them in submission order, so the figures do not depend on timing
+        self.pool: ThreadPoolExecutor | None = None
+        self.pending: list = []
 
     # ---- reading -------------------------------------------------------------------
     def read(self, mem, n: int) -> np.ndarray:
@@ -240,10 +247,11 @@ class ReadBack:
                 d["c0"][sel][:, None, None] + np.arange(c)[None, None, :]] = blocks
         return out                                       # stored values: times t.scale when used
 
-    def value(self, name: str, i: int):
-        """An op input at iteration i: the device's activation, or the true data."""
+    def value(self, name: str, i: int, env: dict, carry: dict):
+        """An op input at iteration i: the device's activation (as read back: `env`, or
+        `carry` from the iteration before), or the true data."""
         t = self.g.tensors[name]
-        raw = self.env.get(name, self.carry.get(name) if i > 0 else None)
+        raw = env.get(name, carry.get(name) if i > 0 else None)
         if raw is not None:
             v = raw.astype(np.float64)
             v *= member(t.scale, i)                       # in place: one copy of a big tensor, not two
@@ -279,22 +287,24 @@ class ReadBack:
                 if outside and step < self.b0:
                     self.before.add(out)
             if checked:
-                self.check_op(n, i)
+                if self.pool is None:
+                    self.pool = ThreadPoolExecutor(1, thread_name_prefix="readback")
+                self.pending.append(self.pool.submit(self.check_op, n, i, dict(self.env), dict(self.carry)))
                 for name in op.inputs:             # free what no later op of the body reads
                     if self.last_use.get(name) == n and name not in self.carried and name not in self.before:
                         self.env.pop(name, None)
 
-    def check_op(self, n: int, i: int) -> None:
+    def check_op(self, n: int, i: int, env: dict, carry: dict) -> None:
         op = self.g.ops[n].at(i)
-        xs = [self.value(name, i) for name in op.inputs]
+        xs = [self.value(name, i, env, carry) for name in op.inputs]
         if op.kind not in BOUNDS or any(x is None for x in xs):
             self.unchecked += 1
             return
         t = self.g.tensors[op.outputs[0]]
-        raw = self.env.get(op.outputs[0])
+        raw = env.get(op.outputs[0])
         # scale 1 (f16): the read-back float32 itself, exact, widened by numpy where it meets
         # the float64 reference (a float64 copy of a 27-layer tower's scores is 68 MB)
-        dev = raw if raw is not None and t.scale == 1.0 else self.value(op.outputs[0], i)
+        dev = raw if raw is not None and t.scale == 1.0 else self.value(op.outputs[0], i, env, carry)
         _, bound, err = op_error(op, xs, dev, keep_ref=False)
         del xs, dev
         self.checked += 1
@@ -317,7 +327,23 @@ class ReadBack:
               (d["c0"][idx] <= c) & (c < d["c0"][idx] + d["cols"][idx])
         return int(d["tile"][idx][hit][0])
 
+    def finish(self) -> None:
+        """Wait for the checks still running (raising the first error of one)."""
+        try:
+            for f in self.pending:
+                f.result()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Drop the checks not yet started (the run failed: its error is the one to see)."""
+        self.pending = []
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+            self.pool = None
+
     def metrics(self) -> dict:
+        self.finish()
         unread = len(self.g.ops) - len(self.rows)          # outputs without dump rows: never read
         m = {"ops_checked": self.checked, "ops_failed": self.failed,
              "ops_unchecked": self.unchecked + unread * len(self.check),

@@ -101,7 +101,12 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     dump = getattr(lower_res, "dump", None) or {}
     rb = ReadBack(g, model.data, dump, lower_res.body, check) if dump else None
     hooks = [h for h in (inject, rb.on_step if rb else None) if h is not None]
-    r = sim.run(prog, streams, (lambda step, mem: [h(step, mem) for h in hooks]) if hooks else None)
+    try:
+        r = sim.run(prog, streams, (lambda step, mem: [h(step, mem) for h in hooks]) if hooks else None)
+    except BaseException:
+        if rb:
+            rb.close()
+        raise
     err, sq_err, sq_ref = 0.0, 0.0, 0.0
     outputs, refs = {}, {}
     for name, want in ref.outputs.items():

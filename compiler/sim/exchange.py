@@ -137,7 +137,7 @@ def exchange(m: Memory, step: int, tile, pc, taddr, nsend, nrecv, fix=None, cach
     S, R, c = plan.S, plan.R, plan.chunk
     sp = m.pos(own[S], addr[S])[c] + plan.soff
     dp = m.pos(own[R], addr[R])[c] + plan.doff
-    move(m.flat, m.flat, sp, dp, plan.length, plan.groups)
+    move(m.flat, m.flat, sp, dp, plan.length, plan.groups, split=(T // 2) * m.tile_bytes)
     return ExchangeResult(plan.send_bytes, plan.recv_bytes)
 
 

@@ -211,3 +211,57 @@ def move(src, dst, sp, dp, length, order, buf):
         for b in range(L):
             dst[d + b] = buf[o + b]
         o += L
+
+
+@njit(**_JIT)
+def split_ok(dp, length, split):
+    """True if no chunk's destination straddles position `split` (so the chunks below it
+    and those at or above it write disjoint bytes and may be moved on two threads)."""
+    for i in range(dp.shape[0]):
+        if U(dp[i]) < U(split) and U(dp[i]) + U(length[i]) > U(split):
+            return False
+    return True
+
+
+@njit(**_JIT)
+def stage_offsets(length, order, off):
+    """off[k] = where chunk order[k] sits in the staging buffer (the lengths before it)."""
+    o = U(0)
+    for k in range(order.shape[0]):
+        off[k] = o
+        o += U(length[order[k]])
+
+
+@njit(**_JIT)
+def gather_part(src, sp, length, order, off, buf, k0, k1):
+    """Staging, chunks order[k0:k1] (jit.move's first loop, for a part of the chunks)."""
+    for k in range(k0, k1):
+        i = order[k]
+        s, o = U(sp[i]), U(off[k])
+        for b in range(U(length[i])):
+            buf[o + b] = src[s + b]
+
+
+@njit(**_JIT)
+def scatter_part(dst, dp, length, order, off, buf, lo, hi):
+    """jit.move's second loop, for the chunks whose destination starts in [lo, hi), in
+    `order` (so the later chunk still wins where two of them overlap)."""
+    for k in range(order.shape[0]):
+        i = order[k]
+        d = U(dp[i])
+        if d >= U(lo) and d < U(hi):
+            o = U(off[k])
+            for b in range(U(length[i])):
+                dst[d + b] = buf[o + b]
+
+
+@njit(**_JIT)
+def direct_part(src, dst, sp, dp, length, order, lo, hi):
+    """move_direct for the chunks whose destination starts in [lo, hi)."""
+    for k in range(order.shape[0]):
+        i = order[k]
+        d = U(dp[i])
+        if d >= U(lo) and d < U(hi):
+            s = U(sp[i])
+            for b in range(U(length[i])):
+                dst[d + b] = src[s + b]

@@ -295,7 +295,7 @@ class Kernels:
                              "src": (src, extent(rb, rows, src_st), live)},
                             note=" (unencodable copy)")
         sp, dp, L = plan_chunks(m.pos(tiles, src), rb, rows, src_st, m.pos(tiles, dst), rb, rows, dst_st)
-        move(m.flat, m.flat, sp, dp, L)
+        move(m.flat, m.flat, sp, dp, L, split=(m.tiles // 2) * m.tile_bytes)   # chunks stay in their tile
         nbytes = rb * rows
         cycles = np.zeros(len(tiles), I64)
         for g in groups(nbytes[:, None]):

@@ -162,7 +162,7 @@ def host_in(m: Memory, p: Program, streams: dict) -> int:
         # panel streams rearranged one at a time, each dropped once moved: the host holds
         # one rearranged copy at most (the weights of 27 layers are ~400 MB of them)
         src = _panel_stream(bufs[si], name, *p.in_panels[name]) if name in p.in_panels else bufs[si]
-        move(src, m.flat, sp, dp, L)
+        move(src, m.flat, sp, dp, L, split=(m.tiles // 2) * m.tile_bytes)   # chunks stay in their tile
         del src
     return int((rb * rows).sum())
 

@@ -11,6 +11,7 @@ Python.
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -21,6 +22,8 @@ from . import jit
 I64 = np.int64
 _STAGE = [np.empty(0, np.uint8)]       # memory.move's staging buffer
 _STAGE_LOCK = threading.Lock()
+_POOL: ThreadPoolExecutor | None = None    # memory.move's second thread, made on first use
+PARALLEL_BYTES = 1 << 20                   # a move of fewer bytes stays on one thread
 
 
 def windows(buf: np.ndarray, length: int) -> np.ndarray:
@@ -111,28 +114,57 @@ def by_length(length):
     return order, [(int(ls[a]), int(a), int(b)) for a, b in zip(cut, ends)]
 
 
-def move(src: np.ndarray, dst: np.ndarray, sp, dp, length, groups=None) -> None:
+def move(src: np.ndarray, dst: np.ndarray, sp, dp, length, groups=None, split: int | None = None) -> None:
     """Copy chunks src[sp:sp+len] -> dst[dp:dp+len]. All chunks are read before
     any is written (bulk-synchronous: a step's reads see the memory as it was
     when the step began, whatever the overlap); where destinations overlap, the
     chunk written last wins: the order of by_length (by length, then index).
     `groups` = by_length(length) if the caller has it already. Compiled loops:
     chunk by chunk when no destination touches a page any source touches
-    (jit.disjoint), else through a staging buffer kept between moves (jit.move)."""
+    (jit.disjoint), else through a staging buffer kept between moves (jit.move).
+    `split`: a destination position no chunk straddles (the exchange gives a tile
+    boundary); then a large move runs on two threads, one writing below it and one
+    above, each in the same order -- the same bytes as one thread."""
     if len(sp) == 0:
         return
     order = (groups if groups is not None else by_length(length))[0]
     length = np.asarray(length)
     sp, dp = np.asarray(sp, I64), np.asarray(dp, I64)
+    two = split is not None and len(sp) > 1 and int(length.sum(dtype=I64)) >= PARALLEL_BYTES \
+        and jit.split_ok(dp, length, split)
+    ends = ((0, split), (split, dst.size)) if two else ()
     if (src is dst and jit.disjoint(sp, dp, length, dst.size)) or (
             src is not dst and not np.may_share_memory(src, dst)):
-        jit.move_direct(src, dst, sp, dp, length, order)
+        if two:
+            _both(lambda lo, hi: jit.direct_part(src, dst, sp, dp, length, order, lo, hi), ends)
+        else:
+            jit.move_direct(src, dst, sp, dp, length, order)
         return
     with _STAGE_LOCK:
         total = int(length.sum(dtype=I64))
         if _STAGE[0].size < total:      # kept between moves: fresh pages cost a fault each
             _STAGE[0] = np.empty(total, np.uint8)
-        jit.move(src, dst, sp, dp, length, order, _STAGE[0])
+        if not two:
+            jit.move(src, dst, sp, dp, length, order, _STAGE[0])
+            return
+        off = np.empty(len(order), I64)
+        jit.stage_offsets(length, order, off)
+        h = len(order) // 2
+        _both(lambda k0, k1: jit.gather_part(src, sp, length, order, off, _STAGE[0], k0, k1), ((0, h), (h, len(order))))
+        _both(lambda lo, hi: jit.scatter_part(dst, dp, length, order, off, _STAGE[0], lo, hi), ends)
+
+
+def _both(fn, parts) -> None:
+    """fn(*parts[0]) on a helper thread and fn(*parts[1]) on this one (compiled loops
+    that release the GIL), then wait."""
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(1, thread_name_prefix="sim-move")
+    f = _POOL.submit(fn, *parts[0])
+    try:
+        fn(*parts[1])
+    finally:
+        f.result()
 
 
 def drop_stage() -> None:

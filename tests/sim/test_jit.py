@@ -146,3 +146,25 @@ def test_add_sums_in_the_kernels_order():
         for q in range(4):
             want = want + h[p1[i] + q * st[i]:p1[i] + q * st[i] + 90].astype(np.float32)
         assert np.array_equal(out[i].view(np.uint32), want.view(np.uint32))
+
+
+def test_move_on_two_threads_gives_the_same_bytes():
+    """A move split at a position no chunk straddles (staged and direct) equals the
+    one-thread move byte for byte, overlapping destinations included; a split that a
+    chunk straddles falls back to one thread."""
+    rng = np.random.default_rng(8)
+    n, size = 4000, 1 << 18
+    length = rng.choice([256, 512, 1024], n)
+    for direct in (False, True):       # direct: sources in the upper half, destinations below
+        sp = rng.integers(0, size // 2 - 1024, n) + (size // 2 if direct else 0)
+        dp = rng.integers(0, size // 2 - 1024, n)                          # overlapping each other
+        split = size // 4
+        dp = np.where((dp < split) & (dp + length > split), split, dp)     # none straddles it
+        assert jit.split_ok(dp, length, split) and jit.disjoint(sp, dp, length, size) == direct
+        buf = rng.integers(0, 256, size, dtype=np.uint8)
+        one = buf.copy()
+        memory.move(one, one, sp, dp, length)
+        two = buf.copy()
+        memory.move(two, two, sp, dp, length, split=split)
+        assert np.array_equal(one, two), direct
+    assert not jit.split_ok(np.array([100]), np.array([8]), 104)

@@ -15,7 +15,6 @@ import dataclasses
 
 import numpy as np
 
-from .. import reference
 from ..ir import Graph, Op
 from .gemm import FP8_MAX
 
@@ -33,6 +32,7 @@ def cast_amax(g: Graph, data: dict, inputs: dict) -> dict[int, np.ndarray]:
         amax[n][i] = float(np.abs(env[op.inputs[0]]).max())
         return dataclasses.replace(op, attrs=_with_scale(op, float(amax[n][i] / FP8_MAX) or 1.0))
 
+    from .. import reference     # here: every stage imports the models, few need numba's start-up
     reference.evaluate(g, {**data, **inputs}, rewrite=rewrite)
     return amax
 

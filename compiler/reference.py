@@ -8,9 +8,10 @@ tolerance bounds that from the data itself.
 
 How exact, and why it is fast (27 So400m layers are two evaluations of ~0.7 TFLOP):
   * the evaluation works in float32. An op's exact result is a real number the device
-    must round to f16 (11 bits); the reference computes it to within a few units of
-    2^-24 relative first, so only a result within ~2^-13 f16 units of a rounding
-    boundary can round the other way -- as the device's own f32 arithmetic can.
+    must round to f16 (11 bits); the reference computes it first to within the errors
+    below (at most 1/32 of an f16 unit for matmuls, far less for the rest), so only a
+    result that close to a rounding boundary can round the other way -- as the
+    device's own f32 arithmetic can.
   * matmuls (`dot`) multiply in float32 and sum in float32 over blocks of K_BLOCK = 256
     terms, then add the block sums. A product of an f16 (11-bit) value by an f16 or FP8
     (4-bit) value is exact in float32's 24 bits; the per-tensor scale already applied to
@@ -26,10 +27,11 @@ How exact, and why it is fast (27 So400m layers are two evaluations of ~0.7 TFLO
     library's erf (math.erf's accuracy), then rounded to float32 once.
   * f16 rounding of float32 results is one compiled in-place pass equal to numpy's
     cast there and back over all 2^32 float32 values (`_round_f32_inplace`).
-  Such flips then propagate as the device's own rounding does: on 27 layers, this
-  evaluation and one in float64 throughout (elementwise) give outputs differing by up
-  to 0.0137, the device's error against either is of that size, and the data-driven
-  tolerance is 0.0349 -> 0.0323 (4 layers: 0.0163 both).
+  Such flips then propagate as the device's own rounding does. Against the previous
+  reference (float64 elementwise ops, numpy's erf table), same model and data: outputs
+  differ by up to 0.0137 at 27 layers (0.0078 at 4); the device's error is 0.0117
+  against this one (0.0137 against that), and the data-driven tolerance 0.0276 (0.0349;
+  at 4 layers 0.0122 against 0.0163).
 The unrounded evaluation (round_f16=False) uses the same arithmetic: it measures the
 f16 rounding noise (units of 2^-11), which errors of 2^-16 do not move."""
 from __future__ import annotations

@@ -5,6 +5,7 @@ with a per-tensor scale each; the product is formed with FP16 partials and an
 FP16 output. Data is seeded and at realistic scale (B ~ N(0, 1/k))."""
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -50,18 +51,27 @@ def quantize(x: np.ndarray, dtype: str) -> tuple[np.ndarray, float]:
     return (x / scale).astype(FP8), scale
 
 
-def quantize_members(members, dtype: str) -> tuple[np.ndarray, float | tuple]:
+def quantize_members(count: int, member, dtype: str, workers: int = 2) -> tuple[np.ndarray, float | tuple]:
     """A sequence quantized member by member (one FP8 scale per layer: a layer whose
     weights are 2^10 smaller than another's keeps its mantissa instead of flushing to
-    zero under a shared scale). `members` yields float arrays of one shape, so only
-    one member's float copy exists at a time. FP8: (stored [L, ...], tuple of L
-    scales); f16: (stored, 1.0)."""
-    out, scales = [], []
-    for m in members:
-        q, sc = quantize(np.asarray(m), dtype)
-        out.append(q)
-        scales.append(float(sc))
-    return np.stack(out), (tuple(scales) if dtype != "f16" else 1.0)
+    zero under a shared scale). `member(i)` makes member i's float array (all of one
+    shape): members are made and cast on `workers` threads (seeding and the cast release
+    the GIL), each into its row of the result, so at most `workers` float copies exist at
+    a time and the bytes do not depend on the thread count. FP8: (stored [L, ...], tuple
+    of L scales); f16: (stored, 1.0)."""
+    q0, s0 = quantize(np.asarray(member(0)), dtype)
+    out = np.empty((count,) + q0.shape, q0.dtype)
+    out[0] = q0
+    del q0
+
+    def one(i):
+        q, sc = quantize(np.asarray(member(i)), dtype)
+        out[i] = q
+        return float(sc)
+
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        scales = [float(s0)] + list(pool.map(one, range(1, count)))
+    return out, (tuple(scales) if dtype != "f16" else 1.0)
 
 
 def dequantize(stored: np.ndarray, scale) -> np.ndarray:

@@ -207,7 +207,7 @@ def build(cfg: dict):
         """A sequence: member i is block i's tensor (Linear weights as in×out), quantized
         layer by layer (one FP8 scale per layer: Tensor.scale a tuple of L)."""
         layer = lambda i: w[f"blocks.{i}.{name}"].T if transpose else w[f"blocks.{i}.{name}"]
-        stored, scale = quantize_members((np.reshape(layer(i), shape) for i in range(L)), dtype)
+        stored, scale = quantize_members(L, lambda i: np.reshape(layer(i), shape), dtype)
         g.add(Tensor(name, shape, dtype, "param", scale))
         data[name] = stored
         return name

@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import sim
-from .readback import ReadBack, checked_iterations, real_rows
 from .target import Target
 
 
@@ -91,6 +89,8 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     the checks always hold the device to the model's data."""
     if lower_res.rejection:
         return RunResult(rejection=lower_res.rejection)
+    from . import sim      # here, not at the top: reading a RunResult (report) needs no simulator
+    from .readback import ReadBack, checked_iterations, real_rows
     prog, g = lower_res.program, model.graph
     if ref is None:
         from .phases import reference_phase

@@ -19,10 +19,20 @@ guillotine-400-nz at 0.5 %: 400 -> 320 requests, placed in 0.6 s.
 """
 from __future__ import annotations
 
+from bisect import bisect_left
+from itertools import combinations
+
 import numpy as np
 
 
 TOLERANCES = (0.0, 0.005, 0.02)   # tiers tried: exact, then near-same extents
+# partner folding (`coalesce_partners`): relative tolerances raised in steps, each
+# to a fixpoint (exact joins first, so near-equal ones see the bands they form);
+# two schedules, each one joined variant (guillotine-600-nz places with the
+# second, heavy-1000-nz with the first; probes, 3 s each)
+PARTNER_SCHEDULES = ((0.0, 0.01), (0.0, 0.002, 0.01))
+SUBSET_ALL = 8        # a lifetime group this small: every subset is a candidate side
+PACK_EXACT = 14       # a conflict component this small: the best packing by enumeration
 
 
 def handovers(ext, start, end, tol: float = 0.0, nearest: bool = False
@@ -110,14 +120,164 @@ def _bands(ext, start, end, align, tol, stack):
             return bands
 
 
+def _stack_band(bands, ks, off0=0):
+    """Members of bands ks stacked largest first from off0: (members, total extent)."""
+    mem, off = [], off0
+    for k in sorted(ks, key=lambda k: (-bands[k][1], k)):
+        mem += [(i, r + off) for i, r in bands[k][0]]
+        off += bands[k][1]
+    return mem, off - off0
+
+
+def _sides(group, ext):
+    """Candidate sides of a handover from one lifetime group: (extent sum, members).
+    Every subset of a small group; of a large one, singles, pairs and the whole."""
+    sizes = range(1, len(group) + 1) if len(group) <= SUBSET_ALL else (1, 2)
+    out = [(sum(ext[k] for k in c), c) for r in sizes for c in combinations(group, r)]
+    if len(group) > SUBSET_ALL:
+        out.append((sum(ext[k] for k in group), tuple(group)))
+    return out
+
+
+def _pack(cands):
+    """Disjoint joins from candidates (cost, t, A, B): per connected component
+    (candidates sharing a band), the packing joining the most bands, then the
+    least total cost (a small assignment problem: the nearest pair first would
+    take a partner another band needs, guillotine-600-nz at event 626); a large
+    component greedily by cost."""
+    owner, parent = {}, list(range(len(cands)))
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+    for i, c in enumerate(cands):
+        for k in c[2] + c[3]:
+            if k in owner:
+                parent[find(i)] = find(owner[k])
+            else:
+                owner[k] = i
+    comps = {}
+    for i in range(len(cands)):
+        comps.setdefault(find(i), []).append(cands[i])
+    out = []
+    for cs in comps.values():
+        if len(cs) > PACK_EXACT:
+            used = set()
+            for c in cs:
+                if not used & set(c[2] + c[3]):
+                    used |= set(c[2] + c[3])
+                    out.append(c)
+            continue
+        best = [(-1, 0.0), []]
+
+        def rec(i, used, cov, cost, chosen):
+            if i == len(cs):
+                if cov > best[0][0] or (cov == best[0][0] and cost < best[0][1]):
+                    best[0], best[1] = (cov, cost), list(chosen)
+                return
+            m = set(cs[i][2] + cs[i][3])
+            if not used & m:
+                chosen.append(cs[i])
+                rec(i + 1, used | m, cov + len(m), cost + cs[i][0], chosen)
+                chosen.pop()
+            rec(i + 1, used, cov, cost, chosen)
+        rec(0, frozenset(), 0, 0.0, [])
+        out += best[1]
+    return out
+
+
+def _partner_bands(ext, start, end, align, cap, schedule):
+    """Bands by partner folding. A guillotine tree folds up bottom-up, but a
+    same-lifetime group is often not one tree node (heavy cuts share lifetimes
+    by chance: stacking the whole group made heavy-900-z's fold infeasible). So
+    a stack forms only with its handover partner: at event t, a subset A of one
+    group of bands ending at t (same start) and a subset B of one group starting
+    at t (same end) whose extent sums agree within the tolerance join into one
+    band (A stacked, B stacked, both from the band's offset; extent the larger
+    sum). Candidates are packed per conflict component (_pack). A join that
+    grows a side's extent is kept only if the live bytes of the folded problem
+    stay within `cap` at every event of that side (checked, not hoped). Bands
+    spanning the whole part stack at once (nothing hands over to them).
+    heavy-900-z: 900 requests -> 1 band (the stacking fold: 100, infeasible)."""
+    bands = [([(i, 0)], int(ext[i]), int(start[i]), int(end[i]), int(align[i]))
+             for i in range(len(ext))]
+    ev = np.unique(np.concatenate([np.asarray(start), np.asarray(end)]))
+    t0, t1 = int(ev[0]), int(ev[-1])
+    for tol in schedule:
+        while True:
+            n0 = len(bands)
+            x = [b[1] for b in bands]
+            s = np.searchsorted(ev, [b[2] for b in bands])
+            e = np.searchsorted(ev, [b[3] for b in bands])
+            load = np.zeros(len(ev) + 1, np.int64)
+            np.add.at(load, s, x)
+            np.add.at(load, e, [-v for v in x])
+            load = np.cumsum(load)
+            ends, starts = {}, {}
+            for k, b in enumerate(bands):
+                ends.setdefault(b[3], {}).setdefault(b[2], []).append(k)
+                starts.setdefault(b[2], {}).setdefault(b[3], []).append(k)
+            cands = []
+            for t in sorted(set(ends) & set(starts)):
+                for G in ends[t].values():
+                    sg = _sides(G, x)
+                    for H in starts[t].values():
+                        sh = sorted(_sides(H, x))
+                        keys = [v for v, _ in sh]
+                        for va, A in sg:
+                            j = bisect_left(keys, va - int(tol * va) - 1)
+                            while j < len(sh) and keys[j] <= va + int(tol * va) + 1:
+                                vb, B = sh[j]
+                                m = max(va, vb)
+                                al = max(bands[k][4] for k in A + B)
+                                if abs(va - vb) <= tol * m and (
+                                        len(A) + len(B) == 2 or not any(x[k] % al for k in A + B)):
+                                    cands.append((abs(va - vb) / m, t, A, B))
+                                j += 1
+            cands.sort()
+            joins = []
+            for _, t, A, B in _pack(cands):
+                va, vb = sum(x[k] for k in A), sum(x[k] for k in B)
+                m = max(va, vb)
+                ka, kb = A[0], B[0]
+                if (m > va and load[s[ka]:e[ka]].max() + m - va > cap) or \
+                        (m > vb and load[s[kb]:e[kb]].max() + m - vb > cap):
+                    continue
+                load[s[ka]:e[ka]] += m - va
+                load[s[kb]:e[kb]] += m - vb
+                joins.append((A, B))
+            used = {k for A, B in joins for k in A + B}
+            nb = [b for k, b in enumerate(bands) if k not in used]
+            for A, B in joins:
+                ma, _ = _stack_band(bands, A)
+                mb, _ = _stack_band(bands, B)
+                nb.append((ma + mb, max(sum(x[k] for k in A), sum(x[k] for k in B)),
+                           bands[A[0]][2], bands[B[0]][3], max(bands[k][4] for k in A + B)))
+            full = [k for k, b in enumerate(nb) if (b[2], b[3]) == (t0, t1)]
+            if len(full) > 1 and not any(nb[k][1] % max(nb[j][4] for j in full) for k in full):
+                mem, off = _stack_band(nb, full)
+                al = max(nb[k][4] for k in full)
+                nb = [b for k, b in enumerate(nb) if k not in full] + [(mem, off, t0, t1, al)]
+            bands = nb
+            if len(bands) == n0:
+                break
+    return bands
+
+
 class Coalesced:
     """A pure part's requests joined by handovers (and, with `stack`, same-
     lifetime stacks), with the attributes the compiled search reads (n, windows,
     ext, align, start, end, ov). A band takes its members' largest extent and
     alignment; each member sits at the band's offset plus its own (`rel`)."""
 
-    def __init__(self, sub, tol: float = 0.0, stack: bool = False):
-        bands = _bands(sub.ext, sub.start, sub.end, sub.align, tol, stack)
+    def __init__(self, sub, tol: float = 0.0, stack: bool = False, schedule=None):
+        if schedule is not None:     # partner folding (one window: its size is the cap)
+            (lo, hi), = [w for r in (0, 1) for w in sub.windows[r]]
+            bands = _partner_bands(sub.ext, sub.start, sub.end, sub.align, hi - lo, schedule)
+        else:
+            bands = _bands(sub.ext, sub.start, sub.end, sub.align, tol, stack)
         self.n = len(bands)
         self.gid = np.zeros(len(sub.ext), np.int64)
         self.rel = np.zeros(len(sub.ext), np.int64)

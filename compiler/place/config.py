@@ -35,6 +35,10 @@ class PlaceConfig:
     coalesce_stacks: bool = True        # ...before those, also same-lifetime requests stacked
                                         #    into one band, alternating with handovers to a
                                         #    fixpoint (a guillotine cut's tree folds back up)
+    coalesce_partners: bool = True      # ...before those, partner folding: a stack forms only
+                                        #    with the handover partner its extent sum matches
+                                        #    (subsets per event, packed as an assignment;
+                                        #    folded live bytes checked against capacity)
     hatless_pruning: bool = True        # ...a branch placing a request with nothing live beside it
                                         #    is the only one its node needs (MiniMalloc's name)
     cpsat_fallback: bool = True         # tiles outside the kernels' class (bank edges, several

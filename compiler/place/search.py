@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from . import bound, greedy
 from .addrsearch import AddressSearch
 from .canonical import CanonicalSearch
-from .coalesce import TOLERANCES, Coalesced
+from .coalesce import PARTNER_SCHEDULES, TOLERANCES, Coalesced
 from .instance import SubInstance, parts
 
 
@@ -145,12 +145,13 @@ def _compiled(sub, cfg, deadline):
     if cfg.coalesce_handovers:
         seen = []
         stacks = (True, False) if cfg.coalesce_stacks else (False,)
-        for stack in stacks:
-            for tol in TOLERANCES:
-                co = Coalesced(sub, tol, stack)
-                if co.n < sub.n and co.key() not in seen:
-                    seen.append(co.key())
-                    tries.insert(len(seen) - 1, (CompiledSkyline(co, cfg), co))
+        variants = [(0.0, False, sch) for sch in PARTNER_SCHEDULES] if cfg.coalesce_partners else []
+        variants += [(tol, stack, None) for stack in stacks for tol in TOLERANCES]
+        for tol, stack, sch in variants:
+            co = Coalesced(sub, tol, stack, sch)
+            if co.n < sub.n and co.key() not in seen:
+                seen.append(co.key())
+                tries.insert(len(seen) - 1, (CompiledSkyline(co, cfg), co))
     budget = cfg.canonical_node_budget if cfg.canonical_node_budget > 0 else 1 << 62
     rate = None                       # nodes per second, measured
     rnd = 0

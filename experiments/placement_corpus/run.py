@@ -43,6 +43,7 @@ ABLATE = [  # (row, overrides) on the hard subset and zero-slack at 10 s per cas
     ("valley_inference=false", dict(valley_inference=False)),
     ("coalesce_handovers=false", dict(coalesce_handovers=False)),
     ("coalesce_stacks=false", dict(coalesce_stacks=False)),
+    ("coalesce_partners=false", dict(coalesce_partners=False)),
 ]
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from . import bound, greedy
 from .addrsearch import AddressSearch
 from .canonical import CanonicalSearch
-from .coalesce import PARTNER_SCHEDULES, TOLERANCES, Coalesced
+from .coalesce import PARTNER_SCHEDULES, QUIET_SCHEDULE, TOLERANCES, Coalesced
 from .instance import SubInstance, parts
 
 
@@ -146,8 +146,8 @@ def _compiled(sub, cfg, deadline):
     nodes = lambda: sum(x.nodes for x in every)
 
     def join(variants, at):
-        for tol, stack, sch in variants:
-            co = Coalesced(sub, tol, stack, sch)
+        for tol, stack, sch, quiet in variants:
+            co = Coalesced(sub, tol, stack, sch, quiet)
             if co.n < sub.n and co.key() not in seen:
                 seen.append(co.key())
                 tries.insert(at, (CompiledSkyline(co, cfg), co))
@@ -155,7 +155,7 @@ def _compiled(sub, cfg, deadline):
                 at += 1
     if cfg.coalesce_handovers:
         stacks = (True, False) if cfg.coalesce_stacks else (False,)
-        join([(tol, stack, None) for stack in stacks for tol in TOLERANCES], 0)
+        join([(tol, stack, None, False) for stack in stacks for tol in TOLERANCES], 0)
         if cfg.coalesce_partners:
             # partner folding costs 0.1-1.5 s of Python on a 1000-request part:
             # first one short attempt on each cheap fold, which places most
@@ -166,7 +166,10 @@ def _compiled(sub, cfg, deadline):
                     return co.expand(x.addr), "placed", nodes()
                 if r == 0:
                     tries.remove((x, co))
-            join([(0.0, False, sch) for sch in PARTNER_SCHEDULES], 0)
+            partners = [(0.0, False, sch, False) for sch in PARTNER_SCHEDULES]
+            if cfg.partner_quiet_events:
+                partners.append((0.0, False, QUIET_SCHEDULE, True))
+            join(partners, 0)
     budget = cfg.canonical_node_budget if cfg.canonical_node_budget > 0 else 1 << 62
     rate = None                       # nodes per second, measured
     rnd = 0

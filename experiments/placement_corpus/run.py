@@ -44,6 +44,7 @@ ABLATE = [  # (row, overrides) on the hard subset and zero-slack at 10 s per cas
     ("coalesce_handovers=false", dict(coalesce_handovers=False)),
     ("coalesce_stacks=false", dict(coalesce_stacks=False)),
     ("coalesce_partners=false", dict(coalesce_partners=False)),
+    ("partner_quiet_events=false", dict(partner_quiet_events=False)),
 ]
 
 

@@ -6,7 +6,7 @@ import numpy as np
 from place_cases import guillotine_rects
 
 from compiler.place import PLACED, PlaceConfig, Problem, solve, validate
-from compiler.place.coalesce import PARTNER_SCHEDULES, Coalesced, handovers
+from compiler.place.coalesce import PARTNER_SCHEDULES, QUIET_SCHEDULE, Coalesced, handovers
 from compiler.place.instance import Instance
 from compiler.place.skyline_jit import CompiledSkyline
 
@@ -140,3 +140,17 @@ def test_partner_join_that_orphans_a_band_is_skipped():
     # hand over from: the true partner of 0 is 1 and 2 together, formed later.
     p = _pure([202012, 381, 202032], [474, 475, 475], [475, 562, 492], 202500)
     assert Coalesced(Instance(p), schedule=(0.0, 0.01)).n == 3
+
+
+def test_quiet_variant_joins_nothing_at_a_busy_event():
+    # 11 bands end at t=1 and 11 start there, pairwise of equal extent: the
+    # plain fold joins them (the two whole groups, one band), the quiet variant
+    # (more than ORPHAN_LIM bands a side: a busy event) leaves them alone; at a
+    # quiet event (3 a side) it joins as the plain fold does
+    ext = [3 + 7 * k for k in range(11)]
+    n = len(ext)
+    p = _pure(ext + ext, [0] * n + [1] * n, [1] * n + [2] * n, sum(ext))
+    assert Coalesced(Instance(p), schedule=QUIET_SCHEDULE).n == 1
+    assert Coalesced(Instance(p), schedule=QUIET_SCHEDULE, quiet=True).n == 22
+    q = _pure(ext[:3] * 2, [0] * 3 + [1] * 3, [1] * 3 + [2] * 3, sum(ext[:3]))
+    assert Coalesced(Instance(q), schedule=QUIET_SCHEDULE, quiet=True).n == 1

@@ -16,6 +16,10 @@ from one buffer to the next at the same offset; the search on the original
 must rediscover every such alignment, on the joined problem it is given.
 Measured: guillotine-350-z 350 -> 265 requests, unknown in 60 s -> 0.25 s;
 guillotine-400-nz at 0.5 %: 400 -> 320 requests, placed in 0.6 s.
+
+Partner folding (`coalesce_partners`, _partner_bands): the same tree folded
+with stacks formed only together with their handover partner, subsets matched
+per event and checked against capacity and orphans; see its docstring.
 """
 from __future__ import annotations
 

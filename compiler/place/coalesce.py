@@ -37,6 +37,8 @@ TOLERANCES = (0.0, 0.005, 0.02)   # tiers tried: exact, then near-same extents
 PARTNER_SCHEDULES = ((0.0, 0.01), (0.0, 0.002, 0.01))
 QUIET_SCHEDULE = (0.0, 0.01)   # `partner_quiet_events`: the variant joining only at quiet events
 SUBSET_ALL = 8        # a lifetime group this small: every subset is a candidate side
+PAIRS_MAX = 32        # ...up to this size also pairs (then singles and the whole group)
+CANDS_MAX = 20_000    # candidates per event at most (many equal extents: the first found)
 PACK_EXACT = 14       # a conflict component this small: the best packing by enumeration
 ORPHAN_LIM = 10       # an event with at most this many bands a side: joins checked for orphans
 
@@ -137,8 +139,10 @@ def _stack_band(bands, ks, off0=0):
 
 def _sides(group, ext):
     """Candidate sides of a handover from one lifetime group: (extent sum, members).
-    Every subset of a small group; of a large one, singles, pairs and the whole."""
-    sizes = range(1, len(group) + 1) if len(group) <= SUBSET_ALL else (1, 2)
+    Every subset of a small group; of a larger one, singles, pairs (up to
+    PAIRS_MAX members) and the whole."""
+    sizes = (range(1, len(group) + 1) if len(group) <= SUBSET_ALL else
+             (1, 2) if len(group) <= PAIRS_MAX else (1,))
     out = [(sum(ext[k] for k in c), c) for r in sizes for c in combinations(group, r)]
     if len(group) > SUBSET_ALL:
         out.append((sum(ext[k] for k in group), tuple(group)))
@@ -270,6 +274,7 @@ def _partner_bands(ext, start, end, align, cap, schedule, quiet=False):
                 if quiet and max(sum(map(len, ends[t].values())),
                                  sum(map(len, starts[t].values()))) > ORPHAN_LIM:
                     continue
+                n_t = len(cands)
                 for G in ends[t].values():
                     sg = _sides(G, x)
                     for H in starts[t].values():
@@ -277,7 +282,8 @@ def _partner_bands(ext, start, end, align, cap, schedule, quiet=False):
                         keys = [v for v, _ in sh]
                         for va, A in sg:
                             j = bisect_left(keys, va - int(tol * va) - 1)
-                            while j < len(sh) and keys[j] <= va + int(tol * va) + 1:
+                            while j < len(sh) and keys[j] <= va + int(tol * va) + 1 \
+                                    and len(cands) - n_t < CANDS_MAX:
                                 vb, B = sh[j]
                                 m = max(va, vb)
                                 al = max(bands[k][4] for k in A + B)

@@ -154,3 +154,13 @@ def test_quiet_variant_joins_nothing_at_a_busy_event():
     assert Coalesced(Instance(p), schedule=QUIET_SCHEDULE, quiet=True).n == 22
     q = _pure(ext[:3] * 2, [0] * 3 + [1] * 3, [1] * 3 + [2] * 3, sum(ext[:3]))
     assert Coalesced(Instance(q), schedule=QUIET_SCHEDULE, quiet=True).n == 1
+
+
+def test_large_groups_of_equal_extents_fold_whole():
+    # 100 equal buffers hand over to 100 more, then to 100 more (a repeated
+    # layer): beyond PAIRS_MAX only singles and the whole group are sides, and
+    # the whole groups join; the one band's placement expands to a valid one
+    n, sz = 100, 64
+    p = _pure([sz] * 3 * n, [0] * n + [5] * n + [9] * n, [5] * n + [9] * n + [12] * n, n * sz)
+    co = Coalesced(Instance(p), schedule=PARTNER_SCHEDULES[0])
+    assert co.n == 1 and validate(p, np.array(co.expand([0]))) == []

@@ -161,7 +161,7 @@ def _compiled(sub, cfg, deadline):
             # first one short attempt on each cheap fold, which places most
             # foldable parts (zs-450: 0.06 s instead of 0.30 s; trace-900-z 0.07 s, not 1.5 s)
             for x, co in list(tries[:-1]):
-                r = x.run(2 * x.n, x.preorders(0), True)
+                r = x.run(2 * x.n, x.preorders(0), cfg.canonical_skyline)
                 if r == 1:
                     return co.expand(x.addr), "placed", nodes()
                 if r == 0:

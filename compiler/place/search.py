@@ -132,7 +132,9 @@ def _compiled(sub, cfg, deadline):
     alone when `canonical_skyline` is off). An attempt that ends under its limit
     explored everything: a proof. With `coalesce_handovers`, each attempt is
     made first on the part with its handovers joined (coalesce.py), a
-    restriction whose exhaustion proves nothing.
+    restriction whose exhaustion proves nothing; with `coalesce_partners`, when
+    one short attempt on each such fold places nothing, the partner folds
+    (and with `partner_quiet_events` the quiet one) go first.
     (addr | None, placed|exhausted|budget, nodes)"""
     t = time.perf_counter()
     from .skyline_jit import CompiledSkyline, warm

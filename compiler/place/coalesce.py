@@ -33,9 +33,9 @@ TOLERANCES = (0.0, 0.005, 0.02)   # tiers tried: exact, then near-same extents
 # partner folding (`coalesce_partners`): relative tolerances raised in steps, each
 # to a fixpoint (exact joins first, so near-equal ones see the bands they form);
 # two schedules, each one joined variant (guillotine-600-nz places with the
-# second, heavy-1000-nz with the first; probes, 3 s each)
+# second, heavy-1000-nz with the first; probes, 3 s each), and with
+# `partner_quiet_events` each once more joining only at quiet events
 PARTNER_SCHEDULES = ((0.0, 0.01), (0.0, 0.002, 0.01))
-QUIET_SCHEDULE = (0.0, 0.01)   # `partner_quiet_events`: the variant joining only at quiet events
 SUBSET_ALL = 8        # a lifetime group this small: every subset is a candidate side
 PAIRS_MAX = 32        # ...up to this size also pairs (then singles and the whole group)
 CANDS_MAX = 20_000    # candidates per event at most (many equal extents: the first found)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from . import bound, greedy
 from .addrsearch import AddressSearch
 from .canonical import CanonicalSearch
-from .coalesce import PARTNER_SCHEDULES, QUIET_SCHEDULE, TOLERANCES, Coalesced
+from .coalesce import PARTNER_SCHEDULES, TOLERANCES, Coalesced
 from .instance import SubInstance, parts
 
 
@@ -134,7 +134,7 @@ def _compiled(sub, cfg, deadline):
     made first on the part with its handovers joined (coalesce.py), a
     restriction whose exhaustion proves nothing; with `coalesce_partners`, when
     one short attempt on each such fold places nothing, the partner folds
-    (and with `partner_quiet_events` the quiet one) go first.
+    (and with `partner_quiet_events` their quiet twins) go first.
     (addr | None, placed|exhausted|budget, nodes)"""
     t = time.perf_counter()
     from .skyline_jit import CompiledSkyline, warm
@@ -170,7 +170,7 @@ def _compiled(sub, cfg, deadline):
                     tries.remove((x, co))
             partners = [(0.0, False, sch, False) for sch in PARTNER_SCHEDULES]
             if cfg.partner_quiet_events:
-                partners.append((0.0, False, QUIET_SCHEDULE, True))
+                partners += [(0.0, False, sch, True) for sch in PARTNER_SCHEDULES]
             join(partners, 0)
     budget = cfg.canonical_node_budget if cfg.canonical_node_budget > 0 else 1 << 62
     rate = None                       # nodes per second, measured

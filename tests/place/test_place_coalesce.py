@@ -6,7 +6,7 @@ import numpy as np
 from place_cases import guillotine_rects
 
 from compiler.place import PLACED, PlaceConfig, Problem, solve, validate
-from compiler.place.coalesce import PARTNER_SCHEDULES, QUIET_SCHEDULE, Coalesced, handovers
+from compiler.place.coalesce import PARTNER_SCHEDULES, Coalesced, handovers
 from compiler.place.instance import Instance
 from compiler.place.skyline_jit import CompiledSkyline
 
@@ -150,10 +150,10 @@ def test_quiet_variant_joins_nothing_at_a_busy_event():
     ext = [3 + 7 * k for k in range(11)]
     n = len(ext)
     p = _pure(ext + ext, [0] * n + [1] * n, [1] * n + [2] * n, sum(ext))
-    assert Coalesced(Instance(p), schedule=QUIET_SCHEDULE).n == 1
-    assert Coalesced(Instance(p), schedule=QUIET_SCHEDULE, quiet=True).n == 22
+    assert Coalesced(Instance(p), schedule=PARTNER_SCHEDULES[0]).n == 1
+    assert Coalesced(Instance(p), schedule=PARTNER_SCHEDULES[0], quiet=True).n == 22
     q = _pure(ext[:3] * 2, [0] * 3 + [1] * 3, [1] * 3 + [2] * 3, sum(ext[:3]))
-    assert Coalesced(Instance(q), schedule=QUIET_SCHEDULE, quiet=True).n == 1
+    assert Coalesced(Instance(q), schedule=PARTNER_SCHEDULES[0], quiet=True).n == 1
 
 
 def test_large_groups_of_equal_extents_fold_whole():

@@ -16,13 +16,31 @@ from one buffer to the next at the same offset; the search on the original
 must rediscover every such alignment, on the joined problem it is given.
 Measured: guillotine-350-z 350 -> 265 requests, unknown in 60 s -> 0.25 s;
 guillotine-400-nz at 0.5 %: 400 -> 320 requests, placed in 0.6 s.
+
+Partner folding (`coalesce_partners`, _partner_bands): the same tree folded
+with stacks formed only together with their handover partner, subsets matched
+per event and checked against capacity and orphans; see its docstring.
 """
 from __future__ import annotations
+
+from bisect import bisect_left
+from itertools import combinations
 
 import numpy as np
 
 
 TOLERANCES = (0.0, 0.005, 0.02)   # tiers tried: exact, then near-same extents
+# partner folding (`coalesce_partners`): relative tolerances raised in steps, each
+# to a fixpoint (exact joins first, so near-equal ones see the bands they form);
+# two schedules, each one joined variant (guillotine-600-nz places with the
+# second, heavy-1000-nz with the first; probes, 3 s each), and with
+# `partner_quiet_events` each once more joining only at quiet events
+PARTNER_SCHEDULES = ((0.0, 0.01), (0.0, 0.002, 0.01))
+SUBSET_ALL = 8        # a lifetime group this small: every subset is a candidate side
+PAIRS_MAX = 32        # ...up to this size also pairs (then singles and the whole group)
+CANDS_MAX = 20_000    # candidates per event at most (many equal extents: the first found)
+PACK_EXACT = 14       # a conflict component this small: the best packing by enumeration
+ORPHAN_LIM = 10       # an event with at most this many bands a side: joins checked for orphans
 
 
 def handovers(ext, start, end, tol: float = 0.0, nearest: bool = False
@@ -110,14 +128,224 @@ def _bands(ext, start, end, align, tol, stack):
             return bands
 
 
+def _stack_band(bands, ks, off0=0):
+    """Members of bands ks stacked largest first from off0: (members, total extent)."""
+    mem, off = [], off0
+    for k in sorted(ks, key=lambda k: (-bands[k][1], k)):
+        mem += [(i, r + off) for i, r in bands[k][0]]
+        off += bands[k][1]
+    return mem, off - off0
+
+
+def _sides(group, ext):
+    """Candidate sides of a handover from one lifetime group: (extent sum, members).
+    Every subset of a small group; of a larger one, singles, pairs (up to
+    PAIRS_MAX members) and the whole."""
+    sizes = (range(1, len(group) + 1) if len(group) <= SUBSET_ALL else
+             (1, 2) if len(group) <= PAIRS_MAX else (1,))
+    out = [(sum(ext[k] for k in c), c) for r in sizes for c in combinations(group, r)]
+    if len(group) > SUBSET_ALL:
+        out.append((sum(ext[k] for k in group), tuple(group)))
+    return out
+
+
+def _pack(cands):
+    """Disjoint joins from candidates (cost, t, A, B): per connected component
+    (candidates sharing a band), the packing joining the most bands, then the
+    least total cost (a small assignment problem: the nearest pair first would
+    take a partner another band needs, guillotine-600-nz at event 626); a large
+    component greedily by cost."""
+    owner, parent = {}, list(range(len(cands)))
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+    for i, c in enumerate(cands):
+        for k in c[2] + c[3]:
+            if k in owner:
+                parent[find(i)] = find(owner[k])
+            else:
+                owner[k] = i
+    comps = {}
+    for i in range(len(cands)):
+        comps.setdefault(find(i), []).append(cands[i])
+    out = []
+    for cs in comps.values():
+        if len(cs) > PACK_EXACT:
+            used = set()
+            for c in cs:
+                if not used & set(c[2] + c[3]):
+                    used |= set(c[2] + c[3])
+                    out.append(c)
+            continue
+        best = [(-1, 0.0), []]
+
+        def rec(i, used, cov, cost, chosen):
+            if i == len(cs):
+                if cov > best[0][0] or (cov == best[0][0] and cost < best[0][1]):
+                    best[0], best[1] = (cov, cost), list(chosen)
+                return
+            m = set(cs[i][2] + cs[i][3])
+            if not used & m:
+                chosen.append(cs[i])
+                rec(i + 1, used | m, cov + len(m), cost + cs[i][0], chosen)
+                chosen.pop()
+            rec(i + 1, used, cov, cost, chosen)
+        rec(0, frozenset(), 0, 0.0, [])
+        out += best[1]
+    return out
+
+
+def _subset_sums(side, ext, must=None):
+    return [sum(ext[k] for k in c) for r in range(1, len(side) + 1)
+            for c in combinations(side, r) if must is None or must in c]
+
+
+def _orphans(enders, starters, ext, tol) -> set:
+    """Bands at an event (enders or starters) that no longer have a partner:
+    no subset of their side containing them matches a subset of the other
+    side within `tol`. In a guillotine tiling every band ending at an inner
+    event t is part of a left half whose right half starts at t, so a join
+    that orphans a band is premature (heavy-400-nz at t=475: 202012 -> 202032
+    within 0.01 %, leaving the 381-byte member of the true partner alone).
+    Events with more than ORPHAN_LIM bands a side are not checked (nothing)."""
+    if len(enders) > ORPHAN_LIM or len(starters) > ORPHAN_LIM:
+        return set()
+    if not enders or not starters:
+        return set(enders) | set(starters)
+    out = set()
+    for side, other in ((enders, starters), (starters, enders)):
+        sums = sorted(_subset_sums(other, ext))
+        for u in side:
+            if not any(_near(sums, v, tol) for v in _subset_sums(side, ext, u)):
+                out.add(u)
+    return out
+
+
+def _near(sums, v, tol) -> bool:
+    """Some value of the sorted `sums` within tol (relative to the larger) of v."""
+    j = bisect_left(sums, v - int(tol * v) - 1)
+    while j < len(sums) and sums[j] <= v + int(tol * v) + 1:
+        if abs(sums[j] - v) <= tol * max(v, sums[j]):
+            return True
+        j += 1
+    return False
+
+
+def _partner_bands(ext, start, end, align, cap, schedule, quiet=False):
+    """Bands by partner folding. A guillotine tree folds up bottom-up, but a
+    same-lifetime group is often not one tree node (heavy cuts share lifetimes
+    by chance: stacking the whole group made heavy-900-z's fold infeasible). So
+    a stack forms only with its handover partner: at event t, a subset A of one
+    group of bands ending at t (same start) and a subset B of one group starting
+    at t (same end) whose extent sums agree within the tolerance join into one
+    band (A stacked, B stacked, both from the band's offset; extent the larger
+    sum). Candidates are packed per conflict component (_pack). A join that
+    grows a side's extent is kept only if the live bytes of the folded problem
+    stay within `cap` at every event of that side (checked, not hoped), and
+    only if it orphans no band at its event (_orphans). Bands spanning the
+    whole part stack at once (nothing hands over to them). With `quiet`, no
+    join at a busy event (more than ORPHAN_LIM bands a side), where the orphan
+    check is off and sums of unrelated subsets coincide within 1 %
+    (heavy-800-nz at t=760: 40412 against 40414 bytes, scattered bands).
+    heavy-900-z: 900 requests -> 1 band (the stacking fold: 100, infeasible)."""
+    bands = [([(i, 0)], int(ext[i]), int(start[i]), int(end[i]), int(align[i]))
+             for i in range(len(ext))]
+    ev = np.unique(np.concatenate([np.asarray(start), np.asarray(end)]))
+    t0, t1 = int(ev[0]), int(ev[-1])
+    for tol in schedule:
+        while True:
+            n0 = len(bands)
+            x = [b[1] for b in bands]
+            s = np.searchsorted(ev, [b[2] for b in bands])
+            e = np.searchsorted(ev, [b[3] for b in bands])
+            load = np.zeros(len(ev) + 1, np.int64)
+            np.add.at(load, s, x)
+            np.add.at(load, e, [-v for v in x])
+            load = np.cumsum(load)
+            ends, starts = {}, {}
+            for k, b in enumerate(bands):
+                ends.setdefault(b[3], {}).setdefault(b[2], []).append(k)
+                starts.setdefault(b[2], {}).setdefault(b[3], []).append(k)
+            cands = []
+            for t in sorted(set(ends) & set(starts)):
+                if quiet and max(sum(map(len, ends[t].values())),
+                                 sum(map(len, starts[t].values()))) > ORPHAN_LIM:
+                    continue
+                n_t = len(cands)
+                for G in ends[t].values():
+                    sg = _sides(G, x)
+                    for H in starts[t].values():
+                        sh = sorted(_sides(H, x))
+                        keys = [v for v, _ in sh]
+                        for va, A in sg:
+                            j = bisect_left(keys, va - int(tol * va) - 1)
+                            while j < len(sh) and keys[j] <= va + int(tol * va) + 1 \
+                                    and len(cands) - n_t < CANDS_MAX:
+                                vb, B = sh[j]
+                                m = max(va, vb)
+                                al = max(bands[k][4] for k in A + B)
+                                if abs(va - vb) <= tol * m and (
+                                        len(A) + len(B) == 2 or not any(x[k] % al for k in A + B)):
+                                    cands.append((abs(va - vb) / m, t, A, B))
+                                j += 1
+            cands.sort()
+            joins = []
+            left = {}             # per event: bands ending / starting there, not yet joined
+            for _, t, A, B in _pack(cands):
+                if t not in left:
+                    le = [k for g in ends[t].values() for k in g]
+                    ls = [k for g in starts[t].values() for k in g]
+                    left[t] = (le, ls, _orphans(le, ls, x, schedule[-1]))
+                le, ls, orph = left[t]
+                le2 = [k for k in le if k not in A]
+                ls2 = [k for k in ls if k not in B]
+                if _orphans(le2, ls2, x, schedule[-1]) - orph:
+                    continue
+                va, vb = sum(x[k] for k in A), sum(x[k] for k in B)
+                m = max(va, vb)
+                ka, kb = A[0], B[0]
+                if (m > va and load[s[ka]:e[ka]].max() + m - va > cap) or \
+                        (m > vb and load[s[kb]:e[kb]].max() + m - vb > cap):
+                    continue
+                load[s[ka]:e[ka]] += m - va
+                load[s[kb]:e[kb]] += m - vb
+                left[t] = (le2, ls2, orph)
+                joins.append((A, B))
+            used = {k for A, B in joins for k in A + B}
+            nb = [b for k, b in enumerate(bands) if k not in used]
+            for A, B in joins:
+                ma, _ = _stack_band(bands, A)
+                mb, _ = _stack_band(bands, B)
+                nb.append((ma + mb, max(sum(x[k] for k in A), sum(x[k] for k in B)),
+                           bands[A[0]][2], bands[B[0]][3], max(bands[k][4] for k in A + B)))
+            full = [k for k, b in enumerate(nb) if (b[2], b[3]) == (t0, t1)]
+            if len(full) > 1 and not any(nb[k][1] % max(nb[j][4] for j in full) for k in full):
+                mem, off = _stack_band(nb, full)
+                al = max(nb[k][4] for k in full)
+                nb = [b for k, b in enumerate(nb) if k not in full] + [(mem, off, t0, t1, al)]
+            bands = nb
+            if len(bands) == n0:
+                break
+    return bands
+
+
 class Coalesced:
     """A pure part's requests joined by handovers (and, with `stack`, same-
     lifetime stacks), with the attributes the compiled search reads (n, windows,
     ext, align, start, end, ov). A band takes its members' largest extent and
     alignment; each member sits at the band's offset plus its own (`rel`)."""
 
-    def __init__(self, sub, tol: float = 0.0, stack: bool = False):
-        bands = _bands(sub.ext, sub.start, sub.end, sub.align, tol, stack)
+    def __init__(self, sub, tol: float = 0.0, stack: bool = False, schedule=None,
+                 quiet: bool = False):
+        if schedule is not None:     # partner folding (one window: its size is the cap)
+            (lo, hi), = [w for r in (0, 1) for w in sub.windows[r]]
+            bands = _partner_bands(sub.ext, sub.start, sub.end, sub.align, hi - lo, schedule,
+                                   quiet)
+        else:
+            bands = _bands(sub.ext, sub.start, sub.end, sub.align, tol, stack)
         self.n = len(bands)
         self.gid = np.zeros(len(sub.ext), np.int64)
         self.rel = np.zeros(len(sub.ext), np.int64)

@@ -35,6 +35,13 @@ class PlaceConfig:
     coalesce_stacks: bool = True        # ...before those, also same-lifetime requests stacked
                                         #    into one band, alternating with handovers to a
                                         #    fixpoint (a guillotine cut's tree folds back up)
+    coalesce_partners: bool = True      # ...before those, partner folding: a stack forms only
+                                        #    with the handover partner its extent sum matches
+                                        #    (subsets per event, packed as an assignment;
+                                        #    folded live bytes checked against capacity)
+    partner_quiet_events: bool = True   # ...plus, per schedule, a variant joining nothing at
+                                        #    busy events (> 10 bands a side: subset sums
+                                        #    coincide there)
     hatless_pruning: bool = True        # ...a branch placing a request with nothing live beside it
                                         #    is the only one its node needs (MiniMalloc's name)
     cpsat_fallback: bool = True         # tiles outside the kernels' class (bank edges, several

@@ -208,6 +208,9 @@ def main(argv=None):
     ap.add_argument("--tight", type=int, default=10)
     ap.add_argument("--zero-slack", type=int, default=12)
     ap.add_argument("--no-hard", action="store_true", help="skip the hard set")
+    ap.add_argument("--hard-seed0", type=int, default=SEED0 + 5000,
+                    help="first seed of the hard set (another value: fresh instances "
+                         "of the same shapes, a check against tuning to these)")
     a = ap.parse_args(argv)
     out = Path(a.out)
     for sub in ("main", "tight", "zeroslack"):
@@ -222,7 +225,7 @@ def main(argv=None):
     for k, n in enumerate(sizes):
         p, w = zero_slack(SEED0 + k, int(n))
         save(out / "zeroslack" / f"zs-{int(n)}-{SEED0 + k}.json", p, witness=w)
-    nh = 0 if a.no_hard else hard(out)
+    nh = 0 if a.no_hard else hard(out, a.hard_seed0)
     print(f"wrote {a.main} main, {a.tight} tight, {len(sizes)} zero-slack, {nh} hard cases to {out}")
 
 

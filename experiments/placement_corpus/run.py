@@ -9,9 +9,9 @@ Generates the corpus (generate.py) if missing. "Default settings" are the
 CLI's (`python -m compiler.place`): `time_limit_s=60`, no node limit. Every
 placement is checked by the independent validator (an invalid one aborts the
 run). Results go to results-default-<sets>.json / results-ablation.json beside this file; `table` renders
-results.md. The before columns (before-94cfe97.json) are this script's `default`
-run at commit 94cfe97 (main before the CP-SAT fallback and stacks; an earlier
-before, 39be7f4, is kept in before-39be7f4.json).
+results.md. The before columns (before-74c8e47.json) are this script's `default`
+run at commit 74c8e47 (main before partner folding; earlier befores, 94cfe97
+and 39be7f4, are kept in before-94cfe97.json and before-39be7f4.json).
 """
 from __future__ import annotations
 
@@ -43,6 +43,8 @@ ABLATE = [  # (row, overrides) on the hard subset and zero-slack at 10 s per cas
     ("valley_inference=false", dict(valley_inference=False)),
     ("coalesce_handovers=false", dict(coalesce_handovers=False)),
     ("coalesce_stacks=false", dict(coalesce_stacks=False)),
+    ("coalesce_partners=false", dict(coalesce_partners=False)),
+    ("partner_quiet_events=false", dict(partner_quiet_events=False)),
 ]
 
 
@@ -115,7 +117,7 @@ def table():
         d.update(json.loads(f.read_text()))
     md += ["| set (default settings) | cases | placed | median s | max s | before: placed | before: median s | before: max s |",
            "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    before = HERE / "before-94cfe97.json"
+    before = HERE / "before-74c8e47.json"
     b = json.loads(before.read_text()) if before.exists() else {}
     for k in SETS:
         if k not in d:

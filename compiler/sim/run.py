@@ -10,6 +10,7 @@ across tiles at once preserves every tile's own program order.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,7 +19,7 @@ from threadpoolctl import threadpool_limits
 from .. import isa
 from ..lower.program import Program
 from ..target import Target
-from . import decode, repeat
+from . import decode, jit, repeat
 from .exchange import PlanCache, exchange
 from .fault import MachineFault, first_fault
 from .kernels import KERNELS, Kernels
@@ -241,6 +242,9 @@ class Machine:
         return b.view("<u4").astype(I64).reshape(nsteps, self.T)
 
 
+_WARMING: list = []
+
+
 def run(program: Program, streams: dict, on_step=None) -> SimResult:
     """Execute a lowered program on the simulated machine (see compiler/sim/__init__).
     on_step(step, memory), if given, is the host's read-only view after every superstep.
@@ -249,6 +253,9 @@ def run(program: Program, streams: dict, on_step=None) -> SimResult:
     per-tile products, for which OpenBLAS's threads cost far more than they gain
     (25x slower on a loaded 2-core machine, where its spinning threads wait for each
     other). Per-matrix results do not depend on the thread count."""
+    if not _WARMING:          # once per process: the kernels compile beside loading (jit.warm)
+        _WARMING.append(threading.Thread(target=jit.warm, name="sim-jit-warm", daemon=True))
+        _WARMING[0].start()
     with threadpool_limits(1, user_api="blas"):
         mach = Machine(program)
         try:

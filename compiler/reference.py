@@ -108,10 +108,8 @@ def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     acc = np.float64 if np.result_type(a, b) == np.float64 else np.float32
     a32, b32 = np.asarray(a, np.float32), np.asarray(b, np.float32)
     k = a32.shape[1]
-    if k <= K_BLOCK:
-        return (a32 @ b32).astype(acc, copy=False)
-    out = np.zeros((a32.shape[0], b32.shape[1]), acc)
-    for k0 in range(0, k, K_BLOCK):
+    out = (a32[:, :K_BLOCK] @ b32[:K_BLOCK]).astype(acc, copy=False)
+    for k0 in range(K_BLOCK, k, K_BLOCK):
         out += a32[:, k0:k0 + K_BLOCK] @ b32[k0:k0 + K_BLOCK]
     return out
 
@@ -125,6 +123,14 @@ def _gelu_erf(x, out):
         out[i] = 0.5 * v * (1.0 + math.erf(v / math.sqrt(2.0)))
 
 
+@njit(nogil=True, cache=True)
+def _lookup(codes, table, out):
+    """out[i] = table[codes[i]] (numpy's fancy indexing, ~5x faster: 27 layers of FP8
+    weights are 0.4 G lookups per evaluation)."""
+    for i in range(codes.shape[0]):
+        out[i] = table[codes[i]]
+
+
 def _value(g: Graph, data: dict, name: str, i: int | None = None) -> np.ndarray:
     """A tensor's value as the device holds it (member i of a sequence, with member i's
     scale). FP8: float32 from a 256-entry table of code x scale (one float32 rounding of
@@ -135,7 +141,9 @@ def _value(g: Graph, data: dict, name: str, i: int | None = None) -> np.ndarray:
     scale = g.tensors[name].scale if i is None else member(g.tensors[name].scale, i)
     if stored.dtype == FP8:
         table = np.arange(256, dtype=np.uint8).view(FP8).astype(np.float32) * np.float32(scale)
-        return table[stored.view(np.uint8)]
+        out = np.empty(stored.shape, np.float32)
+        _lookup(np.ascontiguousarray(stored).view(np.uint8).reshape(-1), table, out.reshape(-1))
+        return out
     return stored.astype(np.float32) * scale
 
 
@@ -145,10 +153,14 @@ def matmul(op, a, b):
     tb = op.attr("transpose_b", False)
     rows = max(g[4] for g in groups) + m
     cols = max(g[5] for g in groups) + n
-    out = np.zeros((rows, cols), np.result_type(a, b, np.float32))
-    for ar, ac, br, bc, cr, cc in groups:
-        bw = b[br:br + n, bc:bc + k].T if tb else b[br:br + k, bc:bc + n]
-        out[cr:cr + m, cc:cc + n] = dot(a[ar:ar + m, ac:ac + k], bw)
+    blocks = [dot(a[ar:ar + m, ac:ac + k], b[br:br + n, bc:bc + k].T if tb else b[br:br + k, bc:bc + n])
+              for ar, ac, br, bc, _, _ in groups]
+    if len(groups) == 1 and (rows, cols) == (m, n):
+        out = blocks[0]                   # one product filling the output (most matmuls): no copy
+    else:
+        out = np.zeros((rows, cols), np.result_type(a, b, np.float32))
+        for (_, _, _, _, cr, cc), blk in zip(groups, blocks):
+            out[cr:cr + m, cc:cc + n] = blk
     sc = op.attr("scale", 1.0)
     if sc != 1.0:
         out *= sc

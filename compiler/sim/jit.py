@@ -244,8 +244,10 @@ def gather_part(src, sp, length, order, off, buf, k0, k1):
 
 @njit(**_JIT)
 def scatter_part(dst, dp, length, order, off, buf, lo, hi):
-    """jit.move's second loop, for the chunks whose destination starts in [lo, hi), in
-    `order` (so the later chunk still wins where two of them overlap)."""
+    """dst[dp[i]:+length[i]] = buf[off[k]:+length[i]] for i = order[k], in `order` (so the
+    later chunk still wins where two overlap), for the chunks whose destination starts in
+    [lo, hi): jit.move's second loop, or (buf the source, off = sp[order]) move_direct,
+    for a part of the chunks."""
     for k in range(order.shape[0]):
         i = order[k]
         d = U(dp[i])
@@ -253,18 +255,6 @@ def scatter_part(dst, dp, length, order, off, buf, lo, hi):
             o = U(off[k])
             for b in range(U(length[i])):
                 dst[d + b] = buf[o + b]
-
-
-@njit(**_JIT)
-def direct_part(src, dst, sp, dp, length, order, lo, hi):
-    """move_direct for the chunks whose destination starts in [lo, hi)."""
-    for k in range(order.shape[0]):
-        i = order[k]
-        d = U(dp[i])
-        if d >= U(lo) and d < U(hi):
-            s = U(sp[i])
-            for b in range(U(length[i])):
-                dst[d + b] = src[s + b]
 
 
 def warm() -> None:
@@ -279,11 +269,10 @@ def warm() -> None:
     for ln in (i64, i32):                       # chunk lengths and orders: int64, or int32
         move_direct(u8, u8, i64, i64, ln, ln)
         split_ok(i64, ln, 0)
-        direct_part(u8, u8, i64, i64, ln, ln, 0, 0)
+        scatter_part(u8, i64, ln, ln, i64, u8, 0, 0)
     disjoint(i64, i64, i32, 0)
     stage_offsets(i32, i32, i64)
     gather_part(u8, i64, i32, i32, i64, u8, 0, 0)
-    scatter_part(u8, i64, i32, i32, i64, u8, 0, 0)
     move(u8, u8, i64, i64, i32, i32, u8)
     load_f16(u16, i64, 0, f32x2)
     load_panels(u8, i64, 1, 1, 1, 1, f32, f32x3)

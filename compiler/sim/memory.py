@@ -136,7 +136,8 @@ def move(src: np.ndarray, dst: np.ndarray, sp, dp, length, groups=None, split: i
     if (src is dst and jit.disjoint(sp, dp, length, dst.size)) or (
             src is not dst and not np.may_share_memory(src, dst)):
         if two:
-            _both(lambda lo, hi: jit.direct_part(src, dst, sp, dp, length, order, lo, hi), ends)
+            src_off = sp[order]
+            _both(lambda lo, hi: jit.scatter_part(dst, dp, length, order, src_off, src, lo, hi), ends)
         else:
             jit.move_direct(src, dst, sp, dp, length, order)
         return

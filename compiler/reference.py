@@ -137,7 +137,7 @@ def _value(g: Graph, data: dict, name: str, i: int | None = None) -> np.ndarray:
     the product, <= 2^-24, as in the error bound above; the table is ~20x faster than
     casting through float64, which matters at 27 layers of weights read twice); other
     dtypes float64."""
-    stored = data[name] if i is None else data[name][i]
+    stored = np.asarray(data[name] if i is None else data[name][i])    # also a lazy file-backed array
     scale = g.tensors[name].scale if i is None else member(g.tensors[name].scale, i)
     if stored.dtype == FP8:
         table = np.arange(256, dtype=np.uint8).view(FP8).astype(np.float32) * np.float32(scale)

@@ -48,6 +48,7 @@ U, E, TINY = 2.0 ** -11, 2.0 ** -24, 2.0 ** -25
 DTYPES = {"f16": np.float16, "fp8": FP8, "f32": np.float32}
 
 
+MAX_PENDING = 4  # checks queued on the worker at most (each holds its inputs' read-back values)
 ROWS = 1024     # row block of the softmax bound's ulp term (its temporaries were the run stage's peak)
 
 
@@ -289,6 +290,10 @@ class ReadBack:
             if checked:
                 if self.pool is None:
                     self.pool = ThreadPoolExecutor(1, thread_name_prefix="readback")
+                # one worker runs them in order, so the done ones lead the list; the snapshots
+                # hold activations, so a lagging worker holds up the run rather than pile them up
+                while self.pending and (self.pending[0].done() or len(self.pending) >= MAX_PENDING):
+                    self.pending.pop(0).result()          # a check's own error is raised here
                 self.pending.append(self.pool.submit(self.check_op, n, i, dict(self.env), dict(self.carry)))
                 for name in op.inputs:             # free what no later op of the body reads
                     if self.last_use.get(name) == n and name not in self.carried and name not in self.before:

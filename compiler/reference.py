@@ -47,8 +47,7 @@ from .ir import Graph, member
 from .models.gemm import FP8, FP8_MAX, dequantize
 
 F16_UNIT = 2.0 ** -11   # unit roundoff of float16
-F16_MAX = 65504.0
-K_BLOCK = 256           # terms summed in float32 before a float64 add (error bound above)
+K_BLOCK = 256           # terms summed in float32 before the block sums are added (error bound above)
 
 
 def round_to_f16(x: np.ndarray) -> np.ndarray:
@@ -133,10 +132,8 @@ def _lookup(codes, table, out):
 
 def _value(g: Graph, data: dict, name: str, i: int | None = None) -> np.ndarray:
     """A tensor's value as the device holds it (member i of a sequence, with member i's
-    scale). FP8: float32 from a 256-entry table of code x scale (one float32 rounding of
-    the product, <= 2^-24, as in the error bound above; the table is ~20x faster than
-    casting through float64, which matters at 27 layers of weights read twice); other
-    dtypes float64."""
+    scale), in float32: FP8 through a 256-entry table of code x scale (one float32
+    rounding of the product, <= 2^-24, as in the error bound above); f16 exactly."""
     stored = np.asarray(data[name] if i is None else data[name][i])    # also a lazy file-backed array
     scale = g.tensors[name].scale if i is None else member(g.tensors[name].scale, i)
     if stored.dtype == FP8:

@@ -201,3 +201,17 @@ def test_output_npz(trial):
         assert np.array_equal(z["reference/y"], r["reference"].outputs["y"].astype(np.float32))
         assert np.array_equal(z["y"], res.outputs["y"])
     assert rerun(trial).output_npz() == blob                  # deterministic: same bytes
+
+
+def test_checks_off_the_simulator_thread_keep_order_and_errors(trial, monkeypatch):
+    """Checks run on a worker beside the simulator: the same figures as the module's run,
+    and an error inside a check reaches the caller instead of vanishing with the thread."""
+    again = rerun(trial)
+    assert again.metrics() == trial[1]["run"].metrics()
+    import compiler.readback as rb
+
+    def broken(*a, **k):
+        raise RuntimeError("check broke")
+    monkeypatch.setattr(rb, "op_error", broken)
+    with pytest.raises(RuntimeError, match="check broke"):
+        rerun(trial)

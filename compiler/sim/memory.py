@@ -130,8 +130,8 @@ def move(src: np.ndarray, dst: np.ndarray, sp, dp, length, groups=None, split: i
     order = (groups if groups is not None else by_length(length))[0]
     length = np.asarray(length)
     sp, dp = np.asarray(sp, I64), np.asarray(dp, I64)
-    two = split is not None and len(sp) > 1 and int(length.sum(dtype=I64)) >= PARALLEL_BYTES \
-        and jit.split_ok(dp, length, split)
+    total = int(length.sum(dtype=I64))
+    two = split is not None and len(sp) > 1 and total >= PARALLEL_BYTES and jit.split_ok(dp, length, split)
     ends = ((0, split), (split, dst.size)) if two else ()
     if (src is dst and jit.disjoint(sp, dp, length, dst.size)) or (
             src is not dst and not np.may_share_memory(src, dst)):
@@ -142,7 +142,6 @@ def move(src: np.ndarray, dst: np.ndarray, sp, dp, length, groups=None, split: i
             jit.move_direct(src, dst, sp, dp, length, order)
         return
     with _STAGE_LOCK:
-        total = int(length.sum(dtype=I64))
         if _STAGE[0].size < total:      # kept between moves: fresh pages cost a fault each
             _STAGE[0] = np.empty(total, np.uint8)
         if not two:
@@ -151,7 +150,8 @@ def move(src: np.ndarray, dst: np.ndarray, sp, dp, length, groups=None, split: i
         off = np.empty(len(order), I64)
         jit.stage_offsets(length, order, off)
         h = len(order) // 2
-        _both(lambda k0, k1: jit.gather_part(src, sp, length, order, off, _STAGE[0], k0, k1), ((0, h), (h, len(order))))
+        _both(lambda k0, k1: jit.gather_part(src, sp, length, order, off, _STAGE[0], k0, k1),
+              ((0, h), (h, len(order))))
         _both(lambda lo, hi: jit.scatter_part(dst, dp, length, order, off, _STAGE[0], lo, hi), ends)
 
 

@@ -181,39 +181,6 @@ def disjoint(sp, dp, length, nbytes):
 
 
 @njit(**_JIT)
-def move_direct(src, dst, sp, dp, length, order):
-    """Chunks src[sp[i]:+length[i]] -> dst[dp[i]:+length[i]] in `order`, no staging:
-    only where no destination overlaps any source (disjoint, or distinct buffers)."""
-    for k in range(order.shape[0]):
-        i = order[k]
-        s, d, L = U(sp[i]), U(dp[i]), U(length[i])
-        for b in range(L):
-            dst[d + b] = src[s + b]
-
-
-@njit(**_JIT)
-def move(src, dst, sp, dp, length, order, buf):
-    """Chunks src[sp[i]:+length[i]] -> dst[dp[i]:+length[i]], taken in `order`: every
-    chunk is read (into the staging buffer buf, at least the total length) before any
-    is written, and a later chunk in `order` wins where destinations overlap --
-    memory.move's semantics."""
-    o = U(0)
-    for k in range(order.shape[0]):
-        i = order[k]
-        s, L = U(sp[i]), U(length[i])
-        for b in range(L):
-            buf[o + b] = src[s + b]
-        o += L
-    o = U(0)
-    for k in range(order.shape[0]):
-        i = order[k]
-        d, L = U(dp[i]), U(length[i])
-        for b in range(L):
-            dst[d + b] = buf[o + b]
-        o += L
-
-
-@njit(**_JIT)
 def split_ok(dp, length, split):
     """True if no chunk's destination straddles position `split` (so the chunks below it
     and those at or above it write disjoint bytes and may be moved on two threads)."""
@@ -234,7 +201,8 @@ def stage_offsets(length, order, off):
 
 @njit(**_JIT)
 def gather_part(src, sp, length, order, off, buf, k0, k1):
-    """Staging, chunks order[k0:k1] (jit.move's first loop, for a part of the chunks)."""
+    """buf[off[k]:+length[i]] = src[sp[i]:+length[i]] for i = order[k], k in [k0, k1):
+    the staging of memory.move (every chunk read before any is written)."""
     for k in range(k0, k1):
         i = order[k]
         s, o = U(sp[i]), U(off[k])
@@ -246,8 +214,8 @@ def gather_part(src, sp, length, order, off, buf, k0, k1):
 def scatter_part(dst, dp, length, order, off, buf, lo, hi):
     """dst[dp[i]:+length[i]] = buf[off[k]:+length[i]] for i = order[k], in `order` (so the
     later chunk still wins where two overlap), for the chunks whose destination starts in
-    [lo, hi): jit.move's second loop, or (buf the source, off = sp[order]) move_direct,
-    for a part of the chunks."""
+    [lo, hi): memory.move's writes, from the staging buffer or (buf the source, off =
+    sp[order]) straight from the source."""
     for k in range(order.shape[0]):
         i = order[k]
         d = U(dp[i])
@@ -267,13 +235,11 @@ def warm() -> None:
     i32, i64 = np.zeros(0, np.int32), np.zeros(0, np.int64)
     f32x2, f32x3 = np.zeros((0, 1), np.float32), np.zeros((0, 1, 1), np.float32)
     for ln in (i64, i32):                       # chunk lengths and orders: int64, or int32
-        move_direct(u8, u8, i64, i64, ln, ln)
         split_ok(i64, ln, 0)
         scatter_part(u8, i64, ln, ln, i64, u8, 0, 0)
+        stage_offsets(ln, ln, i64)
+        gather_part(u8, i64, ln, ln, i64, u8, 0, 0)
     disjoint(i64, i64, i32, 0)
-    stage_offsets(i32, i32, i64)
-    gather_part(u8, i64, i32, i32, i64, u8, 0, 0)
-    move(u8, u8, i64, i64, i32, i32, u8)
     load_f16(u16, i64, 0, f32x2)
     load_panels(u8, i64, 1, 1, 1, 1, f32, f32x3)
     store_f16(u16, i64, f32x2, f32)

@@ -3,7 +3,7 @@
 All tiles' memories are one uint8 array [tiles, tile_bytes]; a byte is addressed
 by its *flat position* tile*tile_bytes + (addr - memory_base). Every transfer
 (kernel operands, local copies, exchange, host streams, code loading) is a set
-of contiguous chunks: moved by one compiled loop (jit.move), or gathered with
+of contiguous chunks: moved by compiled loops (memory.move), or gathered with
 one fancy index per chunk length on a "records" view of the buffer (each item
 is L bytes starting at one position), so nothing loops over rows or bytes in
 Python.
@@ -121,7 +121,8 @@ def move(src: np.ndarray, dst: np.ndarray, sp, dp, length, groups=None, split: i
     chunk written last wins: the order of by_length (by length, then index).
     `groups` = by_length(length) if the caller has it already. Compiled loops:
     chunk by chunk when no destination touches a page any source touches
-    (jit.disjoint), else through a staging buffer kept between moves (jit.move).
+    (jit.disjoint), else gathered into a staging buffer kept between moves, then
+    scattered (jit.gather_part, jit.scatter_part).
     `split`: a destination position no chunk straddles (the exchange gives a tile
     boundary); then a large move runs on two threads, one writing below it and one
     above, each in the same order -- the same bytes as one thread."""
@@ -130,35 +131,31 @@ def move(src: np.ndarray, dst: np.ndarray, sp, dp, length, groups=None, split: i
     order = (groups if groups is not None else by_length(length))[0]
     length = np.asarray(length)
     sp, dp = np.asarray(sp, I64), np.asarray(dp, I64)
-    total = int(length.sum(dtype=I64))
-    two = split is not None and len(sp) > 1 and total >= PARALLEL_BYTES and jit.split_ok(dp, length, split)
-    ends = ((0, split), (split, dst.size)) if two else ()
+    total, n = int(length.sum(dtype=I64)), len(order)
+    two = split is not None and n > 1 and total >= PARALLEL_BYTES and jit.split_ok(dp, length, split)
+    below_above = ((0, split), (split, dst.size)) if two else ((0, dst.size),)
     if (src is dst and jit.disjoint(sp, dp, length, dst.size)) or (
             src is not dst and not np.may_share_memory(src, dst)):
-        if two:
-            src_off = sp[order]
-            _both(lambda lo, hi: jit.scatter_part(dst, dp, length, order, src_off, src, lo, hi), ends)
-        else:
-            jit.move_direct(src, dst, sp, dp, length, order)
+        src_off = sp[order]          # chunk by chunk, straight from the source
+        _parts(lambda lo, hi: jit.scatter_part(dst, dp, length, order, src_off, src, lo, hi), below_above)
         return
     with _STAGE_LOCK:
         if _STAGE[0].size < total:      # kept between moves: fresh pages cost a fault each
             _STAGE[0] = np.empty(total, np.uint8)
-        if not two:
-            jit.move(src, dst, sp, dp, length, order, _STAGE[0])
-            return
-        off = np.empty(len(order), I64)
+        off = np.empty(n, I64)
         jit.stage_offsets(length, order, off)
-        h = len(order) // 2
-        _both(lambda k0, k1: jit.gather_part(src, sp, length, order, off, _STAGE[0], k0, k1),
-              ((0, h), (h, len(order))))
-        _both(lambda lo, hi: jit.scatter_part(dst, dp, length, order, off, _STAGE[0], lo, hi), ends)
+        halves = ((0, n // 2), (n // 2, n)) if two else ((0, n),)
+        _parts(lambda k0, k1: jit.gather_part(src, sp, length, order, off, _STAGE[0], k0, k1), halves)
+        _parts(lambda lo, hi: jit.scatter_part(dst, dp, length, order, off, _STAGE[0], lo, hi), below_above)
 
 
-def _both(fn, parts) -> None:
-    """fn(*parts[0]) on a helper thread and fn(*parts[1]) on this one (compiled loops
-    that release the GIL), then wait."""
+def _parts(fn, parts) -> None:
+    """fn(*part) for each part: one on this thread, or two, the first on a helper thread
+    (compiled loops that release the GIL), then wait."""
     global _POOL
+    if len(parts) == 1:
+        fn(*parts[0])
+        return
     if _POOL is None:
         _POOL = ThreadPoolExecutor(1, thread_name_prefix="sim-move")
     f = _POOL.submit(fn, *parts[0])

@@ -53,7 +53,7 @@ def stage_help(phase: str) -> str:
     from .config import REPO
     from .stages import outputs_of
     if phase == "config":
-        reads, writes = "params.yaml", "artifacts/config/checked (constant bytes: the stages depend on it)"
+        reads, writes = "params.yaml", "artifacts/config/checked (the stage harness's sha256: the stages depend on it)"
         upstream = "-"
     else:
         ups = PHASES[phase][0]

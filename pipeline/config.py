@@ -9,6 +9,7 @@ Hydra composition of conf/ (what `dvc exp run -S` and `python -m pipeline.trial`
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 from pathlib import Path
 
@@ -86,23 +87,39 @@ def dump(cfg: dict) -> str:
 
 
 CHECKED = REPO / "artifacts" / "config" / "checked"
-CHECKED_TEXT = b"params.yaml passed `python -m pipeline config` (constant: every stage depends on this file)\n"
+# The stage harness: the code every phase stage runs around its phase (`python -m pipeline
+# <phase>`: argument handling, params, artifacts, store, fan-out, monitors, the phase table).
+# dvc.yaml lists these files as deps of `config` alone; its output carries their sha256 and
+# every stage depends on it, so a change here reruns them all, as a dep of each would.
+HARNESS = ("pipeline/__main__.py", "pipeline/stages.py", "pipeline/config.py", "pipeline/fanout.py",
+           "pipeline/store.py", "pipeline/codec.py", "pipeline/monitor.py", "pipeline/progress.py",
+           "compiler/__init__.py", "compiler/phases.py", "compiler/target.py", "compiler/result.py",
+           "compiler/policy.py", "compiler/mapper.py")
+
+
+def checked_text(root: Path = REPO) -> bytes:
+    """What `config` writes: the check passed, and the harness's bytes by sha256 (file by file)."""
+    lines = [f"{hashlib.sha256((root / p).read_bytes()).hexdigest()}  {p}\n" for p in HARNESS]
+    return ("params.yaml passed `python -m pipeline config`; every stage depends on this file, "
+            "which changes only with the stage harness:\n" + "".join(lines)).encode()
 
 
 def check_stage() -> int:
     """`python -m pipeline config`, the first DVC stage: every key and value of params.yaml is
-    checked before DVC deletes any other stage's outputs. Its one output never changes, so a
-    passing check reruns nothing downstream; on failure nothing is written."""
+    checked before DVC deletes any other stage's outputs. Its one output changes only with
+    the stage harness (HARNESS), so a passing check reruns nothing downstream; on failure
+    nothing is written."""
     try:
         load_params()
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if not CHECKED.is_file() or CHECKED.read_bytes() != CHECKED_TEXT:
+    text = checked_text()
+    if not CHECKED.is_file() or CHECKED.read_bytes() != text:
         try:
             CHECKED.parent.mkdir(parents=True, exist_ok=True)
             tmp = CHECKED.with_name(".checked.tmp")
-            tmp.write_bytes(CHECKED_TEXT)
+            tmp.write_bytes(text)
             tmp.replace(CHECKED)
         except OSError as e:
             print(f"error: cannot write {CHECKED.relative_to(REPO)}: {e.strerror or e}", file=sys.stderr)

@@ -189,3 +189,27 @@ def test_every_config_key_is_declared_by_a_stage():
     for f in fields(Policy):
         assert {"policy", f"policy.{f.name}"} & declared, f"policy.{f.name} is read but no stage declares it"
     assert {"model", "target"} <= declared
+
+
+def test_the_stage_harness_reaches_every_stage_through_config(tmp_path):
+    """Each harness file is a dep of `config` alone, every other stage depends on config's
+    output, and that output changes with any harness file's bytes (so editing one reruns
+    every stage, as a dep of each would)."""
+    import shutil
+
+    from pipeline.config import HARNESS, checked_text
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    assert set(HARNESS) <= set(stages["config"]["deps"])
+    for name, st in stages.items():
+        if name != "config":
+            assert "artifacts/config/checked" in st["deps"], name
+            assert not set(HARNESS) & set(st["deps"]), f"{name} lists harness files: drop them"
+    root = tmp_path / "checkout"
+    for p in HARNESS:
+        (root / p).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO / p, root / p)
+    assert checked_text(root) == checked_text()
+    for p in (HARNESS[0], HARNESS[-1]):
+        before = checked_text(root)
+        (root / p).write_bytes((root / p).read_bytes() + b"\n# edited\n")
+        assert checked_text(root) != before, p

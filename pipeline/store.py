@@ -56,8 +56,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import cloudpickle
-import fsspec
-from fsspec.implementations.local import LocalFileSystem
 
 from . import codec
 
@@ -300,11 +298,24 @@ class Store:
 
     def __init__(self, url: str | os.PathLike):
         self.url = os.fspath(url)
-        fs, root = fsspec.core.url_to_fs(self.url)
-        self.fs = fs
-        self.root = root.rstrip("/") or "/"
-        self._local = isinstance(fs, LocalFileSystem)
+        # a plain path or file:// URL is used with os calls alone: importing fsspec costs every
+        # stage process ~40 ms of start-up, so it is imported for other URLs only
+        self._local = "://" not in self.url or self.url.startswith("file://")
+        if self._local:
+            self.root = os.path.abspath(self.url.removeprefix("file://")).rstrip("/") or "/"
+            self._fs = None
+        else:
+            import fsspec
+            self._fs, root = fsspec.core.url_to_fs(self.url)
+            self.root = root.rstrip("/") or "/"
         self._probe()
+
+    @property
+    def fs(self):
+        if self._fs is None:
+            from fsspec.implementations.local import LocalFileSystem
+            self._fs = LocalFileSystem()
+        return self._fs
 
     @classmethod
     def default(cls) -> "Store":

@@ -43,11 +43,11 @@ BATCH_BYTES = 64 << 20
 SPLIT_BYTES = 1 << 20
 # Worker threads for the kernels' slices (the host's cores, at most 4).
 WORKERS = min(4, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else 1
-# Heuristic (on): a group split over the threads is cut into slices of about this many
-# float32 bytes, which the threads take in turn as they come free (a busy core slows one
-# thread, not the round). A MATMUL slice's widened operands and result then stay in the
-# core's cache (2 MiB L2 here) between its widening, BLAS and the f16 store, in buffers
-# kept per thread (no fresh pages per round). 0: one slice per thread, as before.
+# Heuristic (on): groups are cut into slices of about this many float32 bytes, which the
+# worker threads take in turn as they come free (a busy core slows one thread, not the
+# round). A MATMUL slice's widened operands and result then stay in the core's cache
+# (2 MiB L2 here) between its widening, BLAS and the f16 store, in buffers kept per
+# thread (no fresh pages per round). 0: BATCH_BYTES, one slice per thread, as before.
 SLICE_BYTES = 2 << 20
 # Heuristic (on): f16 <-> f32 conversions by the CPU's instructions (jit.*_hw; numpy's
 # bits, NaNs fixed up, checked at start by jit.hw_f16_ok), else jit's integer arithmetic.
@@ -55,14 +55,11 @@ F16_CPU = True
 
 
 def batches(g: np.ndarray, bytes_each: int, parts: int = 1):
-    """Split a group into slices of at most BATCH_BYTES of operands, and into at least
-    `parts` slices when it holds SPLIT_BYTES or more (then of about SLICE_BYTES each,
-    if SLICE_BYTES is set)."""
-    per = max(1, BATCH_BYTES // max(int(bytes_each), 1))
+    """Split a group into slices of at most BATCH_BYTES of operands (SLICE_BYTES if set),
+    and into at least `parts` slices when it holds SPLIT_BYTES or more."""
+    per = max(1, min(BATCH_BYTES, SLICE_BYTES or BATCH_BYTES) // max(int(bytes_each), 1))
     if parts > 1 and len(g) * bytes_each >= SPLIT_BYTES:
         per = min(per, -(-len(g) // parts))
-        if SLICE_BYTES:
-            per = min(per, max(1, SLICE_BYTES // max(int(bytes_each), 1)))
     return [g[i:i + per] for i in range(0, len(g), per)]
 
 
@@ -448,8 +445,11 @@ class Kernels:
             def body(g):
                 tg = tiles[g]
                 x = self._load(tg, src[g], 2 * r * c).reshape(-1, r, c)
-                y = np.zeros(x.shape, np.float32)
-                y[:, :, :v] = fmath.softmax(np.ascontiguousarray(x[:, :, :v]), scale[g][:, None, None])
+                if v == c:           # every column: no zero padding to write
+                    y = fmath.softmax(x, scale[g][:, None, None])
+                else:
+                    y = np.zeros(x.shape, np.float32)
+                    y[:, :, :v] = fmath.softmax(np.ascontiguousarray(x[:, :, :v]), scale[g][:, None, None])
                 self._store16(tg, out[g], y)
             self.each(self.slices(grp, 16 * r * c), body)
         return self.t.softmax_cycles(R, C)

@@ -242,10 +242,7 @@ def warm() -> None:
         stage_offsets(ln, ln, i64)
         gather_part(u8, i64, ln, ln, i64, u8, 0, 0)
     disjoint(i64, i64, i32, 0)
-    load_f16(u16, i64, 0, f32x2)
     load_panels(u8, i64, 1, 1, 1, 1, f32, f32x3)
-    store_f16(u16, i64, f32x2, f32)
-    add_f16(u16, i64, i64, i64, 0, 0, f32x2)
     warm_kernels()
 
 
@@ -316,18 +313,6 @@ def _half_row_hw(x, s, use, dst, p):
 
 
 @njit(**_JIT)
-def widen16_hw(h, out):
-    """out[k] = float32 of f16 bits h[k] (1-D), by the CPU's conversion."""
-    _widen_row_hw(h, U(0), h.shape[0], out)
-
-
-@njit(**_JIT)
-def f16_bits_hw(x, out):
-    """out[k] = f16 bits of x[k] (1-D float32), by the CPU's conversion."""
-    _half_row_hw(x, np.float32(1), False, out, U(0))
-
-
-@njit(**_JIT)
 def load_f16_hw(flat16, pos16, n, out):
     """load_f16 by the CPU's conversion."""
     for i in range(pos16.shape[0]):
@@ -368,15 +353,15 @@ def hw_f16_ok() -> bool:
     if not _HW_OK:
         try:
             h = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
-            w = np.empty(h.size, np.float32)
-            widen16_hw(h, w)
-            ok = bool(np.array_equal(w.view(np.uint32), h.view(np.float16).astype(np.float32).view(np.uint32)))
+            w = np.empty((1, h.size), np.float32)
+            load_f16_hw(h, np.zeros(1, np.int64), h.size, w)
+            ok = bool(np.array_equal(w[0].view(np.uint32), h.view(np.float16).astype(np.float32).view(np.uint32)))
             b = np.concatenate([np.arange(a, a + 0x3000, dtype=np.uint32) for a in (
                 0, 0x32FFE800, 0x387FE800, 0x477FE800, 0x7F7FE800, 0x7FBFF800, 0x7FFFD000)]
                 + [np.arange(0x33000000, 0x38800000, 4099, dtype=np.uint32)])
             b = np.concatenate([b, b | np.uint32(0x80000000)])
             got = np.empty(b.size, np.uint16)
-            f16_bits_hw(b.view(np.float32), got)
+            store_f16_hw(got, np.zeros(1, np.int64), b.view(np.float32)[None], np.zeros(0, np.float32))
             with np.errstate(all="ignore"):
                 ok = ok and bool(np.array_equal(got, b.view(np.float32).astype(np.float16).view(np.uint16)))
         except Exception:          # no f16 conversion this LLVM can lower: keep the arithmetic loops
@@ -386,10 +371,12 @@ def hw_f16_ok() -> bool:
 
 
 def warm_kernels() -> None:
-    """Compile (or load) the CPU-conversion loops and run their check (warm's kernels part)."""
+    """warm's part for the kernels' f16 loops: the CPU-conversion ones (compiled by their
+    check) if they pass it, else the arithmetic ones."""
+    u16, f32x2, i64 = np.zeros(0, np.uint16), np.zeros((0, 1), np.float32), np.zeros(0, np.int64)
     if hw_f16_ok():
-        u16, f32x2 = np.zeros(0, np.uint16), np.zeros((0, 1), np.float32)
-        i64 = np.zeros(0, np.int64)
-        load_f16_hw(u16, i64, 0, f32x2)
-        store_f16_hw(u16, i64, f32x2, np.zeros(0, np.float32))
         add_f16_hw(u16, i64, i64, i64, 0, 0, f32x2)
+    else:
+        load_f16(u16, i64, 0, f32x2)
+        store_f16(u16, i64, f32x2, np.zeros(0, np.float32))
+        add_f16(u16, i64, i64, i64, 0, 0, f32x2)

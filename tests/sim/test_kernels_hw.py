@@ -35,16 +35,16 @@ def _hard_f32(rng, n):
 
 def test_widening_every_f16_is_numpys():
     h = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
-    got = np.empty(h.size, np.float32)
-    jit.widen16_hw(h, got)
-    assert np.array_equal(got.view(np.uint32), h.view(np.float16).astype(np.float32).view(np.uint32))
+    got = np.empty((1, h.size), np.float32)
+    jit.load_f16_hw(h, np.zeros(1, np.int64), h.size, got)
+    assert np.array_equal(got[0].view(np.uint32), h.view(np.float16).astype(np.float32).view(np.uint32))
 
 
 def test_rounding_is_numpys_nans_included():
     rng = np.random.default_rng(11)
     x = _hard_f32(rng, 300_001)
     got = np.empty(x.size, np.uint16)
-    jit.f16_bits_hw(x, got)
+    jit.store_f16_hw(got, np.zeros(1, np.int64), x[None], kernels._NO_SCALE)
     with np.errstate(all="ignore"):
         want = x.astype(np.float16).view(np.uint16)
     bad = np.flatnonzero(got != want)
@@ -90,12 +90,26 @@ def test_loops_match_the_arithmetic_ones(n):
 
 def test_a_planted_conversion_bug_is_caught(monkeypatch):
     """The start-up check refuses CPU loops that quiet NaNs (the CPU's own behaviour)."""
-    raw = jit.widen16_hw
+    raw = jit.load_f16_hw
 
-    def quieting(h, out):
-        raw(h, out)
+    def quieting(flat16, pos16, n, out):
+        raw(flat16, pos16, n, out)
         out.view(np.uint32)[np.isnan(out)] |= np.uint32(0x400000)
-    monkeypatch.setattr(jit, "widen16_hw", quieting)
+    monkeypatch.setattr(jit, "load_f16_hw", quieting)
+    monkeypatch.setattr(jit, "_HW_OK", [])
+    assert not jit.hw_f16_ok()
+
+
+def test_a_planted_rounding_bug_is_caught(monkeypatch):
+    """...and CPU rounding that flushes f16 subnormal results to zero."""
+    raw = jit.store_f16_hw
+
+    def flushing(flat16, pos16, x, scale):
+        raw(flat16, pos16, x, scale)
+        for i, p in enumerate(pos16):
+            seg = flat16[p:p + x.shape[1]]
+            seg[(seg & 0x7C00) == 0] &= np.uint16(0x8000)
+    monkeypatch.setattr(jit, "store_f16_hw", flushing)
     monkeypatch.setattr(jit, "_HW_OK", [])
     assert not jit.hw_f16_ok()
 

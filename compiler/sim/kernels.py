@@ -4,8 +4,11 @@ LAYERNORM, SOFTMAX, CAST, ONLINE_SOFTMAX, ROWSCALE (f32 arithmetic in fmath.py).
 The file reads top-down: module helpers (batches, widening, f16 rounding, grouping),
 then `Kernels`: worker slices, operand checks, one method per opcode, `run` (the
 dispatch). Per-element loops outside BLAS (operand widening, f16 stores, ADD's sums)
-are compiled in jit.py; MATMUL/CAST scale words (immediate or per-iteration table) are
-read by scales.py.
+are compiled in jit.py, their f16 conversions by the CPU's instructions where those give
+numpy's bits (F16_CPU); MATMUL/CAST scale words (immediate or per-iteration table) are
+read by scales.py. Groups run in slices of ~SLICE_BYTES that the worker threads take as
+they come free; a MATMUL slice widens its operands and multiplies into that thread's
+scratch buffer, small enough to stay in cache until its f16 store.
 
 One call executes one instruction on each of a set of tiles (the same round of
 a superstep: no tile appears twice, so tiles are independent). Instances with
@@ -145,10 +148,14 @@ class Kernels:
         self.panel_h = np.zeros(256, I64)        # MATMUL b dtype code -> micro-panel height (0: none)
         for d, h in target.amp_panel_elems.items():
             self.panel_h[isa.DTYPES[d]] = h
-        hw = F16_CPU and jit.hw_f16_ok()
-        self.load_f16 = jit.load_f16_hw if hw else jit.load_f16
-        self.store_f16 = jit.store_f16_hw if hw else jit.store_f16
-        self.add_f16 = jit.add_f16_hw if hw else jit.add_f16
+        self._hw = None        # CPU f16 conversions: decided at the first kernel (jit.warm
+                               # compiles and checks them meanwhile, beside loading)
+
+    def _f16(self, name):
+        """jit's f16 loop `name`: its CPU-conversion form where F16_CPU and it passes its check."""
+        if self._hw is None:
+            self._hw = F16_CPU and jit.hw_f16_ok()
+        return getattr(jit, name + "_hw" if self._hw else name)
 
     # ---- batches on worker threads ------------------------------------------------
     def slices(self, grp, bytes_each):
@@ -314,7 +321,7 @@ class Kernels:
                 p0, p1 = m.pos(tg, s0[g]), m.pos(tg, s1[g])
                 if k > 0 and not ((p0 | p1 | st[g]) & 1).any():   # aligned operands: compiled sum
                     acc = np.empty((len(g), n), np.float32)
-                    self.add_f16(m.flat16, p0 >> 1, p1 >> 1, st[g] >> 1, k, n, acc)
+                    self._f16("add_f16")(m.flat16, p0 >> 1, p1 >> 1, st[g] >> 1, k, n, acc)
                 else:
                     acc = self._load(tg, s0[g], 2 * n)
                     for i in range(k):   # sequential f32 accumulation: the order the kernel adds in
@@ -363,7 +370,7 @@ class Kernels:
             if dtype == "fp8":
                 jit.load_fp8(m.flat, pos, nelem, _WIDEN["fp8"], out)
             else:
-                self.load_f16(m.flat16, pos >> 1, nelem, out)
+                self._f16("load_f16")(m.flat16, pos >> 1, nelem, out)
             return out
         return widen(gather(m.flat, pos, nelem * NP_DTYPES[dtype].itemsize), dtype)
 
@@ -382,7 +389,7 @@ class Kernels:
             self._store(tg, addr, to_f16(x if scale is None else x * scale[:, None]))
             return
         sc = _NO_SCALE if scale is None else np.ascontiguousarray(scale, np.float32)
-        self.store_f16(self.m.flat16, pos >> 1, x, sc)
+        self._f16("store_f16")(self.m.flat16, pos >> 1, x, sc)
 
     def gelu(self, step, tiles, pcs, w):
         _, _, _, fl = decode.fields(w[:, 0])

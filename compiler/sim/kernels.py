@@ -4,8 +4,11 @@ LAYERNORM, SOFTMAX, CAST, ONLINE_SOFTMAX, ROWSCALE (f32 arithmetic in fmath.py).
 The file reads top-down: module helpers (batches, widening, f16 rounding, grouping),
 then `Kernels`: worker slices, operand checks, one method per opcode, `run` (the
 dispatch). Per-element loops outside BLAS (operand widening, f16 stores, ADD's sums)
-are compiled in jit.py; MATMUL/CAST scale words (immediate or per-iteration table) are
-read by scales.py.
+are compiled in jit.py, their f16 conversions by the CPU's instructions where those give
+numpy's bits (F16_CPU); MATMUL/CAST scale words (immediate or per-iteration table) are
+read by scales.py. Groups run in slices of ~SLICE_BYTES that the worker threads take as
+they come free; a MATMUL slice widens its operands and multiplies into that thread's
+scratch buffer, small enough to stay in cache until its f16 store.
 
 One call executes one instruction on each of a set of tiles (the same round of
 a superstep: no tile appears twice, so tiles are independent). Instances with
@@ -16,6 +19,7 @@ Operand rules come from isa.OPERANDS / isa.BANK_SEPARATED, costs from Target.
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import ml_dtypes
@@ -42,15 +46,38 @@ BATCH_BYTES = 64 << 20
 SPLIT_BYTES = 1 << 20
 # Worker threads for the kernels' slices (the host's cores, at most 4).
 WORKERS = min(4, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else 1
+# Heuristic (on): groups are cut into slices of about this many float32 bytes, which the
+# worker threads take in turn as they come free (a busy core slows one thread, not the
+# round). A MATMUL slice's widened operands and result then stay in the core's cache
+# (2 MiB L2 here) between its widening, BLAS and the f16 store, in buffers kept per
+# thread (no fresh pages per round). 0: BATCH_BYTES, one slice per thread, as before.
+SLICE_BYTES = 2 << 20
+# Heuristic (on): f16 <-> f32 conversions by the CPU's instructions (jit.*_hw; numpy's
+# bits, NaNs fixed up, checked at start by jit.hw_f16_ok), else jit's integer arithmetic.
+F16_CPU = True
 
 
 def batches(g: np.ndarray, bytes_each: int, parts: int = 1):
-    """Split a group into slices of at most BATCH_BYTES of operands, and into at least
-    `parts` slices when it holds SPLIT_BYTES or more."""
-    per = max(1, BATCH_BYTES // max(int(bytes_each), 1))
+    """Split a group into slices of at most BATCH_BYTES of operands (SLICE_BYTES if set),
+    and into at least `parts` slices when it holds SPLIT_BYTES or more."""
+    per = max(1, min(BATCH_BYTES, SLICE_BYTES or BATCH_BYTES) // max(int(bytes_each), 1))
     if parts > 1 and len(g) * bytes_each >= SPLIT_BYTES:
         per = min(per, -(-len(g) // parts))
     return [g[i:i + per] for i in range(0, len(g), per)]
+
+
+_SCRATCH = threading.local()
+
+
+def scratch(nbytes: int) -> np.ndarray:
+    """This thread's scratch bytes (uint8[>= nbytes], 64-byte aligned), kept between calls:
+    a MATMUL slice's widened operands and result, without fresh pages every round."""
+    buf = getattr(_SCRATCH, "buf", None)
+    if buf is None or buf.size < nbytes:
+        raw = np.empty(nbytes + 64, np.uint8)
+        off = (-raw.ctypes.data) % 64
+        buf = _SCRATCH.buf = raw[off:off + nbytes]
+    return buf
 
 
 # Widening by table lookup: numpy's f16 -> f32 slows ~3x on subnormal inputs and
@@ -121,6 +148,14 @@ class Kernels:
         self.panel_h = np.zeros(256, I64)        # MATMUL b dtype code -> micro-panel height (0: none)
         for d, h in target.amp_panel_elems.items():
             self.panel_h[isa.DTYPES[d]] = h
+        self._hw = None        # CPU f16 conversions: decided at the first kernel (jit.warm
+                               # compiles and checks them meanwhile, beside loading)
+
+    def _f16(self, name):
+        """jit's f16 loop `name`: its CPU-conversion form where F16_CPU and it passes its check."""
+        if self._hw is None:
+            self._hw = F16_CPU and jit.hw_f16_ok()
+        return getattr(jit, name + "_hw" if self._hw else name)
 
     # ---- batches on worker threads ------------------------------------------------
     def slices(self, grp, bytes_each):
@@ -129,15 +164,26 @@ class Kernels:
     def each(self, slices, fn):
         """fn(g) for every slice g of a group, on worker threads when there are several:
         numpy releases the GIL in the gathers, casts and matmuls, and slices hold
-        distinct tiles, whose memories are disjoint, so no byte depends on the order."""
+        distinct tiles, whose memories are disjoint, so no byte depends on the order.
+        The calling thread is one of the workers; each takes the next slice when it is
+        done with one (a list iterator's next is atomic under the GIL)."""
         if len(slices) < 2 or self.workers < 2:
             for g in slices:
                 fn(g)
             return
         if self.pool is None:
-            self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="sim-kernels")
-        for f in [self.pool.submit(fn, g) for g in slices]:
-            f.result()
+            self.pool = ThreadPoolExecutor(self.workers - 1, thread_name_prefix="sim-kernels")
+        todo = iter(slices)
+
+        def drain():
+            for g in todo:
+                fn(g)
+        fs = [self.pool.submit(drain) for _ in range(min(self.workers, len(slices)) - 1)]
+        try:
+            drain()
+        finally:
+            for f in fs:
+                f.result()
 
     def close(self):
         if self.pool is not None:
@@ -228,20 +274,26 @@ class Kernels:
         return cycles
 
     def _matmul(self, tg, a, b, out, scale, mm, kk, nn, da, db, transpose_b, panel):
-        """panel: micro-panel height P of b (0: b is plain row-major / transposed)."""
-        m = self.m
-        A = self._load(tg, a, mm * kk * NP_DTYPES[da].itemsize, da)
+        """panel: micro-panel height P of b (0: b is plain row-major / transposed).
+        A, B and C live in this thread's scratch buffer where the compiled loads apply
+        (np.matmul with out=: the same per-matrix BLAS calls, so the same sums)."""
+        m, n = self.m, len(tg)
         eb = NP_DTYPES[db].itemsize
+        sa, sb, sc = n * mm * kk, n * kk * nn, n * mm * nn
+        buf = scratch(4 * (sa + sb + sc)).view(np.float32)
+        A = self._load_into(tg, a, mm * kk, da, buf[:sa].reshape(n, mm * kk))
         if panel and db in _WIDEN:      # panel order back to [k, n], widened in the same pass
-            B = np.empty((len(tg), kk, nn), np.float32)
+            B = buf[sa:sa + sb].reshape(n, kk, nn)
             jit.load_panels(m.flat, m.pos(tg, b), kk, nn, panel, eb, _WIDEN[db], B)
+        elif not panel:
+            B = self._load_into(tg, b, kk * nn, db, buf[sa:sa + sb].reshape(n, kk * nn))
         else:
             B = gather(m.flat, m.pos(tg, b), kk * nn * eb)
             if panel:    # same bytes, panel order: back to [k, n] (reordered as raw elements, before widening)
                 B = isa.from_panel_order(B.view(f"<u{eb}"), kk, nn, panel).reshape(len(tg), -1).view(np.uint8)
             B = widen(B, db)
         B = B.reshape(-1, nn, kk).transpose(0, 2, 1) if transpose_b else B.reshape(-1, kk, nn)
-        C = np.matmul(A.reshape(-1, mm, kk), B)
+        C = np.matmul(A.reshape(-1, mm, kk), B, out=buf[sa + sb:sa + sb + sc].reshape(n, mm, nn))
         self._store16(tg, out, C, scale)
 
     # ---- ADD ----------------------------------------------------------------
@@ -269,7 +321,7 @@ class Kernels:
                 p0, p1 = m.pos(tg, s0[g]), m.pos(tg, s1[g])
                 if k > 0 and not ((p0 | p1 | st[g]) & 1).any():   # aligned operands: compiled sum
                     acc = np.empty((len(g), n), np.float32)
-                    jit.add_f16(m.flat16, p0 >> 1, p1 >> 1, st[g] >> 1, k, n, acc)
+                    self._f16("add_f16")(m.flat16, p0 >> 1, p1 >> 1, st[g] >> 1, k, n, acc)
                 else:
                     acc = self._load(tg, s0[g], 2 * n)
                     for i in range(k):   # sequential f32 accumulation: the order the kernel adds in
@@ -306,17 +358,21 @@ class Kernels:
     def _load(self, tg, addr, nbytes, dtype="f16"):
         """Operand bytes at (tiles, addr) widened to float32[len(tg), nelem]: gathered and
         widened in one compiled pass for f16 and fp8 (bit-identical to widen's tables)."""
-        m, n = self.m, len(tg)
+        return self._load_into(tg, addr, nbytes // NP_DTYPES[dtype].itemsize, dtype, None)
+
+    def _load_into(self, tg, addr, nelem, dtype, out):
+        """_load into `out` (float32[len(tg), nelem], or None: a new array) where a
+        compiled pass applies; else a new array. Returns the operand."""
+        m = self.m
         pos = m.pos(tg, addr)
-        if dtype == "fp8":
-            out = np.empty((n, nbytes), np.float32)
-            jit.load_fp8(m.flat, pos, nbytes, _WIDEN["fp8"], out)
+        if dtype == "fp8" or (dtype == "f16" and not (pos & 1).any()):
+            out = np.empty((len(tg), nelem), np.float32) if out is None else out
+            if dtype == "fp8":
+                jit.load_fp8(m.flat, pos, nelem, _WIDEN["fp8"], out)
+            else:
+                self._f16("load_f16")(m.flat16, pos >> 1, nelem, out)
             return out
-        if dtype == "f16" and not (pos & 1).any():
-            out = np.empty((n, nbytes // 2), np.float32)
-            jit.load_f16(m.flat16, pos >> 1, nbytes // 2, out)
-            return out
-        return widen(gather(m.flat, pos, nbytes), dtype)
+        return widen(gather(m.flat, pos, nelem * NP_DTYPES[dtype].itemsize), dtype)
 
     def _store(self, tg, addr, x):
         scatter(self.m.flat, self.m.pos(tg, addr), x.reshape(len(tg), -1))
@@ -333,7 +389,7 @@ class Kernels:
             self._store(tg, addr, to_f16(x if scale is None else x * scale[:, None]))
             return
         sc = _NO_SCALE if scale is None else np.ascontiguousarray(scale, np.float32)
-        jit.store_f16(self.m.flat16, pos >> 1, x, sc)
+        self._f16("store_f16")(self.m.flat16, pos >> 1, x, sc)
 
     def gelu(self, step, tiles, pcs, w):
         _, _, _, fl = decode.fields(w[:, 0])
@@ -396,8 +452,11 @@ class Kernels:
             def body(g):
                 tg = tiles[g]
                 x = self._load(tg, src[g], 2 * r * c).reshape(-1, r, c)
-                y = np.zeros(x.shape, np.float32)
-                y[:, :, :v] = fmath.softmax(np.ascontiguousarray(x[:, :, :v]), scale[g][:, None, None])
+                if v == c:           # every column: no zero padding to write
+                    y = fmath.softmax(x, scale[g][:, None, None])
+                else:
+                    y = np.zeros(x.shape, np.float32)
+                    y[:, :, :v] = fmath.softmax(np.ascontiguousarray(x[:, :, :v]), scale[g][:, None, None])
                 self._store16(tg, out[g], y)
             self.each(self.slices(grp, 16 * r * c), body)
         return self.t.softmax_cycles(R, C)

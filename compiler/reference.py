@@ -306,27 +306,86 @@ def layernorm(x, gamma, beta, eps):
     return (x - mu) / np.sqrt(var + eps) * gamma + beta
 
 
-SOFTMAX_BLOCK = 1 << 18   # bytes of rows per pass: the six passes over a block stay in L2
+SOFTMAX_BLOCK = 1 << 18   # bytes of rows per pass: a block's passes stay in L2
+
+
+@njit(nogil=True, cache=True)
+def _scaled(x, v, sc, wide, e):
+    """e = x[:, :v] * sc as numpy's multiply gives it: float32 x float32(sc), or (`wide`, a
+    float64 scale) the product in float64, then rounded to float32."""
+    for r in range(x.shape[0]):
+        if wide:
+            for j in range(v):
+                e[r, j] = np.float32(np.float64(x[r, j]) * sc)
+        else:
+            s32 = np.float32(sc)
+            for j in range(v):
+                e[r, j] = x[r, j] * s32
+
+
+@njit(nogil=True, cache=True)
+def _less(e, m):
+    """e[r] -= m[r] (float32)."""
+    for r in range(e.shape[0]):
+        for j in range(e.shape[1]):
+            e[r, j] -= m[r]
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _normalised(e, s, out, f16):
+    """out[r, :v] = e[r] / s[r] (float32 division, as numpy's), out[r, v:] = 0; `f16`: each
+    row then rounded to f16 (_round_f32_inplace). (numpy's error model: a division by
+    zero gives inf or NaN, as numpy's, instead of a branch per element.)"""
+    v = e.shape[1]
+    for r in range(e.shape[0]):
+        for j in range(v):
+            out[r, j] = e[r, j] / s[r]
+        for j in range(v, out.shape[1]):
+            out[r, j] = 0
+        if f16:
+            _round_f32_inplace(out[r].view(np.uint32))
 
 
 def softmax(x, scale, valid=0, f16: bool = False):
-    """Row softmax over the first `valid` columns (0 = all); masked columns are 0. The rows
-    go a block at a time through the same numpy operations (row-wise reductions and
-    elementwise ops: each row's values are the same whatever rows share the call), so a
-    block's passes stay in cache (attention's 11680 x 730 probabilities are 34 MB);
-    `f16`: each block rounded to f16 while there (the evaluation's rounding, the same values)."""
+    """Row softmax over the first `valid` columns (0 = all); masked columns are 0, in x's
+    float width. float32 rows go a cache-sized block at a time through compiled passes
+    around numpy's row max, exp and row sums: scale; subtract the max; divide by the sum
+    (and `f16`: round to f16, the evaluation's rounding). Each is the same float32 operation on
+    the same values as numpy's whole-array form (the sums numpy's own pairwise sums, per
+    row whatever rows share the call; exp numpy's own), so the same bits, at ~1/3 of its
+    time (attention's 11680 x 730 probabilities are 34 MB: six passes over them in memory)."""
     v = valid or x.shape[1]
-    out = np.empty_like(x)
-    out[:, v:] = 0
-    step = max(1, SOFTMAX_BLOCK // max(1, x.shape[1] * x.itemsize))
-    for r0 in range(0, x.shape[0], step):
-        e = np.multiply(x[r0:r0 + step, :v], scale, out=out[r0:r0 + step, :v])
+    narrow = type(scale) in (float, int, np.float32)
+    if x.dtype != np.float32 or not (narrow or type(scale) is np.float64):
+        out = np.empty_like(x)
+        out[:, v:] = 0
+        e = np.multiply(x[:, :v], scale, out=out[:, :v])      # in place: S is the biggest tensor
         e -= e.max(1, keepdims=True)
         np.exp(e, out=e)
         e /= e.sum(1, keepdims=True)
-        if f16 and out.dtype == np.float32:
-            _round_f32_inplace(out[r0:r0 + step].reshape(-1).view(np.uint32))
-    return _round_fresh(out) if f16 and out.dtype != np.float32 else out
+        return _round_fresh(out) if f16 else out
+    x = np.ascontiguousarray(x)
+    out = np.empty_like(x)
+    step = max(1, SOFTMAX_BLOCK // max(1, x.shape[1] * x.itemsize))
+    buf = np.empty((min(step, x.shape[0]), v), np.float32)
+    for r0 in range(0, x.shape[0], step):
+        xs, os = x[r0:r0 + step], out[r0:r0 + step]
+        e = buf[:len(xs)]
+        _scaled(xs, v, float(scale), not narrow, e)
+        m = e.max(1)                      # numpy's: it propagates NaN
+        if np.isfinite(m).all():
+            _less(e, m)
+            np.exp(e, out=e)
+            _normalised(e, e.sum(1), os, f16)
+            continue
+        os[:, v:] = 0                     # a non-finite row max: this block as numpy does it
+        e = np.multiply(xs[:, :v], scale, out=os[:, :v])
+        e -= e.max(1, keepdims=True)
+        np.exp(e, out=e)
+        e /= e.sum(1, keepdims=True)
+        if f16:
+            _round_f32_inplace(os.reshape(-1).view(np.uint32))
+    return out
 
 
 def _op(op, x, rnd, f16: bool = False):

@@ -53,6 +53,10 @@ def test_gelu_erf_by_table_is_math_erf_per_element():
     same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
     bad = np.flatnonzero(~same)
     assert not len(bad), [(x[i], got[i], want[i]) for i in bad[:5]]
+    big = np.resize(x, reference.GELU_SPLIT + 3)          # in two halves on two threads
+    want = np.empty_like(big)
+    reference._gelu_erf(big, want)
+    assert reference.gelu(big, "erf").view(np.uint32).tobytes() == want.view(np.uint32).tobytes()
     x64 = EDGE.astype(np.float64)              # float64 inputs (read-back) keep the direct path
     np.testing.assert_array_equal(reference.gelu(x64, "erf"),
                                   [0.5 * v * (1.0 + math.erf(v / math.sqrt(2.0))) for v in x64.tolist()])

@@ -127,3 +127,35 @@ def test_grouped_matmul_writes_blocks_in_place():
         assert _same_bits(reference.matmul(op, a, b), want)
         with np.errstate(over="ignore"):
             assert _same_bits(reference.matmul(op, a, b, f16=True), want.astype(np.float16).astype(np.float32))
+
+
+def test_two_evaluations_sharing_weights_are_each_alone():
+    """The rounded and unrounded evaluations on two threads taking each FP8 weight member
+    from the other (`_Shared`, with room for every member or none) give the bits each gives
+    alone; a member handed over is read-only and the cap is kept."""
+    import threading
+    from compiler.models import vit
+    g, data = vit.build(dict(name="vit", preset="custom", width=64, hidden=172, heads=2, image=56,
+                             patch=14, layers=3, gelu="erf"))
+    assert g.repeat and g.repeat.sequences
+    keep = {t.name for t in g.of_kind("output")}
+    alone = [reference.outputs(g, reference.evaluate(g, data, r, keep)) for r in (True, False)]
+    for cap in (1 << 30, 0):
+        shared = reference._Shared(cap)
+        got = [None, None]
+
+        def run(j):
+            got[j] = reference.outputs(g, reference.evaluate(g, data, j == 0, keep, None, shared))
+        ts = [threading.Thread(target=run, args=(j,)) for j in (0, 1)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        for want, have in zip(alone, got):
+            assert want.keys() == have.keys() and all(_same_bits(want[k], have[k]) for k in want)
+        assert shared.held <= cap
+    s = reference._Shared()
+    name = g.repeat.sequences[0]
+    first = s.value(g, data, name, 1)
+    assert not first.flags.writeable and s.held == first.nbytes
+    assert s.value(g, data, name, 1) is first and s.held == 0 and not s.vals

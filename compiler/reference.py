@@ -235,7 +235,7 @@ class _Shared:
     the first is still making it, it makes its own (the same bits: _value is deterministic).
     At most `cap` bytes wait (the evaluation ahead stops leaving values once its lead is that
     large), so the two evaluations together hold at most that much more than apart."""
-    PENDING = object()
+    PENDING, NONE = object(), object()    # the first is making it; the first kept none
 
     def __init__(self, cap: int = 256 << 20):
         self.lock, self.vals, self.cap, self.held = threading.Lock(), {}, cap, 0
@@ -244,19 +244,19 @@ class _Shared:
         key = (name, i)
         with self.lock:
             v = self.vals.pop(key, None)
-            if v is not None and v is not self.PENDING:
+            if isinstance(v, np.ndarray):
                 self.held -= v.nbytes
                 return v
             if v is None:                 # first: the other evaluation will want it
                 self.vals[key] = self.PENDING
         v = _value(g, data, name, i)
         with self.lock:
-            if self.vals.get(key) is self.PENDING:
+            if self.vals.get(key) is self.PENDING:     # (else the second came meanwhile: made its own)
                 if self.held + v.nbytes <= self.cap:
                     v.flags.writeable = False        # two evaluations' envs hold it: nobody rounds it in place
                     self.vals[key], self.held = v, self.held + v.nbytes
                 else:
-                    del self.vals[key]
+                    self.vals[key] = self.NONE       # the second makes its own, and keeps nothing
         return v
 
 

@@ -354,18 +354,16 @@ def _less(e, m):
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def _normalised(e, s, out, f16):
-    """out[r, :v] = e[r] / s[r] (float32 division, as numpy's), out[r, v:] = 0; `f16`: each
-    row then rounded to f16 (_round_f32_inplace). (numpy's error model: a division by
-    zero gives inf or NaN, as numpy's, instead of a branch per element.)"""
+def _normalised(e, s, out):
+    """out[r, :v] = e[r] / s[r] (float32 division, as numpy's), out[r, v:] = 0. (numpy's
+    error model: a division by zero gives inf or NaN, as numpy's, instead of a branch per
+    element.)"""
     v = e.shape[1]
     for r in range(e.shape[0]):
         for j in range(v):
             out[r, j] = e[r, j] / s[r]
         for j in range(v, out.shape[1]):
             out[r, j] = 0
-        if f16:
-            _round_f32_inplace(out[r].view(np.uint32))
 
 
 def softmax(x, scale, valid=0, f16: bool = False):
@@ -398,14 +396,14 @@ def softmax(x, scale, valid=0, f16: bool = False):
         if np.isfinite(m).all():
             _less(e, m)
             np.exp(e, out=e)
-            _normalised(e, e.sum(1), os, f16)
-            continue
-        os[:, v:] = 0                     # a non-finite row max: this block as numpy does it
-        e = np.multiply(xs[:, :v], scale, out=os[:, :v])
-        e -= e.max(1, keepdims=True)
-        np.exp(e, out=e)
-        e /= e.sum(1, keepdims=True)
-        if f16:
+            _normalised(e, e.sum(1), os)
+        else:                             # a non-finite row max: this block as numpy does it
+            os[:, v:] = 0
+            e = np.multiply(xs[:, :v], scale, out=os[:, :v])
+            e -= e.max(1, keepdims=True)
+            np.exp(e, out=e)
+            e /= e.sum(1, keepdims=True)
+        if f16:                           # while the block is in cache
             _round_f32_inplace(os.reshape(-1).view(np.uint32))
     return out
 

@@ -1,17 +1,25 @@
 """The reference against an earlier revision's, on one model artifact:
-`python experiments/host_time/reference_diff.py MODEL.npz REV [--device OUTPUT.npz]`.
+`python experiments/host_time/reference_diff.py MODEL.npz REV [--device OUTPUT.npz] [--runs N]`.
 
 Loads compiler/reference.py as it was at REV (git show; it imports only compiler.ir and
 compiler.models.gemm, taken from this checkout), evaluates both on the artifact's graph and
 data (artifacts/model/result.npz after `dvc exp run -S model.layers=27`, say), and prints
 each revision's seconds and tolerance, how many output elements differ and by how much, and
 with --device (that trial's artifacts/run/output.npz) the device's max error against each.
+With --runs N it first times the two side by side: after a warm-up run each, N runs each,
+alternating, each a process of its own that loads the model as the reference stage does
+(large arrays read from the file when used) and runs reference_and_tolerance; per run its
+wall seconds in the call and the process's CPU seconds (user + system), then the medians.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import resource
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import types
 from pathlib import Path
@@ -31,8 +39,46 @@ def at_revision(rev: str) -> types.ModuleType:
                          capture_output=True, text=True).stdout
     mod = types.ModuleType(f"reference_{rev}")
     mod.__package__ = "compiler"                   # its relative imports resolve in this checkout
+    src = src.replace("cache=True", "cache=False")  # numba caches only functions in files on disk
     exec(compile(src, f"{rev}:compiler/reference.py", "exec"), mod.__dict__)
     return mod
+
+
+CHILD = """import json, sys, time
+sys.path[:0] = [sys.argv[1], sys.argv[2]]       # the revision's compiler/ first, then this checkout
+from compiler import reference
+from pipeline import codec
+m = codec.load(sys.argv[3], 1 << 20)            # as the reference stage loads it: lazily
+t = time.perf_counter()
+reference.reference_and_tolerance(m.graph, m.data)
+print(json.dumps({"wall_s": time.perf_counter() - t, "file": reference.__file__}))
+"""
+
+
+def timed(model: Path, rev: str, runs: int) -> None:
+    """Each revision's compiler/ as a package of its own (git archive; numba caches its kernels
+    there as in a checkout), one warm-up run each (compiling them), then `runs` alternating."""
+    with tempfile.TemporaryDirectory() as tmp:
+        roots = {"this": str(REPO), rev: tmp}
+        archive = subprocess.run(["git", "archive", rev, "compiler"], cwd=REPO, check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        rows = {"this": [], rev: []}
+        for i in range(runs + 1):
+            for name in rows:
+                load = Path("/proc/loadavg").read_text().split()[0]
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                out = subprocess.run([sys.executable, "-c", CHILD, roots[name], str(REPO), str(model)],
+                                     check=True, capture_output=True, text=True).stdout
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                if not i:
+                    continue                          # warm-up: numba compiles and caches
+                cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+                wall = json.loads(out.splitlines()[-1])["wall_s"]
+                rows[name].append((wall, cpu))
+                print(f"run {i} {name}: {wall:.2f} s in the call, process {cpu:.2f} CPU s, load {load}", flush=True)
+        for name, r in rows.items():
+            print(f"{name}: median {statistics.median(w for w, _ in r):.2f} s, "
+                  f"{statistics.median(c for _, c in r):.2f} CPU s")
 
 
 def main() -> int:
@@ -40,7 +86,10 @@ def main() -> int:
     ap.add_argument("model", type=Path)
     ap.add_argument("rev")
     ap.add_argument("--device", type=Path)
+    ap.add_argument("--runs", type=int, default=0)
     a = ap.parse_args()
+    if a.runs:
+        timed(a.model, a.rev, a.runs)
     m = codec.load(a.model)
     outs = {}
     for name, mod in (("this", reference), (a.rev, at_revision(a.rev))):

@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import isa
 from .fault import first_fault
-from .memory import I64, Memory, by_length, chunk_offsets, extent, move
+from .memory import I64, Memory, by_length, chunk_offsets, extent, move_pairs
 
 
 def _hex(x) -> str:
@@ -60,14 +60,15 @@ class Plan:
     soff: np.ndarray         # chunk offsets from the send's address ...
     doff: np.ndarray         # ... and from the receive's address
     length: np.ndarray       # chunk lengths
-    groups: tuple            # memory.by_length of the chunk lengths
+    order: np.ndarray        # the write order: by length (memory.by_length), those into tiles < T // 2 first
+    n_lo: int                # ... how many of those
     send_bytes: np.ndarray   # int64[tiles]
     recv_bytes: np.ndarray
 
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.shape, self.S, self.R, self.chunk, self.soff, self.doff, self.length,
-                                      self.groups[0]))
+                                      self.order))
 
 
 class PlanCache(dict):
@@ -134,10 +135,10 @@ def exchange(m: Memory, step: int, tile, pc, taddr, nsend, nrecv, fix=None, cach
         plan = _plan(T, step, shape, is_send, own, own_pc, j)
         if cache is not None:
             cache.put(key, plan)
-    S, R, c = plan.S, plan.R, plan.chunk
-    sp = m.pos(own[S], addr[S])[c] + plan.soff
-    dp = m.pos(own[R], addr[R])[c] + plan.doff
-    move(m.flat, m.flat, sp, dp, plan.length, plan.groups, split=(T // 2) * m.tile_bytes)
+    S, R = plan.S, plan.R
+    s_tile, d_tile = own[S], own[R]
+    move_pairs(m.flat, T, m.tile_bytes, s_tile, m.pos(s_tile, addr[S]), ext[S], d_tile, m.pos(d_tile, addr[R]),
+               ext[R], plan.chunk, plan.soff, plan.doff, plan.length, plan.order, plan.n_lo)
     return ExchangeResult(plan.send_bytes, plan.recv_bytes)
 
 
@@ -176,7 +177,9 @@ def _plan(T, step, shape, is_send, own, own_pc, j) -> Plan:
                           f"tile {dst_t[S[i]]}, whose matching receive entry {j[R[i]]} expects {nb[R[i]]} B",
                 own[S], step, own_pc[S])
     c, so, do, L = chunk_offsets(rb[S], rows[S], stride[S], rb[R], rows[R], stride[R])
-    order, runs = by_length(L)
+    order = by_length(L)[0]
+    lo = own[R][c[order]] < T // 2          # a chunk stays in its tile: those written below tile T // 2
+    order = np.concatenate([order[lo], order[~lo]])
     i32 = lambda a: a.astype(np.int32)     # offsets within a tile, indices: a cached plan stays small
-    return Plan(shape, S, R, i32(c), i32(so), i32(do), i32(L), (i32(order), runs),
+    return Plan(shape, S, R, i32(c), i32(so), i32(do), i32(L), i32(order), int(lo.sum()),
                 np.bincount(own[S], nb[S], T).astype(I64), np.bincount(own[R], nb[R], T).astype(I64))

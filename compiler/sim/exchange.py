@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import isa
 from .fault import first_fault
-from .memory import I64, Memory, by_length, chunk_offsets, extent, move_pairs
+from .memory import I64, Memory, by_length, chunk_offsets, extent, gather, move_pairs
 
 
 def _hex(x) -> str:
@@ -64,11 +64,27 @@ class Plan:
     n_lo: int                # ... how many of those
     send_bytes: np.ndarray   # int64[tiles]
     recv_bytes: np.ndarray
+    # the EXCH rows' entries (fixed by the cache key): instance and index of each entry, the
+    # flat position of its table words, send or receive, its tile; and what its shape fixes:
+    # its extent, the entries that move bytes, each pair's tiles and extents
+    inst: np.ndarray = None
+    j: np.ndarray = None
+    tpos: np.ndarray = None
+    is_send: np.ndarray = None
+    own: np.ndarray = None
+    ext: np.ndarray = None
+    live: np.ndarray = None
+    s_tile: np.ndarray = None
+    d_tile: np.ndarray = None
+    s_ext: np.ndarray = None
+    d_ext: np.ndarray = None
 
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.shape, self.S, self.R, self.chunk, self.soff, self.doff, self.length,
-                                      self.order))
+                                      self.order, self.inst, self.j, self.tpos, self.is_send, self.own, self.ext,
+                                      self.live, self.s_tile, self.d_tile, self.s_ext, self.d_ext)
+                   if a is not None)
 
 
 class PlanCache(dict):
@@ -90,8 +106,9 @@ class PlanCache(dict):
 def exchange(m: Memory, step: int, tile, pc, taddr, nsend, nrecv, fix=None, cache: PlanCache | None = None
              ) -> ExchangeResult:
     """tile, pc, taddr, nsend, nrecv: one row per EXCH executed in this step, in
-    the order each tile executed them. fix(pos[n, ENTRY_WORDS], words, key) relocates
-    table words read inside a REPEAT (repeat.Loop.fix_table). cache: Plans to reuse."""
+    the order each tile executed them. fix(pos, words, key) relocates
+    table words read inside a REPEAT (repeat.Loop.fix_table; pos: a function giving the words'
+    flat positions [n, ENTRY_WORDS]). cache: Plans to reuse."""
     T = m.tiles
     o = np.argsort(tile, kind="stable")     # a tile's entries in its program order
     tile, pc, taddr, nsend, nrecv = (np.asarray(x, I64)[o] for x in (tile, pc, taddr, nsend, nrecv))
@@ -106,39 +123,56 @@ def exchange(m: Memory, step: int, tile, pc, taddr, nsend, nrecv, fix=None, cach
                  f"[{_hex(m.base)}, {_hex(m.end)})")
 
     key = b"".join(x.tobytes() for x in (tile, taddr, nsend, nrecv))
-    inst = np.repeat(np.arange(len(tile)), nent)
-    j = np.arange(len(inst)) - np.repeat(np.cumsum(nent) - nent, nent)
-    words = m.read_words(tile[inst], taddr[inst] + j * isa.ENTRY_BYTES, isa.ENTRY_WORDS)
-    if fix is not None:
-        pos = m.pos(tile[inst], taddr[inst] + j * isa.ENTRY_BYTES)[:, None] + 4 * np.arange(isa.ENTRY_WORDS)
-        words = fix(pos, words, key)
-    is_send = j < nsend[inst]
-    own, own_pc = tile[inst], pc[inst]
-    peer, addr, rb, rows, stride = (words[:, c] for c in range(5))
-    shape = words[:, [0, 2, 3, 4]]
     plan = cache.get(key) if cache is not None else None
+    if plan is not None:   # the same EXCH rows: the same entries at the same table positions
+        inst, j, tpos, is_send = plan.inst, plan.j, plan.tpos, plan.is_send
+    else:
+        inst = np.repeat(np.arange(len(tile)), nent)
+        j = np.arange(len(inst)) - np.repeat(np.cumsum(nent) - nent, nent)
+        tpos = m.pos(tile[inst], taddr[inst] + j * isa.ENTRY_BYTES)
+        is_send = j < nsend[inst]
+    words = gather(m.flat, tpos, isa.ENTRY_BYTES).view("<u4").astype(I64)
+    if fix is not None:
+        words = fix(lambda: tpos[:, None] + 4 * np.arange(isa.ENTRY_WORDS), words, key)
+    own = tile[inst] if plan is None else plan.own
+    addr = words[:, 1]
+    shape = words[:, [0, 2, 3, 4]]
     if plan is not None and not np.array_equal(plan.shape, shape):
         plan = None
 
     kind = lambda i: "send" if is_send[i] else "receive"
-    ff2 = lambda bad, msg: first_fault(bad, msg, own, step, own_pc)
+    ff2 = lambda bad, msg: bad.any() and first_fault(bad, msg, own, step, pc[inst])   # pcs: only for the text
     if plan is None:      # a cached plan's entries passed these checks with these very words
+        peer, rb, rows, stride = (shape[:, c] for c in range(4))
         ff2(peer >= T, lambda i: f"EXCH {kind(i)} entry {j[i]} names tile {peer[i]} (the machine has {T})")
         ff2((rb > m.tile_bytes) | (rows > m.tile_bytes) | (stride > m.tile_bytes),
             lambda i: f"EXCH {kind(i)} entry {j[i]} ({rows[i]} rows of {rb[i]} B, stride {stride[i]}) "
                       f"is out of range")
-    ext = extent(rb, rows, stride)
-    ff2((rb * rows > 0) & ~m.in_range(addr, ext),
-        lambda i: f"EXCH {kind(i)} entry {j[i]} [{_hex(addr[i])}, {_hex(addr[i] + ext[i])}) is out of range "
-                  f"[{_hex(m.base)}, {_hex(m.end)})")
+        ext = extent(rb, rows, stride)
+        live = np.flatnonzero(rb * rows > 0)
+    else:
+        ext, live = plan.ext, plan.live
+    a, e = addr[live], ext[live]
+    bad = (a < m.base) | (a + e > m.end)
+    if bad.any():
+        i = int(live[np.flatnonzero(bad)[0]])
+        first_fault([True], lambda _: f"EXCH {kind(i)} entry {j[i]} [{_hex(addr[i])}, {_hex(addr[i] + ext[i])}) "
+                                      f"is out of range [{_hex(m.base)}, {_hex(m.end)})",
+                    [own[i]], step, [pc[inst][i]])
     if plan is None:
-        plan = _plan(T, step, shape, is_send, own, own_pc, j)
+        plan = _plan(T, step, shape, is_send, own, pc[inst], j)
+        plan.inst, plan.j, plan.tpos, plan.is_send, plan.own = inst, j, tpos, is_send, own
+        plan.ext, plan.live = ext, live
+        S, R = plan.S, plan.R
+        plan.s_tile, plan.d_tile, plan.s_ext, plan.d_ext = own[S], own[R], ext[S], ext[R]
         if cache is not None:
             cache.put(key, plan)
     S, R = plan.S, plan.R
-    s_tile, d_tile = own[S], own[R]
-    move_pairs(m.flat, T, m.tile_bytes, s_tile, m.pos(s_tile, addr[S]), ext[S], d_tile, m.pos(d_tile, addr[R]),
-               ext[R], plan.chunk, plan.soff, plan.doff, plan.length, plan.order, plan.n_lo)
+    base = -m.base            # flat position = tile * tile_bytes + addr - base
+    sb = plan.s_tile * m.tile_bytes + (addr[S] + base)
+    db = plan.d_tile * m.tile_bytes + (addr[R] + base)
+    move_pairs(m.flat, T, m.tile_bytes, plan.s_tile, sb, plan.s_ext, plan.d_tile, db, plan.d_ext,
+               plan.chunk, plan.soff, plan.doff, plan.length, plan.order, plan.n_lo)
     return ExchangeResult(plan.send_bytes, plan.recv_bytes)
 
 

@@ -329,6 +329,20 @@ def exchange_scatter(dst, db, doff, c, length, order, src, sb, soff, mask, off, 
                 dst[d + b] = src[s + b]
 
 
+
+@njit(**_JIT)
+def place_blocks(out, blocks, r0, c0):
+    """out[r0[i] + a, c0[i] + b] = blocks[i, a, b] (the read-back's placement of an op
+    output's blocks in its tensor; where blocks overlap, the later wins, as numpy's
+    fancy-indexed assignment gives)."""
+    for i in range(blocks.shape[0]):
+        for a in range(blocks.shape[1]):
+            row = out[r0[i] + a]
+            src = blocks[i, a]
+            for b in range(blocks.shape[2]):
+                row[c0[i] + b] = src[b]
+
+
 def warm() -> None:
     """Compile (or load from numba's on-disk cache) every signature the simulator calls,
     with empty operands (no loop runs), roughly in the order a run first needs them. A
@@ -344,6 +358,7 @@ def warm() -> None:
         stage_offsets(ln, ln, i64)
         gather_part(u8, i64, ln, ln, i64, u8, 0, 0)
     disjoint(i64, i64, i32, 0)
+    place_blocks(f32x2, f32x3, i64, i64)       # the read-back's (compiler/readback.py)
     u8t = np.zeros(0, np.uint8)                 # the exchange's moves (memory.move_pairs)
     exchange_hot(0, 0, i64, i64, i64, i64, i64, i64, u8t)
     exchange_stage_mask(i64, i32, i64, i32, i32, i32, i64, i64, u8t, 0, u8t, 1, u8t)

@@ -189,8 +189,6 @@ def host_out(m: Memory, p: Program) -> tuple[dict, int]:
         return dict(zip(names, outs)), 0
     _host_checks(m, h, np.array([len(o) for o in outs], I64), "host out", "output")
     rb, rows = h["row_bytes"], h["rows"]
-    panels = [len(bufs[p.in_streams.index(n)]) for n in p.in_panels]
-    scratch = np.empty(max(panels), np.uint8) if panels else None    # every panel stream's rearrangement
     for si in np.unique(h["stream"]):
         k = h["stream"] == si
         sp, dp, L = plan_chunks(m.pos(h["tile"][k], h["addr"][k]), rb[k], rows[k], h["tile_stride"][k],

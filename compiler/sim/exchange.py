@@ -12,7 +12,11 @@ A Repeat body runs the same exchanges every iteration with only the relocated
 addresses changed, so the matching and the chunking (a Plan: offsets from each
 entry's address) are kept in a cache keyed by the EXCH rows and reused when the
 entries' words -- read from tile memory every time -- agree on everything but
-their addresses; the address checks and the byte moves run every time.
+their addresses; the address checks and the byte moves run every time. A plan also
+keeps what the EXCH rows alone fix (where the table words are, each entry's tile and
+extent), so a cached exchange reads its words, checks addresses and moves bytes
+(memory.move_pairs: chunk positions made in the compiled loop from each pair's two
+addresses; only chunks whose source some destination may touch are staged).
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from compiler.sim import memory
 
 from .asm import R0_DATA, R1, Asm, put
 
-T, TB = 8, 4096
+T, TB = 8, 16384          # tiles of 4 pages: the stage marks are page-sized (jit.GRAIN)
 
 
 def _reference(flat, sb, soff, db, doff, c, length, order):
@@ -23,8 +23,8 @@ def _reference(flat, sb, soff, db, doff, c, length, order):
 
 def _case(rng, overlap: bool):
     """Random pairs between T tiles; with `overlap`, sources and destinations share tiles'
-    bytes (and destinations each other's), else every tile's sources lie below 2 KiB and its
-    destinations above."""
+    bytes (and destinations each other's), else every tile's sources lie in its lower half and its
+    destinations in the upper half."""
     n = 40
     s_tile, d_tile = rng.integers(0, T, n), rng.integers(0, T, n)
     hi = TB // 2

@@ -10,7 +10,7 @@ from compiler.sim import memory
 
 from .asm import R0_DATA, R1, Asm, put
 
-T, TB = 8, 16384          # tiles of 4 pages: the stage marks are page-sized (jit.GRAIN)
+T, TB = 8, 16384          # tiles of 32 stage-mark granules (jit.GRAIN)
 
 
 def _reference(flat, sb, soff, db, doff, c, length, order):

@@ -57,7 +57,7 @@ def _ordinal(key: np.ndarray) -> np.ndarray:
 @dataclass
 class Plan:
     """What an exchange's table words fix apart from their addresses."""
-    shape: np.ndarray        # int64[n, 4]: peer, row_bytes, rows, stride of every entry
+    shape: np.ndarray        # uint32[n, 4]: peer, row_bytes, rows, stride of every entry (table words)
     S: np.ndarray            # matched send entries ...
     R: np.ndarray            # ... and their receives, pair by pair
     chunk: np.ndarray        # pair of each chunk
@@ -69,25 +69,25 @@ class Plan:
     send_bytes: np.ndarray   # int64[tiles]
     recv_bytes: np.ndarray
     # the EXCH rows' entries (fixed by the cache key): instance and index of each entry, the
-    # flat position of its table words, send or receive, its tile; and what its shape fixes:
-    # its extent, the entries that move bytes, each pair's tiles and extents
+    # flat position of its table words, send or receive; and what its shape fixes: its
+    # extent, the entries that move bytes, each pair's extents and tiles (as the flat
+    # position of address 0 on them). Small integers as int32: a plan is kept per EXCH set
     inst: np.ndarray = None
     j: np.ndarray = None
     tpos: np.ndarray = None
     is_send: np.ndarray = None
-    own: np.ndarray = None
     ext: np.ndarray = None
     live: np.ndarray = None
-    s_tile: np.ndarray = None
-    d_tile: np.ndarray = None
+    s_at: np.ndarray = None
+    d_at: np.ndarray = None
     s_ext: np.ndarray = None
     d_ext: np.ndarray = None
 
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.shape, self.S, self.R, self.chunk, self.soff, self.doff, self.length,
-                                      self.order, self.inst, self.j, self.tpos, self.is_send, self.own, self.ext,
-                                      self.live, self.s_tile, self.d_tile, self.s_ext, self.d_ext)
+                                      self.order, self.inst, self.j, self.tpos, self.is_send, self.ext,
+                                      self.live, self.s_at, self.d_at, self.s_ext, self.d_ext)
                    if a is not None)
 
 
@@ -138,14 +138,14 @@ def exchange(m: Memory, step: int, tile, pc, taddr, nsend, nrecv, fix=None, cach
     words = gather(m.flat, tpos, isa.ENTRY_BYTES).view("<u4").astype(I64)
     if fix is not None:
         words = fix(lambda: tpos[:, None] + 4 * np.arange(isa.ENTRY_WORDS), words, key)
-    own = tile[inst] if plan is None else plan.own
+    own = lambda: tile[inst]                 # the entries' tiles, pcs: for a fault's text
     addr = words[:, 1]
     shape = words[:, [0, 2, 3, 4]]
     if plan is not None and not np.array_equal(plan.shape, shape):
         plan = None
 
     kind = lambda i: "send" if is_send[i] else "receive"
-    ff2 = lambda bad, msg: bad.any() and first_fault(bad, msg, own, step, pc[inst])   # pcs: only for the text
+    ff2 = lambda bad, msg: bad.any() and first_fault(bad, msg, own(), step, pc[inst])
     if plan is None:      # a cached plan's entries passed these checks with these very words
         peer, rb, rows, stride = (shape[:, c] for c in range(4))
         ff2(peer >= T, lambda i: f"EXCH {kind(i)} entry {j[i]} names tile {peer[i]} (the machine has {T})")
@@ -162,20 +162,20 @@ def exchange(m: Memory, step: int, tile, pc, taddr, nsend, nrecv, fix=None, cach
         i = int(live[np.flatnonzero(bad)[0]])
         first_fault([True], lambda _: f"EXCH {kind(i)} entry {j[i]} [{_hex(addr[i])}, {_hex(addr[i] + ext[i])}) "
                                       f"is out of range [{_hex(m.base)}, {_hex(m.end)})",
-                    [own[i]], step, [pc[inst][i]])
+                    [own()[i]], step, [pc[inst][i]])
     if plan is None:
-        plan = _plan(T, step, shape, is_send, own, pc[inst], j)
-        plan.inst, plan.j, plan.tpos, plan.is_send, plan.own = inst, j, tpos, is_send, own
-        plan.ext, plan.live = ext, live
+        ent = own()
+        plan = _plan(T, step, shape, is_send, ent, pc[inst], j)
+        i32 = lambda a: a.astype(np.int32)
+        plan.inst, plan.j, plan.tpos, plan.is_send = i32(inst), i32(j), tpos, is_send
+        plan.ext, plan.live = i32(ext), i32(live)
         S, R = plan.S, plan.R
-        plan.s_tile, plan.d_tile, plan.s_ext, plan.d_ext = own[S], own[R], ext[S], ext[R]
+        plan.s_at, plan.d_at = m.pos(ent[S], 0), m.pos(ent[R], 0)   # + address: flat position
+        plan.s_ext, plan.d_ext = i32(ext[S]), i32(ext[R])
         if cache is not None:
             cache.put(key, plan)
     S, R = plan.S, plan.R
-    base = -m.base            # flat position = tile * tile_bytes + addr - base
-    sb = plan.s_tile * m.tile_bytes + (addr[S] + base)
-    db = plan.d_tile * m.tile_bytes + (addr[R] + base)
-    move_pairs(m.flat, T, m.tile_bytes, plan.s_tile, sb, plan.s_ext, plan.d_tile, db, plan.d_ext,
+    move_pairs(m.flat, T, m.tile_bytes, plan.s_at + addr[S], plan.s_ext, plan.d_at + addr[R], plan.d_ext,
                plan.chunk, plan.soff, plan.doff, plan.length, plan.order, plan.n_lo)
     return ExchangeResult(plan.send_bytes, plan.recv_bytes)
 
@@ -219,5 +219,5 @@ def _plan(T, step, shape, is_send, own, own_pc, j) -> Plan:
     lo = own[R][c[order]] < T // 2          # a chunk stays in its tile: those written below tile T // 2
     order = np.concatenate([order[lo], order[~lo]])
     i32 = lambda a: a.astype(np.int32)     # offsets within a tile, indices: a cached plan stays small
-    return Plan(shape, S, R, i32(c), i32(so), i32(do), i32(L), i32(order), int(lo.sum()),
+    return Plan(shape.astype(np.uint32), i32(S), i32(R), i32(c), i32(so), i32(do), i32(L), i32(order), int(lo.sum()),
                 np.bincount(own[S], nb[S], T).astype(I64), np.bincount(own[R], nb[R], T).astype(I64))

@@ -235,8 +235,9 @@ GRAIN = 9           # exchange_stage_mask: 512-byte granules (replaying a 27-lay
 
 
 @njit(**_JIT)
-def exchange_hot(T, tile_bytes, s_tile, sb, s_ext, d_tile, db, d_ext, hot):
-    """hot[t] = 1 where tile t's send extents and receive extents may share a byte: their
+def exchange_hot(T, tile_bytes, sb, s_ext, db, d_ext, hot):
+    """hot[t] = 1 where tile t's send extents and receive extents (at flat positions sb, db:
+    tile t holds [t * tile_bytes, (t + 1) * tile_bytes)) may share a byte: their
     hulls ([lowest start, highest end) on the tile) intersect. Returns how many tiles are
     hot; 0 means no destination byte is a source byte (every chunk lies in its entry's
     extent, and an entry's extent in its own tile), so nothing needs staging."""
@@ -246,12 +247,12 @@ def exchange_hot(T, tile_bytes, s_tile, sb, s_ext, d_tile, db, d_ext, hot):
     d_hi = np.zeros(T, np.int64)
     for i in range(sb.shape[0]):
         if s_ext[i] > 0:
-            t = s_tile[i]
+            t = sb[i] // tile_bytes
             s_lo[t] = min(s_lo[t], sb[i])
             s_hi[t] = max(s_hi[t], sb[i] + s_ext[i])
     for i in range(db.shape[0]):
         if d_ext[i] > 0:
-            t = d_tile[i]
+            t = db[i] // tile_bytes
             d_lo[t] = min(d_lo[t], db[i])
             d_hi[t] = max(d_hi[t], db[i] + d_ext[i])
     n = 0
@@ -263,7 +264,7 @@ def exchange_hot(T, tile_bytes, s_tile, sb, s_ext, d_tile, db, d_ext, hot):
 
 
 @njit(**_JIT)
-def exchange_stage_mask(sb, soff, db, doff, c, length, s_tile, d_tile, hot, tile_bytes, marks, epoch, mask):
+def exchange_stage_mask(sb, soff, db, doff, c, length, hot, tile_bytes, marks, epoch, mask):
     """mask[k] = 1 for chunk k whose source may share a byte with some chunk's destination
     (checked on hot tiles only, at 2**GRAIN-byte granules: coarse, a 1 only costs a staging copy).
     marks: uint8[flat size >> GRAIN + 1], entries equal to `epoch` are this exchange's marks
@@ -272,7 +273,7 @@ def exchange_stage_mask(sb, soff, db, doff, c, length, s_tile, d_tile, hot, tile
     for k in range(c.shape[0]):
         p = c[k]
         L = length[k]
-        if L > 0 and hot[d_tile[p]]:
+        if L > 0 and hot[db[p] // tile_bytes]:
             d = db[p] + doff[k]
             for g in range(d >> GRAIN, ((d + L - 1) >> GRAIN) + 1):
                 marks[g] = e
@@ -281,7 +282,7 @@ def exchange_stage_mask(sb, soff, db, doff, c, length, s_tile, d_tile, hot, tile
         p = c[k]
         L = length[k]
         m = 0
-        if L > 0 and hot[s_tile[p]]:
+        if L > 0 and hot[sb[p] // tile_bytes]:
             s = sb[p] + soff[k]
             for g in range(s >> GRAIN, ((s + L - 1) >> GRAIN) + 1):
                 if marks[g] == e:
@@ -362,8 +363,8 @@ def warm() -> None:
     disjoint(i64, i64, i32, 0)
     place_blocks(f32x2, f32x3, i64, i64)       # the read-back's (compiler/readback.py)
     u8t = np.zeros(0, np.uint8)                 # the exchange's moves (memory.move_pairs)
-    exchange_hot(0, 0, i64, i64, i64, i64, i64, i64, u8t)
-    exchange_stage_mask(i64, i32, i64, i32, i32, i32, i64, i64, u8t, 0, u8t, 1, u8t)
+    exchange_hot(0, 1, i64, i32, i64, i32, u8t)
+    exchange_stage_mask(i64, i32, i64, i32, i32, i32, u8t, 1, u8t, 1, u8t)
     exchange_stage_offsets(i32, i32, u8t, i64)
     exchange_gather(u8, i64, i32, i32, i32, i32, u8t, i64, u8, 0, 0)
     exchange_scatter(u8, i64, i32, i32, i32, i32, u8, i64, i32, u8t, i64, u8)

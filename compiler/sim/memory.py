@@ -152,13 +152,13 @@ def move(src: np.ndarray, dst: np.ndarray, sp, dp, length, groups=None, split: i
 _MARKS = [np.empty(0, np.uint8), 0]        # move_pairs' granule marks and their epoch
 
 
-def move_pairs(flat: np.ndarray, T: int, tile_bytes: int, s_tile, sb, s_ext, d_tile, db, d_ext,
+def move_pairs(flat: np.ndarray, T: int, tile_bytes: int, sb, s_ext, db, d_ext,
                c, soff, doff, length, order, n_lo: int) -> int:
     """The exchange's move (memory.move's semantics, on flat = all tiles' memory): chunk k of
     pair c[k] moves flat[sb[c[k]] + soff[k]:+length[k]] -> flat[db[c[k]] + doff[k]:+...],
     every chunk read before any is written, written in `order` (the later wins where two
-    destinations overlap). Pair p is a send entry on tile s_tile[p] spanning
-    [sb[p], +s_ext[p]) and its receive on d_tile[p] spanning [db[p], +d_ext[p]).
+    destinations overlap). Pair p is a send entry spanning
+    [sb[p], +s_ext[p]) and its receive spanning [db[p], +d_ext[p]), each inside one tile.
     order[:n_lo] are the chunks written below tile T // 2 and order[n_lo:] the others (a
     chunk stays in its tile), each part in the write order: a large move runs them on two
     threads, the same bytes as one.
@@ -173,7 +173,7 @@ def move_pairs(flat: np.ndarray, T: int, tile_bytes: int, s_tile, sb, s_ext, d_t
     two = 0 < n_lo < n and total >= PARALLEL_BYTES
     hot = np.zeros(T, np.uint8)
     staged, mask, off = 0, np.zeros(0, np.uint8), np.zeros(0, I64)
-    if jit.exchange_hot(T, tile_bytes, s_tile, sb, s_ext, d_tile, db, d_ext, hot):
+    if jit.exchange_hot(T, tile_bytes, sb, s_ext, db, d_ext, hot):
         with _STAGE_LOCK:
             if _MARKS[0].size < (flat.size >> jit.GRAIN) + 1:
                 _MARKS[0], _MARKS[1] = np.zeros((flat.size >> jit.GRAIN) + 1, np.uint8), 0
@@ -181,7 +181,7 @@ def move_pairs(flat: np.ndarray, T: int, tile_bytes: int, s_tile, sb, s_ext, d_t
             if _MARKS[1] > 255:                      # epochs wrapped: old marks would read as new
                 _MARKS[0][:], _MARKS[1] = 0, 1
             mask = np.empty(len(c), np.uint8)
-            staged = int(jit.exchange_stage_mask(sb, soff, db, doff, c, length, s_tile, d_tile, hot, tile_bytes,
+            staged = int(jit.exchange_stage_mask(sb, soff, db, doff, c, length, hot, tile_bytes,
                                                  _MARKS[0], _MARKS[1], mask))
         if staged == 0:
             mask = np.zeros(0, np.uint8)

@@ -41,8 +41,7 @@ def _case(rng, overlap: bool):
     lo = d_tile[c[perm]] < T // 2
     order = np.concatenate([perm[lo], perm[~lo]])
     i32 = lambda a: np.asarray(a, np.int32)
-    return (s_tile, sb, ext, d_tile, db, ext, i32(c), i32(soff), i32(doff), i32(length), i32(order),
-            int(lo.sum()))
+    return (sb, ext, db, ext, i32(c), i32(soff), i32(doff), i32(length), i32(order), int(lo.sum()))
 
 
 @pytest.mark.parametrize("two_threads", [False, True])
@@ -53,11 +52,10 @@ def test_move_pairs_equals_reads_then_ordered_writes(monkeypatch, two_threads, o
     rng = np.random.default_rng(7 + overlap)
     staged_any = False
     for rep in range(300):          # past 255 moves: the marks' epochs wrap
-        s_tile, sb, s_ext, d_tile, db, d_ext, c, soff, doff, length, order, n_lo = _case(rng, overlap)
+        sb, s_ext, db, d_ext, c, soff, doff, length, order, n_lo = _case(rng, overlap)
         flat = rng.integers(0, 256, T * TB, dtype=np.uint8)
         want = _reference(flat, sb, soff, db, doff, c, length, order)
-        staged = memory.move_pairs(flat, T, TB, s_tile, sb, s_ext, d_tile, db, d_ext, c, soff, doff, length,
-                                   order, n_lo)
+        staged = memory.move_pairs(flat, T, TB, sb, s_ext, db, d_ext, c, soff, doff, length, order, n_lo)
         assert np.array_equal(flat, want), rep
         staged_any |= staged > 0
         if not overlap:

@@ -34,6 +34,7 @@ Other op kinds are counted as unchecked.
 """
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -205,15 +206,17 @@ class Snapshot:
 
     def __init__(self, shape, dtype, blocks):
         self.shape, self.dtype, self.blocks, self._arr = shape, dtype, blocks, None
+        self._lock = threading.Lock()     # the worker, or the simulator's thread when the worker lags
 
     def array(self) -> np.ndarray:
-        if self._arr is None:
-            out = np.full(self.shape, np.nan, np.float32)
-            for raw, r, c, r0, c0 in self.blocks:
-                vals = raw.view(self.dtype).reshape(len(raw), r, c).astype(np.float32)
-                jit.place_blocks(out, vals, r0, c0)
-            self._arr, self.blocks = out, None
-        return self._arr     # stored values: times the tensor's scale when used
+        with self._lock:
+            if self._arr is None:
+                out = np.full(self.shape, np.nan, np.float32)
+                for raw, r, c, r0, c0 in self.blocks:
+                    vals = raw.view(self.dtype).reshape(len(raw), r, c).astype(np.float32)
+                    jit.place_blocks(out, vals, r0, c0)
+                self._arr, self.blocks = out, None
+            return self._arr     # stored values: times the tensor's scale when used
 
 
 class ReadBack:
@@ -317,6 +320,8 @@ class ReadBack:
                     self.pool = ThreadPoolExecutor(1, thread_name_prefix="readback")
                 # one worker runs them in order, so the done ones lead the list; the snapshots
                 # hold activations, so a lagging worker holds up the run rather than pile them up
+                if len(self.pending) >= MAX_PENDING and not self.pending[0].done() and out in self.env:
+                    self.env[out].array()      # the worker lags: make these values here, not wait idle
                 while self.pending and (self.pending[0].done() or len(self.pending) >= MAX_PENDING):
                     self.pending.pop(0).result()          # a check's own error is raised here
                 self.pending.append(self.pool.submit(self.check_op, n, i, dict(self.env), dict(self.carry)))

@@ -1,8 +1,10 @@
 """The run phase (simulator and read-back checks) on one artifact set, with the CPU seconds
-of the simulator's own thread in its parts: `python experiments/host_time/run_parts.py ARTIFACTS`.
+of the simulator's own thread in its parts:
+`python experiments/host_time/run_parts.py ARTIFACTS [CHECK]`.
 
 ARTIFACTS holds a trial's lower/, model/ and reference/ result.npz (a 27-layer `dvc exp run`'s
-artifacts/). Runs compiler.run.run (the run stage's work, without writing artifacts) with the
+artifacts/); CHECK the read-back's iterations (run.check: last_iteration, params.yaml's default,
+or all, sampled). Runs compiler.run.run (the run stage's work, without writing artifacts) with the
 code on PYTHONPATH, so an earlier revision is measured from a worktree of it:
 `PYTHONPATH=TREE python experiments/host_time/run_parts.py ARTIFACTS`. Prints one JSON line:
 wall and process CPU seconds, the main thread's CPU seconds in program load, host_in, the
@@ -24,7 +26,7 @@ from compiler.target import Target
 from pipeline import codec
 
 
-def main(art: str) -> None:
+def main(art: str, check: str = "last_iteration") -> None:
     simrun = importlib.import_module("compiler.sim.run")
     cpu = collections.Counter()
 
@@ -59,7 +61,7 @@ def main(art: str) -> None:
     ref = codec.load(f"{art}/reference/result.npz")
     t = Target.from_dict(dict(lo.program.target))
     t0, c0 = time.perf_counter(), time.process_time()
-    r = crun.run(lo, mo, t, ref=ref)
+    r = crun.run(lo, mo, t, check=check, ref=ref)
     print(json.dumps(dict(wall_s=round(time.perf_counter() - t0, 1), cpu_s=round(time.process_time() - c0, 1),
                           **{f"{k}_cpu_s": round(v, 2) for k, v in cpu.items()},
                           peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
@@ -67,7 +69,7 @@ def main(art: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3):
         print(__doc__, file=sys.stderr)
         sys.exit(2)
-    main(sys.argv[1])
+    main(*sys.argv[1:])

@@ -34,6 +34,7 @@ Other op kinds are counted as unchecked.
 """
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -42,6 +43,7 @@ from . import reference
 from .ir import member
 from .policy import CHECKS
 from .models.gemm import FP8, FP8_MAX
+from .sim import jit
 from .sim.memory import gather
 
 U, E, TINY = 2.0 ** -11, 2.0 ** -24, 2.0 ** -25
@@ -196,6 +198,27 @@ def op_error(op, inputs: list, dev: np.ndarray, keep_ref: bool = True):
     return ref, bound, err
 
 
+class Snapshot:
+    """An op output's bytes as read back (per block shape: the blocks' raw bytes, their
+    rows and columns, and where each starts in the tensor); array() makes the values
+    (float32: f16 and e4m3 values are exact in it, NaN where no block lies), once. The
+    simulator's thread only copies bytes; the checks' worker makes and places the values."""
+
+    def __init__(self, shape, dtype, blocks):
+        self.shape, self.dtype, self.blocks, self._arr = shape, dtype, blocks, None
+        self._lock = threading.Lock()     # the worker, or the simulator's thread when the worker lags
+
+    def array(self) -> np.ndarray:
+        with self._lock:
+            if self._arr is None:
+                out = np.full(self.shape, np.nan, np.float32)
+                for raw, r, c, r0, c0 in self.blocks:
+                    vals = raw.view(self.dtype).reshape(len(raw), r, c).astype(np.float32)
+                    jit.place_blocks(out, vals, r0, c0)
+                self._arr, self.blocks = out, None
+            return self._arr     # stored values: times the tensor's scale when used
+
+
 class ReadBack:
     """The host's per-superstep callback (sim.run's on_step): reads every completed op
     output of the iterations it checks and checks the op at once; keeps one iteration's
@@ -219,9 +242,10 @@ class ReadBack:
         for n, op in enumerate(graph.ops):
             for name in op.inputs:
                 self.last_use[name] = n
-        self.env: dict[str, np.ndarray] = {}
+        self.layout: dict[int, list] = {}          # op -> where its output's blocks are (read)
+        self.env: dict[str, Snapshot] = {}
         self.before: set[str] = set()            # outputs of ops before the body: kept for all iterations
-        self.carry: dict[str, np.ndarray] = {}
+        self.carry: dict[str, Snapshot] = {}
         self.iteration = 0
         self.checked = self.failed = self.unchecked = 0
         self.first_failed: dict | None = None
@@ -233,20 +257,24 @@ class ReadBack:
         self.pending: list = []
 
     # ---- reading -------------------------------------------------------------------
-    def read(self, mem, n: int) -> np.ndarray:
+    def read(self, mem, n: int) -> "Snapshot":
+        """Op n's output as placed now: its blocks' bytes, copied (the simulator goes on
+        writing memory); made into values only when a check on the worker reads them."""
         name = self.g.ops[n].outputs[0]
         t = self.g.tensors[name]
-        d, idx = self.d, self.rows[n]
-        out = np.full(t.shape, np.nan, np.float32)      # f16 and e4m3 values are exact in f32
-        e = int(d["ebytes"][idx[0]])
-        R, C = d["rows"][idx], d["cols"][idx]
-        for r, c in {(int(a), int(b)) for a, b in zip(R, C)}:
-            sel = idx[(R == r) & (C == c)]
-            b = gather(mem.flat, mem.pos(d["tile"][sel], d["addr"][sel]), r * c * e)
-            blocks = b.view(DTYPES[t.dtype]).reshape(len(sel), r, c).astype(np.float32)
-            out[d["r0"][sel][:, None, None] + np.arange(r)[None, :, None],
-                d["c0"][sel][:, None, None] + np.arange(c)[None, None, :]] = blocks
-        return out                                       # stored values: times t.scale when used
+        groups = self.layout.get(n)
+        if groups is None:                     # where the blocks are: the same every iteration
+            d, idx = self.d, self.rows[n]
+            e = int(d["ebytes"][idx[0]])
+            R, C = d["rows"][idx], d["cols"][idx]
+            groups = []
+            for r, c in sorted({(int(a), int(b)) for a, b in zip(R, C)}):
+                sel = idx[(R == r) & (C == c)]
+                groups.append((mem.pos(d["tile"][sel], d["addr"][sel]), r, c, r * c * e,
+                               d["r0"][sel].astype(np.int64), d["c0"][sel].astype(np.int64)))
+            self.layout[n] = groups
+        return Snapshot(t.shape, DTYPES[t.dtype], [(gather(mem.flat, pos, nb), r, c, r0, c0)
+                                                    for pos, r, c, nb, r0, c0 in groups])
 
     def value(self, name: str, i: int, env: dict, carry: dict):
         """An op input at iteration i: the device's activation (as read back: `env`, or
@@ -254,7 +282,7 @@ class ReadBack:
         t = self.g.tensors[name]
         raw = env.get(name, carry.get(name) if i > 0 else None)
         if raw is not None:
-            v = raw.astype(np.float64)
+            v = raw.array().astype(np.float64)
             v *= member(t.scale, i)                       # in place: one copy of a big tensor, not two
             return v
         if name in self.data:
@@ -292,6 +320,8 @@ class ReadBack:
                     self.pool = ThreadPoolExecutor(1, thread_name_prefix="readback")
                 # one worker runs them in order, so the done ones lead the list; the snapshots
                 # hold activations, so a lagging worker holds up the run rather than pile them up
+                if len(self.pending) >= MAX_PENDING and not self.pending[0].done() and out in self.env:
+                    self.env[out].array()      # the worker lags: make these values here, not wait idle
                 while self.pending and (self.pending[0].done() or len(self.pending) >= MAX_PENDING):
                     self.pending.pop(0).result()          # a check's own error is raised here
                 self.pending.append(self.pool.submit(self.check_op, n, i, dict(self.env), dict(self.carry)))
@@ -309,7 +339,7 @@ class ReadBack:
         raw = env.get(op.outputs[0])
         # scale 1 (f16): the read-back float32 itself, exact, widened by numpy where it meets
         # the float64 reference (a float64 copy of a 27-layer tower's scores is 68 MB)
-        dev = raw if raw is not None and t.scale == 1.0 else self.value(op.outputs[0], i, env, carry)
+        dev = raw.array() if raw is not None and t.scale == 1.0 else self.value(op.outputs[0], i, env, carry)
         _, bound, err = op_error(op, xs, dev, keep_ref=False)
         del xs, dev
         self.checked += 1

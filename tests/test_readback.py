@@ -215,3 +215,24 @@ def test_checks_off_the_simulator_thread_keep_order_and_errors(trial, monkeypatc
     monkeypatch.setattr(rb, "op_error", broken)
     with pytest.raises(RuntimeError, match="check broke"):
         rerun(trial)
+
+
+def test_snapshot_places_blocks_as_read():
+    """A read-back snapshot (bytes copied on the simulator's thread, values made on the
+    worker) places blocks of several shapes where each starts (NaN where none lies), f16
+    and fp8, and makes its values once."""
+    from compiler.readback import DTYPES, Snapshot
+    rng = np.random.default_rng(3)
+    for dt in ("f16", "fp8"):
+        want = np.full((6, 10), np.nan, np.float32)
+        blocks = []
+        for (r, c), starts in {(2, 4): [(0, 0), (0, 4), (4, 6)], (1, 3): [(3, 1), (5, 0)]}.items():
+            vals = rng.standard_normal((len(starts), r, c)).astype(DTYPES[dt])
+            raw = vals.view(np.uint8).reshape(len(starts), -1).copy()
+            blocks.append((raw, r, c, np.array([s[0] for s in starts]), np.array([s[1] for s in starts])))
+            for v, (r0, c0) in zip(vals, starts):
+                want[r0:r0 + r, c0:c0 + c] = v.astype(np.float32)
+        snap = Snapshot((6, 10), DTYPES[dt], blocks)
+        got = snap.array()
+        assert np.array_equal(got, want, equal_nan=True)
+        assert snap.array() is got                      # made once

@@ -12,7 +12,11 @@ A Repeat body runs the same exchanges every iteration with only the relocated
 addresses changed, so the matching and the chunking (a Plan: offsets from each
 entry's address) are kept in a cache keyed by the EXCH rows and reused when the
 entries' words -- read from tile memory every time -- agree on everything but
-their addresses; the address checks and the byte moves run every time.
+their addresses; the address checks and the byte moves run every time. A plan also
+keeps what the EXCH rows alone fix (where the table words are, each entry's tile and
+extent), so a cached exchange reads its words, checks addresses and moves bytes
+(memory.move_pairs: chunk positions made in the compiled loop from each pair's two
+addresses; only chunks whose source some destination may touch are staged).
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ import numpy as np
 
 from .. import isa
 from .fault import first_fault
-from .memory import I64, Memory, by_length, chunk_offsets, extent, move
+from .memory import I64, Memory, by_length, chunk_offsets, extent, gather, move_pairs
 
 
 def _hex(x) -> str:
@@ -53,21 +57,38 @@ def _ordinal(key: np.ndarray) -> np.ndarray:
 @dataclass
 class Plan:
     """What an exchange's table words fix apart from their addresses."""
-    shape: np.ndarray        # int64[n, 4]: peer, row_bytes, rows, stride of every entry
+    shape: np.ndarray        # uint32[n, 4]: peer, row_bytes, rows, stride of every entry (table words)
     S: np.ndarray            # matched send entries ...
     R: np.ndarray            # ... and their receives, pair by pair
     chunk: np.ndarray        # pair of each chunk
     soff: np.ndarray         # chunk offsets from the send's address ...
     doff: np.ndarray         # ... and from the receive's address
     length: np.ndarray       # chunk lengths
-    groups: tuple            # memory.by_length of the chunk lengths
+    order: np.ndarray        # the write order: by length (memory.by_length), those into tiles < T // 2 first
+    n_lo: int                # ... how many of those
     send_bytes: np.ndarray   # int64[tiles]
     recv_bytes: np.ndarray
+    # the EXCH rows' entries (fixed by the cache key): instance and index of each entry, the
+    # flat position of its table words, send or receive; and what its shape fixes: its
+    # extent, the entries that move bytes, each pair's extents and tiles (as the flat
+    # position of address 0 on them). Small integers as int32: a plan is kept per EXCH set
+    inst: np.ndarray = None
+    j: np.ndarray = None
+    tpos: np.ndarray = None
+    is_send: np.ndarray = None
+    ext: np.ndarray = None
+    live: np.ndarray = None
+    s_at: np.ndarray = None
+    d_at: np.ndarray = None
+    s_ext: np.ndarray = None
+    d_ext: np.ndarray = None
 
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.shape, self.S, self.R, self.chunk, self.soff, self.doff, self.length,
-                                      self.groups[0]))
+                                      self.order, self.inst, self.j, self.tpos, self.is_send, self.ext,
+                                      self.live, self.s_at, self.d_at, self.s_ext, self.d_ext)
+                   if a is not None)
 
 
 class PlanCache(dict):
@@ -89,8 +110,9 @@ class PlanCache(dict):
 def exchange(m: Memory, step: int, tile, pc, taddr, nsend, nrecv, fix=None, cache: PlanCache | None = None
              ) -> ExchangeResult:
     """tile, pc, taddr, nsend, nrecv: one row per EXCH executed in this step, in
-    the order each tile executed them. fix(pos[n, ENTRY_WORDS], words, key) relocates
-    table words read inside a REPEAT (repeat.Loop.fix_table). cache: Plans to reuse."""
+    the order each tile executed them. fix(pos, words, key) relocates
+    table words read inside a REPEAT (repeat.Loop.fix_table; pos: a function giving the words'
+    flat positions [n, ENTRY_WORDS]). cache: Plans to reuse."""
     T = m.tiles
     o = np.argsort(tile, kind="stable")     # a tile's entries in its program order
     tile, pc, taddr, nsend, nrecv = (np.asarray(x, I64)[o] for x in (tile, pc, taddr, nsend, nrecv))
@@ -105,39 +127,56 @@ def exchange(m: Memory, step: int, tile, pc, taddr, nsend, nrecv, fix=None, cach
                  f"[{_hex(m.base)}, {_hex(m.end)})")
 
     key = b"".join(x.tobytes() for x in (tile, taddr, nsend, nrecv))
-    inst = np.repeat(np.arange(len(tile)), nent)
-    j = np.arange(len(inst)) - np.repeat(np.cumsum(nent) - nent, nent)
-    words = m.read_words(tile[inst], taddr[inst] + j * isa.ENTRY_BYTES, isa.ENTRY_WORDS)
-    if fix is not None:
-        pos = m.pos(tile[inst], taddr[inst] + j * isa.ENTRY_BYTES)[:, None] + 4 * np.arange(isa.ENTRY_WORDS)
-        words = fix(pos, words, key)
-    is_send = j < nsend[inst]
-    own, own_pc = tile[inst], pc[inst]
-    peer, addr, rb, rows, stride = (words[:, c] for c in range(5))
-    shape = words[:, [0, 2, 3, 4]]
     plan = cache.get(key) if cache is not None else None
+    if plan is not None:   # the same EXCH rows: the same entries at the same table positions
+        inst, j, tpos, is_send = plan.inst, plan.j, plan.tpos, plan.is_send
+    else:
+        inst = np.repeat(np.arange(len(tile)), nent)
+        j = np.arange(len(inst)) - np.repeat(np.cumsum(nent) - nent, nent)
+        tpos = m.pos(tile[inst], taddr[inst] + j * isa.ENTRY_BYTES)
+        is_send = j < nsend[inst]
+    words = gather(m.flat, tpos, isa.ENTRY_BYTES).view("<u4").astype(I64)
+    if fix is not None:
+        words = fix(lambda: tpos[:, None] + 4 * np.arange(isa.ENTRY_WORDS), words, key)
+    own = lambda: tile[inst]                 # the entries' tiles, pcs: for a fault's text
+    addr = words[:, 1]
+    shape = words[:, [0, 2, 3, 4]]
     if plan is not None and not np.array_equal(plan.shape, shape):
         plan = None
 
     kind = lambda i: "send" if is_send[i] else "receive"
-    ff2 = lambda bad, msg: first_fault(bad, msg, own, step, own_pc)
+    ff2 = lambda bad, msg: bad.any() and first_fault(bad, msg, own(), step, pc[inst])
     if plan is None:      # a cached plan's entries passed these checks with these very words
+        peer, rb, rows, stride = (shape[:, c] for c in range(4))
         ff2(peer >= T, lambda i: f"EXCH {kind(i)} entry {j[i]} names tile {peer[i]} (the machine has {T})")
         ff2((rb > m.tile_bytes) | (rows > m.tile_bytes) | (stride > m.tile_bytes),
             lambda i: f"EXCH {kind(i)} entry {j[i]} ({rows[i]} rows of {rb[i]} B, stride {stride[i]}) "
                       f"is out of range")
-    ext = extent(rb, rows, stride)
-    ff2((rb * rows > 0) & ~m.in_range(addr, ext),
-        lambda i: f"EXCH {kind(i)} entry {j[i]} [{_hex(addr[i])}, {_hex(addr[i] + ext[i])}) is out of range "
-                  f"[{_hex(m.base)}, {_hex(m.end)})")
+        ext = extent(rb, rows, stride)
+        live = np.flatnonzero(rb * rows > 0)
+    else:
+        ext, live = plan.ext, plan.live
+    a, e = addr[live], ext[live]
+    bad = (a < m.base) | (a + e > m.end)
+    if bad.any():
+        i = int(live[np.flatnonzero(bad)[0]])
+        first_fault([True], lambda _: f"EXCH {kind(i)} entry {j[i]} [{_hex(addr[i])}, {_hex(addr[i] + ext[i])}) "
+                                      f"is out of range [{_hex(m.base)}, {_hex(m.end)})",
+                    [own()[i]], step, [pc[inst][i]])
     if plan is None:
-        plan = _plan(T, step, shape, is_send, own, own_pc, j)
+        ent = own()
+        plan = _plan(T, step, shape, is_send, ent, pc[inst], j)
+        i32 = lambda a: a.astype(np.int32)
+        plan.inst, plan.j, plan.tpos, plan.is_send = i32(inst), i32(j), tpos, is_send
+        plan.ext, plan.live = i32(ext), i32(live)
+        S, R = plan.S, plan.R
+        plan.s_at, plan.d_at = m.pos(ent[S], 0), m.pos(ent[R], 0)   # + address: flat position
+        plan.s_ext, plan.d_ext = i32(ext[S]), i32(ext[R])
         if cache is not None:
             cache.put(key, plan)
-    S, R, c = plan.S, plan.R, plan.chunk
-    sp = m.pos(own[S], addr[S])[c] + plan.soff
-    dp = m.pos(own[R], addr[R])[c] + plan.doff
-    move(m.flat, m.flat, sp, dp, plan.length, plan.groups, split=(T // 2) * m.tile_bytes)
+    S, R = plan.S, plan.R
+    move_pairs(m.flat, T, m.tile_bytes, plan.s_at + addr[S], plan.s_ext, plan.d_at + addr[R], plan.d_ext,
+               plan.chunk, plan.soff, plan.doff, plan.length, plan.order, plan.n_lo)
     return ExchangeResult(plan.send_bytes, plan.recv_bytes)
 
 
@@ -176,7 +215,9 @@ def _plan(T, step, shape, is_send, own, own_pc, j) -> Plan:
                           f"tile {dst_t[S[i]]}, whose matching receive entry {j[R[i]]} expects {nb[R[i]]} B",
                 own[S], step, own_pc[S])
     c, so, do, L = chunk_offsets(rb[S], rows[S], stride[S], rb[R], rows[R], stride[R])
-    order, runs = by_length(L)
+    order = by_length(L)[0]
+    lo = own[R][c[order]] < T // 2          # a chunk stays in its tile: those written below tile T // 2
+    order = np.concatenate([order[lo], order[~lo]])
     i32 = lambda a: a.astype(np.int32)     # offsets within a tile, indices: a cached plan stays small
-    return Plan(shape, S, R, i32(c), i32(so), i32(do), i32(L), (i32(order), runs),
+    return Plan(shape.astype(np.uint32), i32(S), i32(R), i32(c), i32(so), i32(do), i32(L), i32(order), int(lo.sum()),
                 np.bincount(own[S], nb[S], T).astype(I64), np.bincount(own[R], nb[R], T).astype(I64))

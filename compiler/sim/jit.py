@@ -227,6 +227,127 @@ def scatter_part(dst, dp, length, order, off, buf, lo, hi):
                 dst[d + b] = buf[o + b]
 
 
+
+# ---- the exchange's moves: chunk positions from per-pair bases (exchange.Plan) ---------
+# A chunk k of pair c[k] moves src[sb[c[k]] + soff[k]:+length[k]] -> dst[db[c[k]] + doff[k]:+length[k]];
+# positions are made here, chunk by chunk, instead of as arrays per exchange.
+GRAIN = 9           # exchange_stage_mask: 512-byte granules (replaying a 27-layer run's exchanges:
+#                     faster than 64 B ones, whose 15 MB of marks miss the cache, and than 4 KiB
+#                     ones, which stage 12 % of the bytes)
+
+
+@njit(**_JIT)
+def exchange_hot(T, tile_bytes, sb, s_ext, db, d_ext, hot):
+    """hot[t] = 1 where tile t's send extents and receive extents (at flat positions sb, db:
+    tile t holds [t * tile_bytes, (t + 1) * tile_bytes)) may share a byte: their
+    hulls ([lowest start, highest end) on the tile) intersect. Returns how many tiles are
+    hot; 0 means no destination byte is a source byte (every chunk lies in its entry's
+    extent, and an entry's extent in its own tile), so nothing needs staging."""
+    s_lo = np.full(T, np.int64(1) << 62)
+    s_hi = np.zeros(T, np.int64)
+    d_lo = np.full(T, np.int64(1) << 62)
+    d_hi = np.zeros(T, np.int64)
+    for i in range(sb.shape[0]):
+        if s_ext[i] > 0:
+            t = sb[i] // tile_bytes
+            s_lo[t] = min(s_lo[t], sb[i])
+            s_hi[t] = max(s_hi[t], sb[i] + s_ext[i])
+    for i in range(db.shape[0]):
+        if d_ext[i] > 0:
+            t = db[i] // tile_bytes
+            d_lo[t] = min(d_lo[t], db[i])
+            d_hi[t] = max(d_hi[t], db[i] + d_ext[i])
+    n = 0
+    for t in range(T):
+        h = 1 if s_lo[t] < d_hi[t] and d_lo[t] < s_hi[t] else 0
+        hot[t] = h
+        n += h
+    return n
+
+
+@njit(**_JIT)
+def exchange_stage_mask(sb, soff, db, doff, c, length, hot, tile_bytes, marks, epoch, mask):
+    """mask[k] = 1 for chunk k whose source may share a byte with some chunk's destination
+    (checked on hot tiles only, at 2**GRAIN-byte granules: coarse, a 1 only costs a staging copy).
+    marks: uint8[flat size >> GRAIN + 1], entries equal to `epoch` are this exchange's marks
+    (the caller clears them when the epoch wraps). Returns the staged bytes."""
+    e = np.uint8(epoch)
+    for k in range(c.shape[0]):
+        p = c[k]
+        L = length[k]
+        if L > 0 and hot[db[p] // tile_bytes]:
+            d = db[p] + doff[k]
+            for g in range(d >> GRAIN, ((d + L - 1) >> GRAIN) + 1):
+                marks[g] = e
+    total = 0
+    for k in range(c.shape[0]):
+        p = c[k]
+        L = length[k]
+        m = 0
+        if L > 0 and hot[sb[p] // tile_bytes]:
+            s = sb[p] + soff[k]
+            for g in range(s >> GRAIN, ((s + L - 1) >> GRAIN) + 1):
+                if marks[g] == e:
+                    m = 1
+                    break
+        mask[k] = m
+        total += m * L
+    return total
+
+
+@njit(**_JIT)
+def exchange_gather(src, sb, soff, c, length, order, mask, off, buf, k0, k1):
+    """Stage the masked chunks among order[k0:k1] (off[k]: chunk order[k]'s place in buf)."""
+    for k in range(k0, k1):
+        i = order[k]
+        if mask[i]:
+            s, o = U(sb[c[i]] + soff[i]), U(off[k])
+            for b in range(U(length[i])):
+                buf[o + b] = src[s + b]
+
+
+@njit(**_JIT)
+def exchange_stage_offsets(length, order, mask, off):
+    """off[k] = where chunk order[k] sits in the staging buffer if masked (the masked lengths before it)."""
+    o = U(0)
+    for k in range(order.shape[0]):
+        off[k] = o
+        if mask[order[k]]:
+            o += U(length[order[k]])
+
+
+@njit(**_JIT)
+def exchange_scatter(dst, db, doff, c, length, order, src, sb, soff, mask, off, buf):
+    """The writes of chunks order[0], order[1], ... in that order (the later wins where two
+    overlap): from the staging buffer where masked, else straight from the source."""
+    for k in range(order.shape[0]):
+        i = order[k]
+        L = U(length[i])
+        d = U(db[c[i]] + doff[i])
+        if mask.shape[0] and mask[i]:
+            o = U(off[k])
+            for b in range(L):
+                dst[d + b] = buf[o + b]
+        else:
+            s = U(sb[c[i]] + soff[i])
+            for b in range(L):
+                dst[d + b] = src[s + b]
+
+
+
+@njit(**_JIT)
+def place_blocks(out, blocks, r0, c0):
+    """out[r0[i] + a, c0[i] + b] = blocks[i, a, b] (the read-back's placement of an op
+    output's blocks in its tensor; where blocks overlap, the later wins, as numpy's
+    fancy-indexed assignment gives)."""
+    for i in range(blocks.shape[0]):
+        for a in range(blocks.shape[1]):
+            row = out[r0[i] + a]
+            src = blocks[i, a]
+            for b in range(blocks.shape[2]):
+                row[c0[i] + b] = src[b]
+
+
 def warm() -> None:
     """Compile (or load from numba's on-disk cache) every signature the simulator calls,
     with empty operands (no loop runs), roughly in the order a run first needs them. A
@@ -242,6 +363,13 @@ def warm() -> None:
         stage_offsets(ln, ln, i64)
         gather_part(u8, i64, ln, ln, i64, u8, 0, 0)
     disjoint(i64, i64, i32, 0)
+    place_blocks(f32x2, f32x3, i64, i64)       # the read-back's (compiler/readback.py)
+    u8t = np.zeros(0, np.uint8)                 # the exchange's moves (memory.move_pairs)
+    exchange_hot(0, 1, i64, i32, i64, i32, u8t)
+    exchange_stage_mask(i64, i32, i64, i32, i32, i32, u8t, 1, u8t, 1, u8t)
+    exchange_stage_offsets(i32, i32, u8t, i64)
+    exchange_gather(u8, i64, i32, i32, i32, i32, u8t, i64, u8, 0, 0)
+    exchange_scatter(u8, i64, i32, i32, i32, i32, u8, i64, i32, u8t, i64, u8)
     load_panels(u8, i64, 1, 1, 1, 1, f32, f32x3)
     warm_kernels()
 

@@ -117,20 +117,31 @@ def _panel_check(buf: np.ndarray, name: str, rows, cols, ebytes, P) -> None:
                          f"of {ebytes}-byte elements ({mat} B each) for its panel order")
 
 
-def _panel_stream(buf: np.ndarray, name: str, rows, cols, ebytes, P) -> np.ndarray:
+def _panel_stream(buf: np.ndarray, name: str, rows, cols, ebytes, P, out: np.ndarray | None = None) -> np.ndarray:
     """The host's rearrangement of a panel stream: its consecutive [rows, cols]
     matrices of `ebytes`-byte elements, each sent in isa.panel_order(., P) (the
     layout the AMP engine loads b in), so no tile spends cycles reordering weights.
-    Same length: host_in offsets then address the rearranged bytes."""
+    Same length: host_in offsets then address the rearranged bytes. Written in one
+    strided copy per part (full panels, the last partial one) into `out` (uint8, at least
+    len(buf) bytes: host_in reuses one for every stream, since fresh pages cost a fault
+    each) or a new array; equal to isa.panel_order's bytes (tests/sim/test_panels.py)."""
     _panel_check(buf, name, rows, cols, ebytes, P)
     rows, cols, ebytes, P = (int(x) for x in (rows, cols, ebytes, P))
     if len(buf) == 0:
         return buf
-    # elements as opaque ebytes-wide values, so panel_order moves whole elements (as unsigned
+    # elements as opaque ebytes-wide values, so the copy moves whole elements (as unsigned
     # integers where there is one that wide: numpy copies those 3x faster than void records)
     elem = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}.get(ebytes, np.dtype((np.void, ebytes)))
     x = buf.view(elem).reshape(-1, rows, cols)
-    return np.ascontiguousarray(isa.panel_order(x, P)).view(np.uint8).reshape(-1)
+    M, full = len(x), rows - rows % P
+    out = (np.empty(len(buf), np.uint8) if out is None else out)[:len(buf)]
+    o = out.view(elem).reshape(M, rows * cols)
+    if full:      # panel p: rows [pP, pP + P) as [cols, P]
+        np.copyto(np.reshape(o[:, :full * cols], (M, full // P, cols, P), copy=False),   # views: never a copy
+                  x[:, :full].reshape(M, full // P, P, cols).swapaxes(-1, -2))
+    if rows % P:  # the last panel: rows [full, rows) as [cols, rows - full]
+        np.copyto(np.reshape(o[:, full * cols:], (M, cols, rows - full), copy=False), x[:, full:].swapaxes(-1, -2))
+    return out
 
 
 def host_in(m: Memory, p: Program, streams: dict) -> int:
@@ -154,14 +165,16 @@ def host_in(m: Memory, p: Program, streams: dict) -> int:
         return 0
     _host_checks(m, h, np.array([len(b) for b in bufs], I64), "host in", "input")
     rb, rows = h["row_bytes"], h["rows"]
+    panels = [len(bufs[p.in_streams.index(n)]) for n in p.in_panels]
+    scratch = np.empty(max(panels), np.uint8) if panels else None    # every panel stream's rearrangement
     for si in np.unique(h["stream"]):
         k = h["stream"] == si
         sp, dp, L = plan_chunks(h["host_off"][k], rb[k], rows[k], h["host_stride"][k],
                                 m.pos(h["tile"][k], h["addr"][k]), rb[k], rows[k], h["tile_stride"][k])
         name = p.in_streams[si]
-        # panel streams rearranged one at a time, each dropped once moved: the host holds
-        # one rearranged copy at most (the weights of 27 layers are ~400 MB of them)
-        src = _panel_stream(bufs[si], name, *p.in_panels[name]) if name in p.in_panels else bufs[si]
+        # panel streams rearranged one at a time into one buffer: the host holds one
+        # rearranged copy at most (the weights of 27 layers are ~400 MB of them)
+        src = _panel_stream(bufs[si], name, *p.in_panels[name], out=scratch) if name in p.in_panels else bufs[si]
         move(src, m.flat, sp, dp, L, split=(m.tiles // 2) * m.tile_bytes)   # chunks stay in their tile
         del src
     return int((rb * rows).sum())

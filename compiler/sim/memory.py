@@ -149,6 +149,58 @@ def move(src: np.ndarray, dst: np.ndarray, sp, dp, length, groups=None, split: i
         _parts(lambda lo, hi: jit.scatter_part(dst, dp, length, order, off, _STAGE[0], lo, hi), below_above)
 
 
+_MARKS = [np.empty(0, np.uint8), 0]        # move_pairs' granule marks and their epoch
+
+
+def move_pairs(flat: np.ndarray, T: int, tile_bytes: int, sb, s_ext, db, d_ext,
+               c, soff, doff, length, order, n_lo: int) -> int:
+    """The exchange's move (memory.move's semantics, on flat = all tiles' memory): chunk k of
+    pair c[k] moves flat[sb[c[k]] + soff[k]:+length[k]] -> flat[db[c[k]] + doff[k]:+...],
+    every chunk read before any is written, written in `order` (the later wins where two
+    destinations overlap). Pair p is a send entry spanning
+    [sb[p], +s_ext[p]) and its receive spanning [db[p], +d_ext[p]), each inside one tile.
+    order[:n_lo] are the chunks written below tile T // 2 and order[n_lo:] the others (a
+    chunk stays in its tile), each part in the write order: a large move runs them on two
+    threads, the same bytes as one.
+    Staging: only chunks whose source may share a byte with some destination are copied to
+    the staging buffer first (jit.exchange_hot, jit.exchange_stage_mask); a chunk whose
+    source no write touches reads the same bytes late as early, so it moves straight.
+    Returns the bytes staged."""
+    n = len(order)
+    if n == 0:
+        return 0
+    total = int(length.sum(dtype=I64))
+    two = 0 < n_lo < n and total >= PARALLEL_BYTES
+    hot = np.zeros(T, np.uint8)
+    staged, mask, off = 0, np.zeros(0, np.uint8), np.zeros(0, I64)
+    if jit.exchange_hot(T, tile_bytes, sb, s_ext, db, d_ext, hot):
+        with _STAGE_LOCK:
+            if _MARKS[0].size < (flat.size >> jit.GRAIN) + 1:
+                _MARKS[0], _MARKS[1] = np.zeros((flat.size >> jit.GRAIN) + 1, np.uint8), 0
+            _MARKS[1] += 1
+            if _MARKS[1] > 255:                      # epochs wrapped: old marks would read as new
+                _MARKS[0][:], _MARKS[1] = 0, 1
+            mask = np.empty(len(c), np.uint8)
+            staged = int(jit.exchange_stage_mask(sb, soff, db, doff, c, length, hot, tile_bytes,
+                                                 _MARKS[0], _MARKS[1], mask))
+        if staged == 0:
+            mask = np.zeros(0, np.uint8)
+    with _STAGE_LOCK:
+        if staged:
+            if _STAGE[0].size < staged:
+                _STAGE[0] = np.empty(staged, np.uint8)
+            off = np.empty(n, I64)
+            jit.exchange_stage_offsets(length, order, mask, off)
+            halves = ((0, n_lo), (n_lo, n)) if two else ((0, n),)
+            _parts(lambda k0, k1: jit.exchange_gather(flat, sb, soff, c, length, order, mask, off, _STAGE[0],
+                                                      k0, k1), halves)
+        buf = _STAGE[0]
+        parts = ((0, n_lo), (n_lo, n)) if two else ((0, n),)
+        _parts(lambda k0, k1: jit.exchange_scatter(flat, db, doff, c, length, order[k0:k1], flat, sb, soff, mask,
+                                                   off[k0:k1] if staged else off, buf), parts)
+    return staged
+
+
 def _parts(fn, parts) -> None:
     """fn(*part) for each part: one on this thread, or two, the first on a helper thread
     (compiled loops that release the GIL), then wait."""
@@ -169,6 +221,7 @@ def drop_stage() -> None:
     """Free memory.move's staging buffer (at the end of a run)."""
     with _STAGE_LOCK:
         _STAGE[0] = np.empty(0, np.uint8)
+        _MARKS[0], _MARKS[1] = np.empty(0, np.uint8), 0
 
 
 class Memory:

@@ -69,14 +69,15 @@ class Loop:
         return w
 
     def fix_table(self, pos, words, key=None):
-        """Relocate exchange-table words (flat positions pos[n, k], words int64[n, k]
-        contiguous) in place. `key` names the positions (the same key, the same
+        """Relocate exchange-table words (flat positions pos[n, k], or a function making
+        them, called only when needed; words int64[n, k] contiguous) in place. `key` names the positions (the same key, the same
         positions: the same EXCH rows), so their lookup is done once per loop, not
         once per iteration."""
         if self.i == 0 or len(self.tab_keys) == 0:
             return words
         found = self.tab_memo.get(key) if key is not None else None
         if found is None:
+            pos = pos() if callable(pos) else pos
             idx, hit = _lookup(self.tab_keys, pos.reshape(-1))
             hit = np.flatnonzero(hit)
             found = (hit, self.tab_stride[idx[hit]])

@@ -163,24 +163,6 @@ def test_widening_tables_match_casts():
     assert np.array_equal(widen(b, "fp8").view(np.uint32), b.view(FP8).astype(np.float32).view(np.uint32))
 
 
-def test_worker_threads_change_no_byte(monkeypatch):
-    """Groups split over worker threads (every group, however small) give the bytes,
-    cycles and profile of the single-threaded run, kernels of every kind included."""
-    from compiler.sim import bench, kernels
-    from .asm import TINY
-    progs = [_batched_program(False, True)[:2], bench.repeat_program(TINY, 3)]
-    monkeypatch.setattr(kernels, "WORKERS", 1)
-    one = [sim.run(p, s) for p, s in progs]
-    monkeypatch.setattr(kernels, "WORKERS", 3)
-    monkeypatch.setattr(kernels, "SPLIT_BYTES", 0)
-    for (p, s), r1 in zip(progs, one):
-        r3 = sim.run(p, s)
-        assert r1.outputs.keys() == r3.outputs.keys()
-        for name in r1.outputs:
-            assert np.array_equal(r1.outputs[name], r3.outputs[name])
-        assert np.array_equal(r1.tile_cycles, r3.tile_cycles)
-
-
 def test_fp8_widening_any_length():
     from compiler.sim.kernels import widen
     b = np.random.default_rng(3).integers(0, 256, (5, 11), dtype=np.uint8)

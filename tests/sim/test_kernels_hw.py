@@ -114,10 +114,11 @@ def test_a_planted_rounding_bug_is_caught(monkeypatch):
     assert not jit.hw_f16_ok()
 
 
-def test_program_bytes_do_not_depend_on_conversion_or_slicing(monkeypatch):
+def test_program_bytes_do_not_depend_on_conversion_threads_or_slicing(monkeypatch):
     """One program (MATMULs of every operand layout, ADD, the vector kernels, in a
     Repeat), run with the arithmetic loops on one thread, then with the CPU loops and
-    groups cut into one-tile slices on 3 threads: the same outputs and cycles."""
+    every group, however small, cut into one-tile slices on 3 threads: the same outputs
+    and cycles."""
     from compiler.sim import bench
     from .asm import TINY
     from .test_kernels import _batched_program

@@ -36,6 +36,10 @@ How exact, and why it is fast (27 So400m layers are two evaluations of ~0.7 TFLO
 The unrounded evaluation (round_f16=False) uses the same arithmetic: it measures the
 f16 rounding noise (units of 2^-11), which errors of 2^-16 do not move.
 
+The file reads top-down: f16 rounding; dot (blocked float32 products); GELU (erf kernel and
+its f16 table); sequence members' values (FP8 lookup, _Shared between the evaluations);
+matmul; gelu, layernorm, softmax; _op (one op); evaluate; reference_and_tolerance.
+
 What is only faster (issue 13, round 5; none of it changes an operation or its order, so
 the argument above stands as it was and every value is the same: the 27-layer reference
 artifact and tolerance are byte-identical to f2e21f5's, `experiments/host_time/
@@ -366,6 +370,17 @@ def _normalised(e, s, out):
             out[r, j] = 0
 
 
+def _softmax_whole(x, scale, v, out):
+    """numpy's whole-array softmax of x[:, :v] into out (in place there: S is the biggest
+    tensor), out[:, v:] = 0."""
+    out[:, v:] = 0
+    e = np.multiply(x[:, :v], scale, out=out[:, :v])
+    e -= e.max(1, keepdims=True)
+    np.exp(e, out=e)
+    e /= e.sum(1, keepdims=True)
+    return out
+
+
 def softmax(x, scale, valid=0, f16: bool = False):
     """Row softmax over the first `valid` columns (0 = all); masked columns are 0, in x's
     float width. float32 rows go a cache-sized block at a time through compiled passes
@@ -377,12 +392,7 @@ def softmax(x, scale, valid=0, f16: bool = False):
     v = valid or x.shape[1]
     narrow = type(scale) in (float, int, np.float32)
     if x.dtype != np.float32 or not (narrow or type(scale) is np.float64):
-        out = np.empty_like(x)
-        out[:, v:] = 0
-        e = np.multiply(x[:, :v], scale, out=out[:, :v])      # in place: S is the biggest tensor
-        e -= e.max(1, keepdims=True)
-        np.exp(e, out=e)
-        e /= e.sum(1, keepdims=True)
+        out = _softmax_whole(x, scale, v, np.empty_like(x))
         return _round_fresh(out) if f16 else out
     x = np.ascontiguousarray(x)
     out = np.empty_like(x)
@@ -398,11 +408,7 @@ def softmax(x, scale, valid=0, f16: bool = False):
             np.exp(e, out=e)
             _normalised(e, e.sum(1), os)
         else:                             # a non-finite row max: this block as numpy does it
-            os[:, v:] = 0
-            e = np.multiply(xs[:, :v], scale, out=os[:, :v])
-            e -= e.max(1, keepdims=True)
-            np.exp(e, out=e)
-            e /= e.sum(1, keepdims=True)
+            _softmax_whole(xs, scale, v, os)
         if f16:                           # while the block is in cache
             _round_f32_inplace(os.reshape(-1).view(np.uint32))
     return out
@@ -420,8 +426,7 @@ def _op(op, x, rnd, f16: bool = False):
 
 
 def _op_value(op, x, rnd):
-    if op.kind == "matmul":
-        return matmul(op, *x)
+    """The ops other than matmul and softmax (which _op runs itself)."""
     if op.kind == "gelu":
         return gelu(x[0], op.attr("approx", "tanh"))
     if op.kind == "add":
@@ -433,8 +438,6 @@ def _op_value(op, x, rnd):
         return q.astype(FP8).astype(x[0].dtype) * op.attr("scale")
     if op.kind == "layernorm":
         return layernorm(x[0], x[1], x[2], op.attr("eps", 1e-6))
-    if op.kind == "softmax":
-        return softmax(x[0], op.attr("scale", 1.0), op.attr("valid", 0))
     if op.kind == "flash_attention":   # the same function as materialized attention
         q, k, v = x
         d, v_ = op.attr("head_dim"), op.attr("valid")

@@ -13,6 +13,12 @@ samples it). Both are written without branches so that LLVM vectorises them, and
 indices are unsigned: numba then skips the negative-index wraparound that keeps
 its loops from vectorising. All functions release the GIL (the kernels' worker
 threads run them side by side on distinct tiles).
+
+The file reads top-down: f16/fp8 loads and f16 stores by integer arithmetic; memory.move's
+chunk moves (COPY, program load, host streams); the exchange's moves from per-pair bases
+(memory.move_pairs); the read-back's block placement; warm (compile everything beside
+loading); the same f16 loads and stores by the CPU's conversion instructions (kernels.F16_CPU,
+checked by hw_f16_ok).
 """
 from __future__ import annotations
 

@@ -25,7 +25,9 @@ from pipeline import codec
 T: collections.Counter = collections.Counter()
 
 
-def _thread_timed(obj, name, label):
+def thread_timed(counter, obj, name, label=None):
+    """obj.name wrapped: counter[label or name] += the calling thread's CPU seconds in it
+    (run_parts.py uses it too)."""
     f = getattr(obj, name)
 
     def w(*a, **k):
@@ -33,7 +35,7 @@ def _thread_timed(obj, name, label):
         try:
             return f(*a, **k)
         finally:
-            T[label] += time.thread_time() - t
+            counter[label or name] += time.thread_time() - t
     setattr(obj, name, w)
 
 
@@ -67,11 +69,11 @@ def main(argv=None):
         finally:
             T["MATMUL body (_matmul, thread CPU)"] += time.thread_time() - t
     kernels.Kernels._matmul = _matmul
-    _thread_timed(kernels.np, "matmul", "np.matmul (BLAS)")
+    thread_timed(T, kernels.np, "matmul", "np.matmul (BLAS)")
     for nm in ("load_panels", "load_fp8", "load_f16", "store_f16", "add_f16",
                "load_f16_hw", "store_f16_hw", "add_f16_hw"):
         if hasattr(jit, nm):
-            _thread_timed(jit, nm, f"jit.{nm}")
+            thread_timed(T, jit, nm, f"jit.{nm}")
     for op in ("matmul", "add", "gelu", "bias", "layernorm", "softmax"):
         _op_timed(op)
     lo, mo = codec.load(f"{art}/lower/result.npz"), codec.load(f"{art}/model/result.npz")

@@ -23,26 +23,15 @@ import time
 
 from compiler import run as crun
 from compiler.target import Target
+from kernel_profile import thread_timed   # this directory (sys.path[0] when run as a script)
 from pipeline import codec
 
 
 def main(art: str, check: str = "last_iteration") -> None:
     simrun = importlib.import_module("compiler.sim.run")
     cpu = collections.Counter()
-
-    def timed(mod, name):
-        f = getattr(mod, name)
-
-        def w(*a, **k):
-            c = time.thread_time()
-            try:
-                return f(*a, **k)
-            finally:
-                cpu[name] += time.thread_time() - c
-        setattr(mod, name, w)
-
     for name in ("load", "host_in", "exchange"):
-        timed(simrun, name)
+        thread_timed(cpu, simrun, name)
     machine_run = simrun.Machine.run
 
     def run(self, streams, on_step=None):

@@ -172,6 +172,7 @@ def move_pairs(flat: np.ndarray, T: int, tile_bytes: int, sb, s_ext, db, d_ext,
     total = int(length.sum(dtype=I64))
     two = 0 < n_lo < n and total >= PARALLEL_BYTES
     hot = np.zeros(T, np.uint8)
+    parts = ((0, n_lo), (n_lo, n)) if two else ((0, n),)
     staged, mask, off = 0, np.zeros(0, np.uint8), np.zeros(0, I64)
     if jit.exchange_hot(T, tile_bytes, sb, s_ext, db, d_ext, hot):
         with _STAGE_LOCK:
@@ -191,11 +192,9 @@ def move_pairs(flat: np.ndarray, T: int, tile_bytes: int, sb, s_ext, db, d_ext,
                 _STAGE[0] = np.empty(staged, np.uint8)
             off = np.empty(n, I64)
             jit.exchange_stage_offsets(length, order, mask, off)
-            halves = ((0, n_lo), (n_lo, n)) if two else ((0, n),)
             _parts(lambda k0, k1: jit.exchange_gather(flat, sb, soff, c, length, order, mask, off, _STAGE[0],
-                                                      k0, k1), halves)
+                                                      k0, k1), parts)
         buf = _STAGE[0]
-        parts = ((0, n_lo), (n_lo, n)) if two else ((0, n),)
         _parts(lambda k0, k1: jit.exchange_scatter(flat, db, doff, c, length, order[k0:k1], flat, sb, soff, mask,
                                                    off[k0:k1] if staged else off, buf), parts)
     return staged

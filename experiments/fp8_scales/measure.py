@@ -3,14 +3,16 @@ static bounds (per layer, and today's one bound for all layers), as rms relative
 of the outputs against the same model with FP16 activations (same weights, same input).
 
     python experiments/fp8_scales/measure.py [--layers 4] [--scope tower] [--headroom 1,2,4]
-                                             [--calibration 1] [--own] [--seed 0]
+                                             [--calibration 1] [--own] [--seeds 0,1,...]
     python experiments/fp8_scales/measure.py --fixture     (the tiny timm towers, against timm)
 
 Each variant's outputs are the model's numpy reference (the graph's semantics, FP8
 casts included, what the simulator is validated against op by op and end to end);
-the trial's input is the seeded image (seed 0), the calibration inputs other seeded
-images. Prints one line per variant: rms rel error of the embedding and of the
-features (real rows), the host seconds of build (incl. calibration) and reference."""
+the trial's input is the seeded image (of each seed: its weights and image), the
+calibration inputs other seeded images. Prints one line per variant and seed: rms rel
+error of the embedding and of the features (real rows), the host seconds of build
+(incl. calibration) and reference; with several seeds, each variant paired with the
+static per-layer bounds seed by seed."""
 from __future__ import annotations
 
 import sys
@@ -98,13 +100,9 @@ def main(argv):
                          ("own input amax, headroom 1", dict(fp8_scales="bound"), own_amax)])
         return fixture(argv)
     layers = int(arg(argv, "--layers", 4))
-    spec = dict(name="vit", preset="so400m", scope=arg(argv, "--scope", "tower"), layers=layers,
-                seed=int(arg(argv, "--seed", 0)))
     heads = [float(h) for h in arg(argv, "--headroom", "2").split(",")]
     cal = int(arg(argv, "--calibration", 1))
-    ref, tb, tr = outputs(spec)
-    print(f"so400m {spec['scope']}, {layers} layers; FP16 activations: build {tb:.1f} s, reference {tr:.1f} s",
-          flush=True)
+    seeds = [int(v) for v in arg(argv, "--seeds", arg(argv, "--seed", "0")).split(",")]
     variants = [("bound, one scale for all layers (before)", dict(fp8_scales="bound"), one_bound),
                 ("bound, per layer", dict(fp8_scales="bound"), None)]
     variants += [(f"calibrated, per layer, headroom {h:g}, {cal} input(s)",
@@ -112,11 +110,33 @@ def main(argv):
     if "--own" in argv:
         variants.append(("on-device amax (estimate: the trial's own input, headroom 1)", dict(fp8_scales="bound"),
                          own_amax))
-    for label, extra, post in variants:
-        got, tb, tr = outputs({**spec, "fp8_activations": True, **extra}, post)
-        errs = ", ".join(f"{n} {rms(got[n], ref[n]):.5f}" for n in sorted(ref))
-        print(f"| {label} | {errs} | build {tb:.1f} s, reference {tr:.1f} s |", flush=True)
+    errs = {}                                        # (variant, seed) -> {output: rms}
+    for seed in seeds:
+        spec = dict(name="vit", preset="so400m", scope=arg(argv, "--scope", "tower"), layers=layers, seed=seed)
+        ref, tb, tr = outputs(spec)
+        print(f"so400m {spec['scope']}, {layers} layers, seed {seed}; FP16 activations: build {tb:.1f} s, "
+              f"reference {tr:.1f} s", flush=True)
+        for label, extra, post in variants:
+            got, tb, tr = outputs({**spec, "fp8_activations": True, **extra}, post)
+            errs[label, seed] = {n: rms(got[n], ref[n]) for n in sorted(ref)}
+            text = ", ".join(f"{n} {e:.5f}" for n, e in errs[label, seed].items())
+            print(f"| {label} | {text} | build {tb:.1f} s, reference {tr:.1f} s |", flush=True)
+    if len(seeds) > 1:
+        paired(errs, [v[0] for v in variants], seeds, "bound, per layer")
 
+
+def paired(errs, labels, seeds, base):
+    """Each variant against `base` seed by seed: the mean of (error - base's) / base's,
+    its standard error over the seeds, and on how many seeds the variant's error is lower."""
+    print(f"\npaired over seeds {','.join(map(str, seeds))}: (variant - {base}) / {base}")
+    print("| variant | output | mean error | mean relative difference ± s.e. | lower on |")
+    print("|---|---|---:|---:|---:|")
+    for label in labels:
+        for n in errs[label, seeds[0]]:
+            e = np.array([errs[label, s][n] for s in seeds])
+            d = e / np.array([errs[base, s][n] for s in seeds]) - 1
+            print(f"| {label} | {n} | {e.mean():.3%} | {d.mean():+.2%} ± {d.std(ddof=1) / np.sqrt(len(d)):.2%} "
+                  f"| {int((d < 0).sum())}/{len(d)} |")
 
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -9,8 +9,13 @@ keeping each cast's input per layer, then rounds that input alone to e4m3 with t
 bound's scale divided by 2^f for `steps` values of f in [0, 1) (one binade: e4m3's relative
 grid repeats every binade, so every scale is one of these times a power of two, and powers
 below the bound only push data into subnormals), and with the tensor's own amax / 448.
-Prints per cast and layer: the bound over the amax, and the rms relative error of the
-rounded input for the bound, the amax, the best and the worst of the scanned scales."""
+Then both again rounded up to a power of two, as Graphcore's FP8 scales are (an integer
+log2 scale: graphcore/popart willow/src/util/float8util.cpp): on one grid, the two differ
+only in the elements the static bound pushes into subnormals.
+Prints per cast and layer: the bound over the amax, the rms relative error of the rounded
+input for the bound, the amax, the best and the worst of the scanned scales, the bound and
+the amax as powers of two, and the share of elements below e4m3's smallest normal (2^-6)
+under the bound."""
 from __future__ import annotations
 
 import sys
@@ -34,6 +39,11 @@ def rms_rel(x, scale):
     return float(np.sqrt(((q - x) ** 2).sum() / (x ** 2).sum()))
 
 
+def pow2(scale):
+    """The smallest power of two >= scale (a log2 scale that never clips more than scale)."""
+    return float(2.0 ** np.ceil(np.log2(scale)))
+
+
 def main(argv):
     layers, steps = int(arg(argv, "--layers", 2)), int(arg(argv, "--steps", 16))
     g, data = vit.build(dict(name="vit", preset="so400m", scope="tower", layers=layers, seed=0,
@@ -48,13 +58,16 @@ def main(argv):
 
     reference.evaluate(g, data, rewrite=keep)
     print(f"so400m tower, {layers} layers, {steps} scales per binade; rms relative error of the cast alone")
-    print("| cast | layer | bound / amax | static bound | own amax | best scanned | worst scanned |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| cast | layer | bound / amax | static bound | own amax | best scanned | worst scanned "
+          "| bound, 2^k | amax, 2^k | subnormal under bound |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for (name, i), (x, s) in sorted(seen.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         amax = float(np.abs(x).max()) / FP8_MAX
         e = [rms_rel(x, s / 2 ** (j / steps)) for j in range(steps)]
-        print(f"| {name} | {i} | {s / amax:.1f} | {e[0]:.3%} | {rms_rel(x, amax):.3%} | {min(e):.3%} | {max(e):.3%} |",
-              flush=True)
+        sp, ap = pow2(s), pow2(amax)
+        sub = float((np.abs(x) < 2.0 ** -6 * sp).mean())
+        print(f"| {name} | {i} | {s / amax:.1f} | {e[0]:.3%} | {rms_rel(x, amax):.3%} | {min(e):.3%} | {max(e):.3%} "
+              f"| {rms_rel(x, sp):.4%} | {rms_rel(x, ap):.4%} | {sub:.2%} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -15,8 +15,9 @@ its loops from vectorising. All functions release the GIL (the kernels' worker
 threads run them side by side on distinct tiles).
 
 The file reads top-down: f16/fp8 loads and f16 stores by integer arithmetic; memory.move's
-chunk moves (COPY, program load, host streams); the exchange's moves from per-pair bases
-(memory.move_pairs); the read-back's block placement; warm (compile everything beside
+chunk moves between buffers (program load, host streams); the moves inside tile memory from
+per-pair bases, which stage only what a write may touch (the exchange's and COPY's:
+memory.move_pairs, memory.move_within); the read-back's block placement; warm (compile everything beside
 loading); the same f16 loads and stores by the CPU's conversion instructions (kernels.F16_CPU,
 checked by hw_f16_ok).
 """
@@ -169,26 +170,6 @@ def f16_bits(x, out):
 
 
 @njit(**_JIT)
-def disjoint(sp, dp, length, nbytes):
-    """True if no chunk's destination touches a 4 KiB page that any chunk's source
-    touches (so moving chunk by chunk, without staging, reads what a staged move
-    reads). Coarse: a False only costs the staging copy."""
-    mark = np.zeros((U(nbytes) >> U(12)) + U(1), np.uint8)
-    for i in range(sp.shape[0]):
-        L = U(length[i])
-        if L:
-            for b in range(U(sp[i]) >> U(12), ((U(sp[i]) + L - U(1)) >> U(12)) + U(1)):
-                mark[b] = 1
-    for i in range(dp.shape[0]):
-        L = U(length[i])
-        if L:
-            for b in range(U(dp[i]) >> U(12), ((U(dp[i]) + L - U(1)) >> U(12)) + U(1)):
-                if mark[b]:
-                    return False
-    return True
-
-
-@njit(**_JIT)
 def split_ok(dp, length, split):
     """True if no chunk's destination straddles position `split` (so the chunks below it
     and those at or above it write disjoint bytes and may be moved on two threads)."""
@@ -199,31 +180,10 @@ def split_ok(dp, length, split):
 
 
 @njit(**_JIT)
-def stage_offsets(length, order, off):
-    """off[k] = where chunk order[k] sits in the staging buffer (the lengths before it)."""
-    o = U(0)
-    for k in range(order.shape[0]):
-        off[k] = o
-        o += U(length[order[k]])
-
-
-@njit(**_JIT)
-def gather_part(src, sp, length, order, off, buf, k0, k1):
-    """buf[off[k]:+length[i]] = src[sp[i]:+length[i]] for i = order[k], k in [k0, k1):
-    the staging of memory.move (every chunk read before any is written)."""
-    for k in range(k0, k1):
-        i = order[k]
-        s, o = U(sp[i]), U(off[k])
-        for b in range(U(length[i])):
-            buf[o + b] = src[s + b]
-
-
-@njit(**_JIT)
 def scatter_part(dst, dp, length, order, off, buf, lo, hi):
     """dst[dp[i]:+length[i]] = buf[off[k]:+length[i]] for i = order[k], in `order` (so the
     later chunk still wins where two overlap), for the chunks whose destination starts in
-    [lo, hi): memory.move's writes, from the staging buffer or (buf the source, off =
-    sp[order]) straight from the source."""
+    [lo, hi): memory.move's writes, straight from the source buf (off = sp[order])."""
     for k in range(order.shape[0]):
         i = order[k]
         d = U(dp[i])
@@ -234,7 +194,7 @@ def scatter_part(dst, dp, length, order, off, buf, lo, hi):
 
 
 
-# ---- the exchange's moves: chunk positions from per-pair bases (exchange.Plan) ---------
+# ---- moves inside tile memory: chunk positions from per-pair bases (exchange.Plan; COPY) --
 # A chunk k of pair c[k] moves src[sb[c[k]] + soff[k]:+length[k]] -> dst[db[c[k]] + doff[k]:+length[k]];
 # positions are made here, chunk by chunk, instead of as arrays per exchange.
 GRAIN = 9           # exchange_stage_mask: 512-byte granules (replaying a 27-layer run's exchanges:
@@ -366,9 +326,6 @@ def warm() -> None:
     for ln in (i64, i32):                       # chunk lengths and orders: int64, or int32
         split_ok(i64, ln, 0)
         scatter_part(u8, i64, ln, ln, i64, u8, 0, 0)
-        stage_offsets(ln, ln, i64)
-        gather_part(u8, i64, ln, ln, i64, u8, 0, 0)
-    disjoint(i64, i64, i32, 0)
     place_blocks(f32x2, f32x3, i64, i64)       # the read-back's (compiler/readback.py)
     u8t = np.zeros(0, np.uint8)                 # the exchange's moves (memory.move_pairs)
     exchange_hot(0, 1, i64, i32, i64, i32, u8t)

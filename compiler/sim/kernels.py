@@ -29,7 +29,7 @@ from .. import isa
 from ..target import CODE, DTYPE_BYTES, INTERLEAVED
 from . import decode, fmath, jit
 from .fault import first_fault
-from .memory import I64, Memory, extent, gather, move, plan_chunks, scatter
+from .memory import I64, Memory, extent, gather, move_within, plan_chunks, scatter
 from .scales import scale_word
 
 NP_DTYPES = {"f16": np.dtype("<f2"), "fp8": np.dtype(ml_dtypes.float8_e4m3fn), "f32": np.dtype("<f4")}
@@ -347,7 +347,7 @@ class Kernels:
                              "src": (src, extent(rb, rows, src_st), live)},
                             note=" (unencodable copy)")
         sp, dp, L = plan_chunks(m.pos(tiles, src), rb, rows, src_st, m.pos(tiles, dst), rb, rows, dst_st)
-        move(m.flat, m.flat, sp, dp, L, split=(m.tiles // 2) * m.tile_bytes)   # chunks stay in their tile
+        move_within(m.flat, m.tiles, m.tile_bytes, sp, dp, L)
         nbytes = rb * rows
         cycles = np.zeros(len(tiles), I64)
         for g in groups(nbytes[:, None]):

@@ -3,7 +3,8 @@
 All tiles' memories are one uint8 array [tiles, tile_bytes]; a byte is addressed
 by its *flat position* tile*tile_bytes + (addr - memory_base). Every transfer
 (kernel operands, local copies, exchange, host streams, code loading) is a set
-of contiguous chunks: moved by compiled loops (memory.move), or gathered with
+of contiguous chunks: moved by compiled loops (move between buffers, move_pairs and
+move_within inside tile memory), or gathered with
 one fancy index per chunk length on a "records" view of the buffer (each item
 is L bytes starting at one position), so nothing loops over rows or bytes in
 Python.
@@ -20,9 +21,9 @@ from ..target import Target
 from . import jit
 
 I64 = np.int64
-_STAGE = [np.empty(0, np.uint8)]       # memory.move's staging buffer
+_STAGE = [np.empty(0, np.uint8)]       # move_pairs' staging buffer
 _STAGE_LOCK = threading.Lock()
-_POOL: ThreadPoolExecutor | None = None    # memory.move's second thread, made on first use
+_POOL: ThreadPoolExecutor | None = None    # the moves' second thread, made on first use
 PARALLEL_BYTES = 1 << 20                   # a move of fewer bytes stays on one thread
 
 
@@ -114,39 +115,44 @@ def by_length(length):
     return order, [(int(ls[a]), int(a), int(b)) for a, b in zip(cut, ends)]
 
 
-def move(src: np.ndarray, dst: np.ndarray, sp, dp, length, groups=None, split: int | None = None) -> None:
-    """Copy chunks src[sp:sp+len] -> dst[dp:dp+len]. All chunks are read before
-    any is written (bulk-synchronous: a step's reads see the memory as it was
-    when the step began, whatever the overlap); where destinations overlap, the
-    chunk written last wins: the order of by_length (by length, then index).
-    `groups` = by_length(length) if the caller has it already. Compiled loops:
-    chunk by chunk when no destination touches a page any source touches
-    (jit.disjoint), else gathered into a staging buffer kept between moves, then
-    scattered (jit.gather_part, jit.scatter_part).
-    `split`: a destination position no chunk straddles (the exchange gives a tile
-    boundary); then a large move runs on two threads, one writing below it and one
-    above, each in the same order -- the same bytes as one thread."""
+def move(src: np.ndarray, dst: np.ndarray, sp, dp, length, split: int | None = None) -> None:
+    """Copy chunks src[sp:sp+len] -> dst[dp:dp+len] between two buffers that share no
+    memory (program load, host streams): no write can touch a read, so every chunk moves
+    straight, in by_length order (by length, then index: where destinations overlap, the
+    chunk written last wins). `split`: a destination position no chunk straddles (a tile
+    boundary); then a large move runs on two threads, one writing below it and one above,
+    each in the same order -- the same bytes as one thread. A move within one buffer is
+    move_within's (or move_pairs')."""
+    if np.may_share_memory(src, dst):
+        raise ValueError("memory.move: source and destination share memory (use move_within)")
     if len(sp) == 0:
         return
-    order = (groups if groups is not None else by_length(length))[0]
+    order = by_length(length)[0]
     length = np.asarray(length)
-    sp, dp = np.asarray(sp, I64), np.asarray(dp, I64)
-    total, n = int(length.sum(dtype=I64)), len(order)
-    two = split is not None and n > 1 and total >= PARALLEL_BYTES and jit.split_ok(dp, length, split)
+    dp = np.asarray(dp, I64)
+    two = (split is not None and len(order) > 1 and int(length.sum(dtype=I64)) >= PARALLEL_BYTES
+           and jit.split_ok(dp, length, split))
     below_above = ((0, split), (split, dst.size)) if two else ((0, dst.size),)
-    if (src is dst and jit.disjoint(sp, dp, length, dst.size)) or (
-            src is not dst and not np.may_share_memory(src, dst)):
-        src_off = sp[order]          # chunk by chunk, straight from the source
-        _parts(lambda lo, hi: jit.scatter_part(dst, dp, length, order, src_off, src, lo, hi), below_above)
-        return
-    with _STAGE_LOCK:
-        if _STAGE[0].size < total:      # kept between moves: fresh pages cost a fault each
-            _STAGE[0] = np.empty(total, np.uint8)
-        off = np.empty(n, I64)
-        jit.stage_offsets(length, order, off)
-        halves = ((0, n // 2), (n // 2, n)) if two else ((0, n),)
-        _parts(lambda k0, k1: jit.gather_part(src, sp, length, order, off, _STAGE[0], k0, k1), halves)
-        _parts(lambda lo, hi: jit.scatter_part(dst, dp, length, order, off, _STAGE[0], lo, hi), below_above)
+    src_off = np.asarray(sp, I64)[order]
+    _parts(lambda lo, hi: jit.scatter_part(dst, dp, length, order, src_off, src, lo, hi), below_above)
+
+
+def move_within(flat: np.ndarray, T: int, tile_bytes: int, sp, dp, length) -> int:
+    """COPY's move, on flat = all tiles' memory, each chunk inside one tile (its source and
+    its destination): move_pairs with every chunk a pair of its own, written in by_length
+    order, so it stages only chunks whose source some destination may touch. Returns the
+    bytes staged."""
+    n = len(sp)
+    if n == 0:
+        return 0
+    dp = np.asarray(dp, I64)
+    order = by_length(length)[0]
+    lo = dp[order] < (T // 2) * tile_bytes      # the chunks written into the lower half's tiles
+    order = np.concatenate([order[lo], order[~lo]]).astype(np.int32)
+    length = np.asarray(length, np.int32)
+    c, zero = np.arange(n, dtype=np.int32), np.zeros(n, np.int32)
+    return move_pairs(flat, T, tile_bytes, np.asarray(sp, I64), length, dp, length, c, zero, zero, length,
+                      order, int(lo.sum()))
 
 
 _MARKS = [np.empty(0, np.uint8), 0]        # move_pairs' granule marks and their epoch
@@ -154,7 +160,7 @@ _MARKS = [np.empty(0, np.uint8), 0]        # move_pairs' granule marks and their
 
 def move_pairs(flat: np.ndarray, T: int, tile_bytes: int, sb, s_ext, db, d_ext,
                c, soff, doff, length, order, n_lo: int) -> int:
-    """The exchange's move (memory.move's semantics, on flat = all tiles' memory): chunk k of
+    """The exchange's move (and COPY's, move_within), on flat = all tiles' memory: chunk k of
     pair c[k] moves flat[sb[c[k]] + soff[k]:+length[k]] -> flat[db[c[k]] + doff[k]:+...],
     every chunk read before any is written, written in `order` (the later wins where two
     destinations overlap). Pair p is a send entry spanning
@@ -217,7 +223,7 @@ def _parts(fn, parts) -> None:
 
 
 def drop_stage() -> None:
-    """Free memory.move's staging buffer (at the end of a run)."""
+    """Free move_pairs' staging buffer and marks (at the end of a run)."""
     with _STAGE_LOCK:
         _STAGE[0] = np.empty(0, np.uint8)
         _MARKS[0], _MARKS[1] = np.empty(0, np.uint8), 0

@@ -2,8 +2,11 @@
 written independently here: f16 rounding against numpy's astype (every boundary of
 its cases; experiments/host_time/f16_exhaustive.py checks all 2**32 inputs), panel
 loads against isa.from_panel_order, chunk moves against a byte-by-byte Python loop."""
+import contextlib
+
 import ml_dtypes
 import numpy as np
+import pytest
 
 from compiler import isa
 from compiler.sim import jit, memory
@@ -86,51 +89,87 @@ def test_panel_loads_undo_panel_order():
             assert np.array_equal(out.view(np.uint32), want.view(np.uint32)), (es, R, C, P)
 
 
-def _move_reference(buf, sp, dp, length):
+def _move_reference(buf, sp, dp, length, src=None):
     """Every chunk read first, then written in by_length order (length, then index)."""
-    data = [bytes(buf[s:s + n]) for s, n in zip(sp, length)]
+    src = buf if src is None else src
+    data = [bytes(src[s:s + n]) for s, n in zip(sp, length)]
     for i in sorted(range(len(sp)), key=lambda i: (length[i], i)):
         buf[dp[i]:dp[i] + length[i]] = np.frombuffer(data[i], np.uint8)
 
 
-def test_move_reads_all_before_writing_and_later_chunks_win():
+def test_move_within_reads_all_before_writing_and_later_chunks_win():
+    """COPY's move (memory.move_within) on random chunks, each inside one tile, sources and
+    destinations overlapping each other: equal to reading every chunk, then writing them in
+    by_length order, on one thread or two."""
     rng = np.random.default_rng(4)
-    for trial in range(20):
-        buf = rng.integers(0, 256, 600, dtype=np.uint8)
-        n = int(rng.integers(1, 30))
-        length = rng.choice([4, 8, 12], n)
-        sp = rng.integers(0, 580, n) // 4 * 4
-        dp = rng.integers(0, 580, n) // 4 * 4               # overlapping sources and destinations
+    T, TB = 4, 2048
+    for trial in range(40):
+        n = int(rng.integers(1, 60))
+        length = rng.choice([4, 8, 12, 600], n)
+        tile = rng.integers(0, T, n) * TB
+        sp = tile + rng.integers(0, TB - 600, n) // 4 * 4
+        dp = tile + rng.integers(0, TB - 600, n) // 4 * 4
+        buf = rng.integers(0, 256, T * TB, dtype=np.uint8)
         want = buf.copy()
         _move_reference(want, sp, dp, length)
-        memory.move(buf, buf, sp, dp, length)
+        with _parallel_bytes(0 if trial % 2 else 1 << 40):
+            staged = memory.move_within(buf, T, TB, sp, dp, length)
         assert np.array_equal(buf, want), trial
+        assert 0 <= staged <= int(length.sum())
+    memory.drop_stage()
 
 
-def test_move_without_staging_where_pages_are_disjoint():
-    """Sources on even 4 KiB pages, destinations (overlapping each other) on odd ones:
-    moved chunk by chunk (jit.disjoint holds) with the staged move's result; one chunk
-    reading a destination page sends it back through the staging buffer."""
+def test_move_within_stages_only_chunks_a_write_may_touch():
+    """Sources on even 4 KiB pages, destinations (overlapping each other) on odd ones: no
+    chunk staged; one chunk reading a destination page is staged (and only its bytes)."""
     rng = np.random.default_rng(5)
-    n = 40
+    n, T, TB = 40, 2, 1 << 15
     length = rng.choice([8, 16, 24], n)
-    sp = rng.integers(0, 8, n) * 8192 + rng.integers(0, 500, n) * 4
-    dp = rng.integers(0, 8, n) * 8192 + 4096 + rng.integers(0, 20, n) * 4
-    assert jit.disjoint(sp, dp, length, 1 << 16)
-    for src in (sp, np.r_[sp[:-1], dp[0]]):
-        assert jit.disjoint(src, dp, length, 1 << 16) == (src is sp)
-        buf = rng.integers(0, 256, 1 << 16, dtype=np.uint8)
+    tile = rng.integers(0, T, n) * TB
+    sp = tile + rng.integers(0, 4, n) * 8192 + rng.integers(0, 500, n) * 4
+    dp = tile + rng.integers(0, 4, n) * 8192 + 4096 + rng.integers(0, 20, n) * 4
+    for src, staged_want in ((sp, 0), (np.r_[sp[:-1], dp[0]], length[-1])):
+        buf = rng.integers(0, 256, T * TB, dtype=np.uint8)
         want = buf.copy()
         _move_reference(want, src, dp, length)
-        memory.move(buf, buf, src, dp, length)
+        assert memory.move_within(buf, T, TB, src, dp, length) == staged_want
         assert np.array_equal(buf, want)
-    other = rng.integers(0, 256, 1 << 16, dtype=np.uint8)       # distinct buffers: never staged
-    buf = np.zeros(1 << 16, np.uint8)
-    want = buf.copy()
-    for i in sorted(range(n), key=lambda i: (length[i], i)):
-        want[dp[i]:dp[i] + length[i]] = other[sp[i]:sp[i] + length[i]]
-    memory.move(other, buf, sp, dp, length)
-    assert np.array_equal(buf, want)
+    memory.drop_stage()
+
+
+def test_move_between_buffers_and_on_two_threads():
+    """Between two buffers (program load, host streams) every chunk moves straight, later
+    chunks winning where destinations overlap; split at a position no chunk straddles, on
+    two threads, the same bytes; buffers that share memory are refused."""
+    rng = np.random.default_rng(8)
+    n, size = 4000, 1 << 18
+    length = rng.choice([256, 512, 1024], n)
+    sp = rng.integers(0, size - 1024, n)
+    dp = rng.integers(0, size - 1024, n)                               # overlapping each other
+    split = size // 2
+    dp = np.where((dp < split) & (dp + length > split), split, dp)     # none straddles it
+    assert jit.split_ok(dp, length, split)
+    assert not jit.split_ok(np.array([100]), np.array([8]), 104)
+    src = rng.integers(0, 256, size, dtype=np.uint8)
+    want = np.zeros(size, np.uint8)
+    _move_reference(want, sp, dp, length, src)
+    one, two = np.zeros(size, np.uint8), np.zeros(size, np.uint8)
+    memory.move(src, one, sp, dp, length)
+    with _parallel_bytes(0):
+        memory.move(src, two, sp, dp, length, split=split)
+    assert np.array_equal(one, want) and np.array_equal(two, want)
+    with pytest.raises(ValueError, match="share memory"):
+        memory.move(src, src[8:], sp[:1], dp[:1], length[:1])
+
+
+@contextlib.contextmanager
+def _parallel_bytes(n):
+    """memory.PARALLEL_BYTES = n inside (0: every move with two parts runs on two threads)."""
+    old, memory.PARALLEL_BYTES = memory.PARALLEL_BYTES, n
+    try:
+        yield
+    finally:
+        memory.PARALLEL_BYTES = old
 
 
 def test_add_sums_in_the_kernels_order():
@@ -148,23 +187,3 @@ def test_add_sums_in_the_kernels_order():
         assert np.array_equal(out[i].view(np.uint32), want.view(np.uint32))
 
 
-def test_move_on_two_threads_gives_the_same_bytes():
-    """A move split at a position no chunk straddles (staged and direct) equals the
-    one-thread move byte for byte, overlapping destinations included; a split that a
-    chunk straddles falls back to one thread."""
-    rng = np.random.default_rng(8)
-    n, size = 4000, 1 << 18
-    length = rng.choice([256, 512, 1024], n)
-    for direct in (False, True):       # direct: sources in the upper half, destinations below
-        sp = rng.integers(0, size // 2 - 1024, n) + (size // 2 if direct else 0)
-        dp = rng.integers(0, size // 2 - 1024, n)                          # overlapping each other
-        split = size // 4
-        dp = np.where((dp < split) & (dp + length > split), split, dp)     # none straddles it
-        assert jit.split_ok(dp, length, split) and jit.disjoint(sp, dp, length, size) == direct
-        buf = rng.integers(0, 256, size, dtype=np.uint8)
-        one = buf.copy()
-        memory.move(one, one, sp, dp, length)
-        two = buf.copy()
-        memory.move(two, two, sp, dp, length, split=split)
-        assert np.array_equal(one, two), direct
-    assert not jit.split_ok(np.array([100]), np.array([8]), 104)

@@ -12,10 +12,13 @@ below the bound only push data into subnormals), and with the tensor's own amax 
 Then both again rounded up to a power of two, as Graphcore's FP8 scales are (an integer
 log2 scale: graphcore/popart willow/src/util/float8util.cpp): on one grid, the two differ
 only in the elements the static bound pushes into subnormals.
+Finally finer scales than the issue's per tensor: each row's (token's) own amax, and each
+column's (channel's), also rounded up to powers of two (what folding a column's scale into
+the next matmul's FP8 weights leaves exact).
 Prints per cast and layer: the bound over the amax, the rms relative error of the rounded
 input for the bound, the amax, the best and the worst of the scanned scales, the bound and
-the amax as powers of two, and the share of elements below e4m3's smallest normal (2^-6)
-under the bound."""
+the amax as powers of two, the share of elements below e4m3's smallest normal (2^-6)
+under the bound, and the per-row and per-column amax (and the latter as powers of two)."""
 from __future__ import annotations
 
 import sys
@@ -35,6 +38,8 @@ def arg(argv, name, default):
 
 
 def rms_rel(x, scale):
+    """rms relative error of x rounded to e4m3 with `scale` (a number, or per row [R, 1]
+    or per column [1, C])."""
     q = np.clip(x / scale, -FP8_MAX, FP8_MAX).astype(FP8).astype(np.float64) * scale
     return float(np.sqrt(((q - x) ** 2).sum() / (x ** 2).sum()))
 
@@ -59,15 +64,18 @@ def main(argv):
     reference.evaluate(g, data, rewrite=keep)
     print(f"so400m tower, {layers} layers, {steps} scales per binade; rms relative error of the cast alone")
     print("| cast | layer | bound / amax | static bound | own amax | best scanned | worst scanned "
-          "| bound, 2^k | amax, 2^k | subnormal under bound |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| bound, 2^k | amax, 2^k | subnormal under bound | per-row amax | per-column amax | per-column, 2^k |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for (name, i), (x, s) in sorted(seen.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         amax = float(np.abs(x).max()) / FP8_MAX
         e = [rms_rel(x, s / 2 ** (j / steps)) for j in range(steps)]
         sp, ap = pow2(s), pow2(amax)
         sub = float((np.abs(x) < 2.0 ** -6 * sp).mean())
+        rows, cols = (np.abs(x).max(a, keepdims=True) / FP8_MAX for a in (1, 0))
+        cols = np.where(cols > 0, cols, 1)
         print(f"| {name} | {i} | {s / amax:.1f} | {e[0]:.3%} | {rms_rel(x, amax):.3%} | {min(e):.3%} | {max(e):.3%} "
-              f"| {rms_rel(x, sp):.4%} | {rms_rel(x, ap):.4%} | {sub:.2%} |", flush=True)
+              f"| {rms_rel(x, sp):.4%} | {rms_rel(x, ap):.4%} | {sub:.2%} | {rms_rel(x, rows):.3%} "
+              f"| {rms_rel(x, cols):.3%} | {rms_rel(x, 2.0 ** np.ceil(np.log2(cols))):.4%} |", flush=True)
 
 
 if __name__ == "__main__":

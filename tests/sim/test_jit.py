@@ -2,8 +2,6 @@
 written independently here: f16 rounding against numpy's astype (every boundary of
 its cases; experiments/host_time/f16_exhaustive.py checks all 2**32 inputs), panel
 loads against isa.from_panel_order, chunk moves against a byte-by-byte Python loop."""
-import contextlib
-
 import ml_dtypes
 import numpy as np
 import pytest
@@ -97,10 +95,13 @@ def _move_reference(buf, sp, dp, length, src=None):
         buf[dp[i]:dp[i] + length[i]] = np.frombuffer(data[i], np.uint8)
 
 
-def test_move_within_reads_all_before_writing_and_later_chunks_win():
+@pytest.mark.parametrize("two_threads", [False, True])
+def test_move_within_reads_all_before_writing_and_later_chunks_win(monkeypatch, two_threads):
     """COPY's move (memory.move_within) on random chunks, each inside one tile, sources and
     destinations overlapping each other: equal to reading every chunk, then writing them in
     by_length order, on one thread or two."""
+    if two_threads:
+        monkeypatch.setattr(memory, "PARALLEL_BYTES", 0)
     rng = np.random.default_rng(4)
     T, TB = 4, 2048
     for trial in range(40):
@@ -112,8 +113,7 @@ def test_move_within_reads_all_before_writing_and_later_chunks_win():
         buf = rng.integers(0, 256, T * TB, dtype=np.uint8)
         want = buf.copy()
         _move_reference(want, sp, dp, length)
-        with _parallel_bytes(0 if trial % 2 else 1 << 40):
-            staged = memory.move_within(buf, T, TB, sp, dp, length)
+        staged = memory.move_within(buf, T, TB, sp, dp, length)
         assert np.array_equal(buf, want), trial
         assert 0 <= staged <= int(length.sum())
     memory.drop_stage()
@@ -137,7 +137,7 @@ def test_move_within_stages_only_chunks_a_write_may_touch():
     memory.drop_stage()
 
 
-def test_move_between_buffers_and_on_two_threads():
+def test_move_between_buffers_and_on_two_threads(monkeypatch):
     """Between two buffers (program load, host streams) every chunk moves straight, later
     chunks winning where destinations overlap; split at a position no chunk straddles, on
     two threads, the same bytes; buffers that share memory are refused."""
@@ -155,21 +155,11 @@ def test_move_between_buffers_and_on_two_threads():
     _move_reference(want, sp, dp, length, src)
     one, two = np.zeros(size, np.uint8), np.zeros(size, np.uint8)
     memory.move(src, one, sp, dp, length)
-    with _parallel_bytes(0):
-        memory.move(src, two, sp, dp, length, split=split)
+    monkeypatch.setattr(memory, "PARALLEL_BYTES", 0)
+    memory.move(src, two, sp, dp, length, split=split)
     assert np.array_equal(one, want) and np.array_equal(two, want)
     with pytest.raises(ValueError, match="share memory"):
         memory.move(src, src[8:], sp[:1], dp[:1], length[:1])
-
-
-@contextlib.contextmanager
-def _parallel_bytes(n):
-    """memory.PARALLEL_BYTES = n inside (0: every move with two parts runs on two threads)."""
-    old, memory.PARALLEL_BYTES = memory.PARALLEL_BYTES, n
-    try:
-        yield
-    finally:
-        memory.PARALLEL_BYTES = old
 
 
 def test_add_sums_in_the_kernels_order():

@@ -81,6 +81,29 @@ def test_copy_strided_rows():
     assert res.tile_cycles[0, 0] == a.t.copy_cycles(128)
 
 
+def test_copy_onto_its_own_source_reads_before_it_writes():
+    """A COPY whose destination overlaps its source (rows moved down by 16 B and up by 16 B,
+    on tiles of both halves of the machine): every source byte is read before any is
+    written, as memmove would; the other tiles' bytes stay as they were."""
+    a = Asm()
+    T = a.T
+    src = np.arange(8 * 64, dtype=np.uint8).reshape(8, 64)
+    s = {"x": put(range(T), R0_DATA + 64, src, a, "x")}
+    down, up = [0, T - 1], [1, T // 2]
+    a.on(down, isa.COPY, R0_DATA + 80, R0_DATA + 64, 64, 8, 64, 64)
+    a.on(up, isa.COPY, R0_DATA + 48, R0_DATA + 64, 64, 8, 64, 64)
+    a.sync()
+    a.stream_out("o", T * 640, [(t * 640, t, R0_DATA, 640, 1, 640, 640) for t in range(T)])
+    res = sim.run(a.build(), s)
+    got = res.outputs["o"].reshape(T, 640)
+    for t in range(T):
+        want = np.zeros(640, np.uint8)
+        want[64:576] = src.reshape(-1)
+        if t in down or t in up:
+            want[(80 if t in down else 48):][:512] = src.reshape(-1)
+        assert np.array_equal(got[t], want), t
+
+
 def _batched_program(same_addresses: bool, with_fp8: bool):
     """Every tile multiplies its own matrices; tiles either share addresses (one
     gather by tile) or use tile-dependent addresses (a gathered index)."""

@@ -34,9 +34,12 @@ class ReferenceResult:
     outputs: dict
     tolerance: float
     rejection: object = None
+    fp16_outputs: dict | None = None      # FP8 activations: the same model's with FP16 ones
+    fp8_activation_error: float | None = None   # ... and the rms error of `outputs` against them
 
     def metrics(self) -> dict:
-        return {"tolerance": self.tolerance}
+        extra = {} if self.fp8_activation_error is None else {"fp8_activation_error": self.fp8_activation_error}
+        return {"tolerance": self.tolerance, **extra}
 
 
 def model_phase(cfg):
@@ -46,7 +49,10 @@ def model_phase(cfg):
 
 def reference_phase(m: ModelResult) -> ReferenceResult:
     from . import reference
-    return ReferenceResult(*reference.reference_and_tolerance(m.graph, m.data))
+    outputs, tolerance = reference.reference_and_tolerance(m.graph, m.data)
+    fp16 = reference.fp16_activations(m.graph, m.data)
+    err = None if fp16 is None else round(reference.rms_rel_error(m.graph, outputs, fp16), 9)
+    return ReferenceResult(outputs, tolerance, fp16_outputs=fp16, fp8_activation_error=err)
 
 
 def target_of(cfg) -> Target:

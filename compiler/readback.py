@@ -73,22 +73,6 @@ def checked_iterations(check: str, count: int) -> set[int]:
     return {0, count // 2, count - 1}
 
 
-def real_rows(g, name: str) -> np.ndarray:
-    """Rows of tensor `name` that hold real tokens: a model pads odd token counts with a
-    token its attention masks out (SOFTMAX / flash `valid` < keys); rows r of a tensor
-    with a multiple of those keys as rows are real where r mod keys < valid."""
-    rows = g.tensors[name].shape[0]
-    keep = np.ones(rows, bool)
-    for op in g.ops:
-        valid = op.attr("valid", 0)
-        if not valid or op.kind not in ("softmax", "flash_attention"):
-            continue
-        keys = op.attr("tokens") if op.kind == "flash_attention" else g.tensors[op.inputs[0]].shape[1]
-        if keys and rows % keys == 0:
-            keep &= np.arange(rows) % keys < valid
-    return keep
-
-
 # ---- one op's reference and bound ---------------------------------------------------
 
 def _matmul(op, x, _):

@@ -25,6 +25,7 @@ class RunResult:
     ms: float = 0.0
     max_abs_error: float = float("nan")   # end to end, over real (unpadded) rows
     rms_rel_error: float = float("nan")   # rms of the error over rms of the reference, real rows
+    rms_rel_error_vs_fp16: float | None = None   # FP8 activations: the same against the model with FP16 ones
     tolerance: float = 0.0
     validated: bool = False
     readback: dict = field(default_factory=dict)   # ReadBack.metrics(): ops_checked, ops_failed, ...
@@ -38,6 +39,8 @@ class RunResult:
         return {"cycles": self.cycles, "cycles_per_layer": self.cycles_per_layer, "ms": round(self.ms, 6),
                 "host_cycles": self.host_cycles,
                 "max_abs_error": self.max_abs_error, "rms_rel_error": self.rms_rel_error,
+                **({} if self.rms_rel_error_vs_fp16 is None else
+                   {"rms_rel_error_vs_fp16_activations": self.rms_rel_error_vs_fp16}),
                 "tolerance": self.tolerance, **self.readback,
                 "validated": self.validated, "supersteps": len(self.cycles_per_step)}
 
@@ -90,7 +93,8 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     if lower_res.rejection:
         return RunResult(rejection=lower_res.rejection)
     from . import sim      # here, not at the top: reading a RunResult (report) needs no simulator
-    from .readback import ReadBack, checked_iterations, real_rows
+    from .readback import ReadBack, checked_iterations
+    from .reference import real_rows, rms_rel_error
     prog, g = lower_res.program, model.graph
     if ref is None:
         from .phases import reference_phase
@@ -107,18 +111,16 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
         if rb:
             rb.close()
         raise
-    err, sq_err, sq_ref = 0.0, 0.0, 0.0
-    outputs, refs = {}, {}
+    err = 0.0
+    outputs, refs, got16 = {}, {}, {}
     for name, want in ref.outputs.items():
-        got = r.outputs[name].view(np.float16).reshape(want.shape)
+        got16[name] = got = r.outputs[name].view(np.float16).reshape(want.shape)
         outputs[name], refs[name] = got.astype(np.float32), want.astype(np.float32)
         keep = real_rows(g, name)
         d = np.abs(got[keep].astype(np.float64) - want[keep].astype(np.float64))
-        fin = bool(np.isfinite(d).all())
-        err = max(err, float(d.max(initial=0.0)) if fin else float("inf"))
-        sq_err += float((d ** 2).sum()) if fin else float("inf")
-        sq_ref += float((want[keep].astype(np.float64) ** 2).sum())
-    rms_rel = float(np.sqrt(sq_err / sq_ref)) if sq_ref > 0 else (0.0 if sq_err == 0 else float("inf"))
+        err = max(err, float(d.max(initial=0.0)) if np.isfinite(d).all() else float("inf"))
+    rms_rel = rms_rel_error(g, got16, ref.outputs)
+    fp16 = ref.fp16_outputs
     rbm = rb.metrics() if rb else {"ops_checked": 0, "ops_failed": 0}
     per_op_ok = rbm["ops_checked"] > 0 and rbm["ops_failed"] == 0
     b0, b1 = lower_res.body                               # the last iteration of the body
@@ -127,5 +129,6 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
                      cycles_per_step=[int(c) for c in r.step_cycles],
                      step_kind=list(r.step_kind), tile_cycles=r.tile_cycles, host_cycles=int(r.host_cycles),
                      ms=r.total_cycles / t.clock_hz * 1e3, max_abs_error=err, rms_rel_error=round(rms_rel, 9),
+                     rms_rel_error_vs_fp16=None if fp16 is None else round(rms_rel_error(g, got16, fp16), 9),
                      tolerance=ref.tolerance, validated=bool(err <= ref.tolerance and per_op_ok),
                      readback=rbm, outputs=outputs, reference=refs)

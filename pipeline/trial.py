@@ -65,8 +65,10 @@ def headline_line(s: dict) -> str:
     if s.get("rejected"):
         return f"status={rejection_line(s['rejected'])}"
     r = s["run"]
+    fp8 = r.get("rms_rel_error_vs_fp16_activations")
     return (f"status={s['status']} cycles={r['cycles']} cycles_per_layer={r['cycles_per_layer']} "
-            f"ms={r['ms']} max_abs_error={r['max_abs_error']:.3g} tolerance={r['tolerance']:.3g}")
+            f"ms={r['ms']} max_abs_error={r['max_abs_error']:.3g} tolerance={r['tolerance']:.3g}"
+            + ("" if fp8 is None else f" rms_vs_fp16_activations={fp8:.3g}"))
 
 
 def _cell(s: dict, path: tuple) -> str:

@@ -1,0 +1,51 @@
+"""What FP8 activations cost, reported by every FP8-activation trial: the reference's
+outputs and the device's against the same model built with FP16 activations. The FP16
+model here is built by the model builder itself (fp8_activations=false), not by taking the
+casts out of the FP8 graph as the reference phase does, and the rms is written out here."""
+import numpy as np
+import pytest
+
+from compiler import reference
+from compiler.models import vit
+from compiler.phases import compile_trial
+from helpers import target_cfg
+
+VIT = dict(name="vit", preset="custom", scope="tower", width=32, hidden=64, heads=2, image=28, patch=14,
+           layers=3, fp8_activations=True)
+
+
+def rms(got: dict, want: dict, keep: dict) -> float:
+    num = sum(float(((got[n][keep[n]].astype(np.float64) - w[keep[n]].astype(np.float64)) ** 2).sum())
+              for n, w in want.items())
+    den = sum(float((w[keep[n]].astype(np.float64) ** 2).sum()) for n, w in want.items())
+    return float(np.sqrt(num / den))
+
+
+@pytest.mark.parametrize("scales", ["bound", "calibrated"])
+def test_casts_taken_out_give_the_fp16_model(scales):
+    """The reference phase's FP16 outputs (the FP8 graph with its casts taken out) equal, bit
+    for bit, the reference of the model built with FP16 activations."""
+    g, data = vit.build(dict(VIT, fp8_scales=scales))
+    g16, data16 = vit.build(dict(VIT, fp8_activations=False))
+    got = reference.fp16_activations(g, data)
+    want = reference.run(g16, data16)
+    assert set(got) == set(want)
+    for n in want:
+        assert np.array_equal(got[n].view(np.uint16), want[n].view(np.uint16)), n
+    assert reference.fp16_activations(g16, data16) is None          # nothing cast: nothing to report
+
+
+def test_trial_reports_its_error_against_fp16_activations():
+    r = compile_trial(dict(model=VIT, target=target_cfg("tiny"), policy={}))
+    ref, run = r["reference"], r["run"]
+    assert run.validated
+    g16, data16 = vit.build(dict(VIT, fp8_activations=False))
+    want = reference.run(g16, data16)
+    keep = {n: reference.real_rows(g16, n) for n in want}
+    device = {n: v.astype(np.float16) for n, v in run.outputs.items()}
+    assert ref.metrics()["fp8_activation_error"] == pytest.approx(rms(ref.outputs, want, keep), rel=1e-6)
+    assert run.metrics()["rms_rel_error_vs_fp16_activations"] == pytest.approx(rms(device, want, keep), rel=1e-6)
+    assert 0.005 < run.rms_rel_error_vs_fp16 < 0.2           # FP8's 3-bit mantissa: a few per cent
+    r16 = compile_trial(dict(model=dict(VIT, fp8_activations=False), target=target_cfg("tiny"), policy={}))
+    assert "fp8_activation_error" not in r16["reference"].metrics()
+    assert "rms_rel_error_vs_fp16_activations" not in r16["run"].metrics()

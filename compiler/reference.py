@@ -603,7 +603,8 @@ def rms_rel_error(g: Graph, got: dict, want: dict) -> float:
     sq_err, sq_ref = 0.0, 0.0
     for name, w in want.items():
         keep = real_rows(g, name)
-        d = np.abs(np.asarray(got[name])[keep].astype(np.float64) - np.asarray(w)[keep].astype(np.float64))
+        w = np.asarray(w)[keep].astype(np.float64)
+        d = np.abs(np.asarray(got[name])[keep].astype(np.float64) - w)
         sq_err += float((d ** 2).sum()) if np.isfinite(d).all() else float("inf")
-        sq_ref += float((np.asarray(w)[keep].astype(np.float64) ** 2).sum())
+        sq_ref += float((w ** 2).sum())
     return float(np.sqrt(sq_err / sq_ref)) if sq_ref > 0 else (0.0 if sq_err == 0 else float("inf"))

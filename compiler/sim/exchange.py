@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import isa
 from .fault import first_fault
-from .memory import I64, Memory, by_length, chunk_offsets, extent, gather, move_pairs
+from .memory import I64, Memory, chunk_offsets, extent, gather, move_pairs, write_order
 
 
 def _hex(x) -> str:
@@ -64,7 +64,7 @@ class Plan:
     soff: np.ndarray         # chunk offsets from the send's address ...
     doff: np.ndarray         # ... and from the receive's address
     length: np.ndarray       # chunk lengths
-    order: np.ndarray        # the write order: by length (memory.by_length), those into tiles < T // 2 first
+    order: np.ndarray        # the write order (memory.write_order): by length, those into tiles < T // 2 first
     n_lo: int                # ... how many of those
     send_bytes: np.ndarray   # int64[tiles]
     recv_bytes: np.ndarray
@@ -156,8 +156,7 @@ def exchange(m: Memory, step: int, tile, pc, taddr, nsend, nrecv, fix=None, cach
         live = np.flatnonzero(rb * rows > 0)
     else:
         ext, live = plan.ext, plan.live
-    a, e = addr[live], ext[live]
-    bad = (a < m.base) | (a + e > m.end)
+    bad = ~m.in_range(addr[live], ext[live])
     if bad.any():
         i = int(live[np.flatnonzero(bad)[0]])
         first_fault([True], lambda _: f"EXCH {kind(i)} entry {j[i]} [{_hex(addr[i])}, {_hex(addr[i] + ext[i])}) "
@@ -215,9 +214,7 @@ def _plan(T, step, shape, is_send, own, own_pc, j) -> Plan:
                           f"tile {dst_t[S[i]]}, whose matching receive entry {j[R[i]]} expects {nb[R[i]]} B",
                 own[S], step, own_pc[S])
     c, so, do, L = chunk_offsets(rb[S], rows[S], stride[S], rb[R], rows[R], stride[R])
-    order = by_length(L)[0]
-    lo = own[R][c[order]] < T // 2          # a chunk stays in its tile: those written below tile T // 2
-    order = np.concatenate([order[lo], order[~lo]])
+    order, n_lo = write_order(L, own[R][c] < T // 2)     # a chunk stays in its receive's tile
     i32 = lambda a: a.astype(np.int32)     # offsets within a tile, indices: a cached plan stays small
-    return Plan(shape.astype(np.uint32), i32(S), i32(R), i32(c), i32(so), i32(do), i32(L), i32(order), int(lo.sum()),
+    return Plan(shape.astype(np.uint32), i32(S), i32(R), i32(c), i32(so), i32(do), i32(L), order, n_lo,
                 np.bincount(own[S], nb[S], T).astype(I64), np.bincount(own[R], nb[R], T).astype(I64))

@@ -17,9 +17,9 @@ threads run them side by side on distinct tiles).
 The file reads top-down: f16/fp8 loads and f16 stores by integer arithmetic; memory.move's
 chunk moves between buffers (program load, host streams); the moves inside tile memory from
 per-pair bases, which stage only what a write may touch (the exchange's and COPY's:
-memory.move_pairs, memory.move_within); the read-back's block placement; warm (compile everything beside
-loading); the same f16 loads and stores by the CPU's conversion instructions (kernels.F16_CPU,
-checked by hw_f16_ok).
+memory.move_pairs, memory.move_within); the read-back's block placement; warm (compile
+everything beside loading); the same f16 loads and stores by the CPU's conversion
+instructions (kernels.F16_CPU, checked by hw_f16_ok).
 """
 from __future__ import annotations
 
@@ -196,14 +196,14 @@ def scatter_part(dst, dp, length, order, off, buf, lo, hi):
 
 # ---- moves inside tile memory: chunk positions from per-pair bases (exchange.Plan; COPY) --
 # A chunk k of pair c[k] moves src[sb[c[k]] + soff[k]:+length[k]] -> dst[db[c[k]] + doff[k]:+length[k]];
-# positions are made here, chunk by chunk, instead of as arrays per exchange.
-GRAIN = 9           # exchange_stage_mask: 512-byte granules (replaying a 27-layer run's exchanges:
+# positions are made here, chunk by chunk, instead of as arrays per move.
+GRAIN = 9           # stage_mask: 512-byte granules (replaying a 27-layer run's exchanges:
 #                     faster than 64 B ones, whose 15 MB of marks miss the cache, and than 4 KiB
 #                     ones, which stage 12 % of the bytes)
 
 
 @njit(**_JIT)
-def exchange_hot(T, tile_bytes, sb, s_ext, db, d_ext, hot):
+def hot_tiles(T, tile_bytes, sb, s_ext, db, d_ext, hot):
     """hot[t] = 1 where tile t's send extents and receive extents (at flat positions sb, db:
     tile t holds [t * tile_bytes, (t + 1) * tile_bytes)) may share a byte: their
     hulls ([lowest start, highest end) on the tile) intersect. Returns how many tiles are
@@ -232,7 +232,7 @@ def exchange_hot(T, tile_bytes, sb, s_ext, db, d_ext, hot):
 
 
 @njit(**_JIT)
-def exchange_stage_mask(sb, soff, db, doff, c, length, hot, tile_bytes, marks, epoch, mask):
+def stage_mask(sb, soff, db, doff, c, length, hot, tile_bytes, marks, epoch, mask):
     """mask[k] = 1 for chunk k whose source may share a byte with some chunk's destination
     (checked on hot tiles only, at 2**GRAIN-byte granules: coarse, a 1 only costs a staging copy).
     marks: uint8[flat size >> GRAIN + 1], entries equal to `epoch` are this exchange's marks
@@ -262,7 +262,7 @@ def exchange_stage_mask(sb, soff, db, doff, c, length, hot, tile_bytes, marks, e
 
 
 @njit(**_JIT)
-def exchange_gather(src, sb, soff, c, length, order, mask, off, buf, k0, k1):
+def stage_gather(src, sb, soff, c, length, order, mask, off, buf, k0, k1):
     """Stage the masked chunks among order[k0:k1] (off[k]: chunk order[k]'s place in buf)."""
     for k in range(k0, k1):
         i = order[k]
@@ -273,7 +273,7 @@ def exchange_gather(src, sb, soff, c, length, order, mask, off, buf, k0, k1):
 
 
 @njit(**_JIT)
-def exchange_stage_offsets(length, order, mask, off):
+def stage_offsets(length, order, mask, off):
     """off[k] = where chunk order[k] sits in the staging buffer if masked (the masked lengths before it)."""
     o = U(0)
     for k in range(order.shape[0]):
@@ -283,7 +283,7 @@ def exchange_stage_offsets(length, order, mask, off):
 
 
 @njit(**_JIT)
-def exchange_scatter(dst, db, doff, c, length, order, src, sb, soff, mask, off, buf):
+def pairs_scatter(dst, db, doff, c, length, order, src, sb, soff, mask, off, buf):
     """The writes of chunks order[0], order[1], ... in that order (the later wins where two
     overlap): from the staging buffer where masked, else straight from the source."""
     for k in range(order.shape[0]):
@@ -328,11 +328,11 @@ def warm() -> None:
         scatter_part(u8, i64, ln, ln, i64, u8, 0, 0)
     place_blocks(f32x2, f32x3, i64, i64)       # the read-back's (compiler/readback.py)
     u8t = np.zeros(0, np.uint8)                 # the exchange's moves (memory.move_pairs)
-    exchange_hot(0, 1, i64, i32, i64, i32, u8t)
-    exchange_stage_mask(i64, i32, i64, i32, i32, i32, u8t, 1, u8t, 1, u8t)
-    exchange_stage_offsets(i32, i32, u8t, i64)
-    exchange_gather(u8, i64, i32, i32, i32, i32, u8t, i64, u8, 0, 0)
-    exchange_scatter(u8, i64, i32, i32, i32, i32, u8, i64, i32, u8t, i64, u8)
+    hot_tiles(0, 1, i64, i32, i64, i32, u8t)
+    stage_mask(i64, i32, i64, i32, i32, i32, u8t, 1, u8t, 1, u8t)
+    stage_offsets(i32, i32, u8t, i64)
+    stage_gather(u8, i64, i32, i32, i32, i32, u8t, i64, u8, 0, 0)
+    pairs_scatter(u8, i64, i32, i32, i32, i32, u8, i64, i32, u8t, i64, u8)
     load_panels(u8, i64, 1, 1, 1, 1, f32, f32x3)
     warm_kernels()
 

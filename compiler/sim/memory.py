@@ -146,13 +146,20 @@ def move_within(flat: np.ndarray, T: int, tile_bytes: int, sp, dp, length) -> in
     if n == 0:
         return 0
     dp = np.asarray(dp, I64)
-    order = by_length(length)[0]
-    lo = dp[order] < (T // 2) * tile_bytes      # the chunks written into the lower half's tiles
-    order = np.concatenate([order[lo], order[~lo]]).astype(np.int32)
+    order, n_lo = write_order(length, dp < (T // 2) * tile_bytes)
     length = np.asarray(length, np.int32)
     c, zero = np.arange(n, dtype=np.int32), np.zeros(n, np.int32)
     return move_pairs(flat, T, tile_bytes, np.asarray(sp, I64), length, dp, length, c, zero, zero, length,
-                      order, int(lo.sum()))
+                      order, n_lo)
+
+
+def write_order(length, low) -> tuple[np.ndarray, int]:
+    """move_pairs' write order: by_length's (the later wins where destinations overlap), the
+    chunks with `low` (written into tiles below T // 2) first; returns (order as int32, how
+    many are low). Chunks in different halves never overlap, so the halves' order is free."""
+    order = by_length(length)[0]
+    lo = np.asarray(low)[order]
+    return np.concatenate([order[lo], order[~lo]]).astype(np.int32), int(lo.sum())
 
 
 _MARKS = [np.empty(0, np.uint8), 0]        # move_pairs' granule marks and their epoch
@@ -169,7 +176,7 @@ def move_pairs(flat: np.ndarray, T: int, tile_bytes: int, sb, s_ext, db, d_ext,
     chunk stays in its tile), each part in the write order: a large move runs them on two
     threads, the same bytes as one.
     Staging: only chunks whose source may share a byte with some destination are copied to
-    the staging buffer first (jit.exchange_hot, jit.exchange_stage_mask); a chunk whose
+    the staging buffer first (jit.hot_tiles, jit.stage_mask); a chunk whose
     source no write touches reads the same bytes late as early, so it moves straight.
     Returns the bytes staged."""
     n = len(order)
@@ -180,7 +187,7 @@ def move_pairs(flat: np.ndarray, T: int, tile_bytes: int, sb, s_ext, db, d_ext,
     hot = np.zeros(T, np.uint8)
     parts = ((0, n_lo), (n_lo, n)) if two else ((0, n),)
     staged, mask, off = 0, np.zeros(0, np.uint8), np.zeros(0, I64)
-    if jit.exchange_hot(T, tile_bytes, sb, s_ext, db, d_ext, hot):
+    if jit.hot_tiles(T, tile_bytes, sb, s_ext, db, d_ext, hot):
         with _STAGE_LOCK:
             if _MARKS[0].size < (flat.size >> jit.GRAIN) + 1:
                 _MARKS[0], _MARKS[1] = np.zeros((flat.size >> jit.GRAIN) + 1, np.uint8), 0
@@ -188,7 +195,7 @@ def move_pairs(flat: np.ndarray, T: int, tile_bytes: int, sb, s_ext, db, d_ext,
             if _MARKS[1] > 255:                      # epochs wrapped: old marks would read as new
                 _MARKS[0][:], _MARKS[1] = 0, 1
             mask = np.empty(len(c), np.uint8)
-            staged = int(jit.exchange_stage_mask(sb, soff, db, doff, c, length, hot, tile_bytes,
+            staged = int(jit.stage_mask(sb, soff, db, doff, c, length, hot, tile_bytes,
                                                  _MARKS[0], _MARKS[1], mask))
         if staged == 0:
             mask = np.zeros(0, np.uint8)
@@ -197,11 +204,11 @@ def move_pairs(flat: np.ndarray, T: int, tile_bytes: int, sb, s_ext, db, d_ext,
             if _STAGE[0].size < staged:
                 _STAGE[0] = np.empty(staged, np.uint8)
             off = np.empty(n, I64)
-            jit.exchange_stage_offsets(length, order, mask, off)
-            _parts(lambda k0, k1: jit.exchange_gather(flat, sb, soff, c, length, order, mask, off, _STAGE[0],
+            jit.stage_offsets(length, order, mask, off)
+            _parts(lambda k0, k1: jit.stage_gather(flat, sb, soff, c, length, order, mask, off, _STAGE[0],
                                                       k0, k1), parts)
         buf = _STAGE[0]
-        _parts(lambda k0, k1: jit.exchange_scatter(flat, db, doff, c, length, order[k0:k1], flat, sb, soff, mask,
+        _parts(lambda k0, k1: jit.pairs_scatter(flat, db, doff, c, length, order[k0:k1], flat, sb, soff, mask,
                                                    off[k0:k1] if staged else off, buf), parts)
     return staged
 

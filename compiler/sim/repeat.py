@@ -69,10 +69,10 @@ class Loop:
         return w
 
     def fix_table(self, pos, words, key=None):
-        """Relocate exchange-table words (flat positions pos[n, k], or a function making
-        them, called only when needed; words int64[n, k] contiguous) in place. `key` names the positions (the same key, the same
-        positions: the same EXCH rows), so their lookup is done once per loop, not
-        once per iteration."""
+        """Relocate exchange-table words (words int64[n, k] contiguous) in place, at flat
+        positions pos[n, k] (or a function making them, called only when needed). `key`
+        names the positions (the same key, the same positions: the same EXCH rows), so
+        their lookup is done once per loop, not once per iteration."""
         if self.i == 0 or len(self.tab_keys) == 0:
             return words
         found = self.tab_memo.get(key) if key is not None else None

@@ -48,10 +48,10 @@ def model_phase(cfg):
 
 
 def reference_phase(m: ModelResult) -> ReferenceResult:
-    from . import reference
+    from . import compare, reference
     outputs, tolerance = reference.reference_and_tolerance(m.graph, m.data)
-    fp16 = reference.fp16_activations(m.graph, m.data)
-    err = None if fp16 is None else round(reference.rms_rel_error(m.graph, outputs, fp16), 9)
+    fp16 = compare.fp16_activations(m.graph, m.data)
+    err = None if fp16 is None else round(compare.rms_rel_error(m.graph, outputs, fp16), 9)
     return ReferenceResult(outputs, tolerance, fp16_outputs=fp16, fp8_activation_error=err)
 
 

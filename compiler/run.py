@@ -94,7 +94,7 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
         return RunResult(rejection=lower_res.rejection)
     from . import sim      # here, not at the top: reading a RunResult (report) needs no simulator
     from .readback import ReadBack, checked_iterations
-    from .reference import real_rows, rms_rel_error
+    from .compare import real_rows, rms_rel_error
     prog, g = lower_res.program, model.graph
     if ref is None:
         from .phases import reference_phase

@@ -5,7 +5,7 @@ casts out of the FP8 graph as the reference phase does, and the rms is written o
 import numpy as np
 import pytest
 
-from compiler import reference
+from compiler import compare, reference
 from compiler.models import vit
 from compiler.phases import compile_trial
 from helpers import target_cfg
@@ -27,12 +27,12 @@ def test_casts_taken_out_give_the_fp16_model(scales):
     for bit, the reference of the model built with FP16 activations."""
     g, data = vit.build(dict(VIT, fp8_scales=scales))
     g16, data16 = vit.build(dict(VIT, fp8_activations=False))
-    got = reference.fp16_activations(g, data)
+    got = compare.fp16_activations(g, data)
     want = reference.run(g16, data16)
     assert set(got) == set(want)
     for n in want:
         assert np.array_equal(got[n].view(np.uint16), want[n].view(np.uint16)), n
-    assert reference.fp16_activations(g16, data16) is None          # nothing cast: nothing to report
+    assert compare.fp16_activations(g16, data16) is None          # nothing cast: nothing to report
 
 
 def test_trial_reports_its_error_against_fp16_activations():
@@ -41,7 +41,7 @@ def test_trial_reports_its_error_against_fp16_activations():
     assert run.validated
     g16, data16 = vit.build(dict(VIT, fp8_activations=False))
     want = reference.run(g16, data16)
-    keep = {n: reference.real_rows(g16, n) for n in want}
+    keep = {n: compare.real_rows(g16, n) for n in want}
     device = {n: v.astype(np.float16) for n, v in run.outputs.items()}
     assert ref.metrics()["fp8_activation_error"] == pytest.approx(rms(ref.outputs, want, keep), rel=1e-6)
     assert run.metrics()["rms_rel_error_vs_fp16_activations"] == pytest.approx(rms(device, want, keep), rel=1e-6)

@@ -10,7 +10,7 @@ import pytest
 from compiler import isa
 from compiler.phases import compile_trial, target_of
 from compiler.readback import ulp16
-from compiler.reference import real_rows
+from compiler.compare import real_rows
 from compiler.run import run
 from helpers import target_cfg
 

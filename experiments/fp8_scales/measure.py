@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from compiler import reference  # noqa: E402
 from compiler.models import vit  # noqa: E402
 from compiler.models.gemm import FP8, FP8_MAX  # noqa: E402
-from compiler.reference import real_rows  # noqa: E402
+from compiler.compare import real_rows  # noqa: E402
 
 
 def arg(argv, name, default):

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from compiler import reference  # noqa: E402
-from compiler.reference import real_rows  # noqa: E402
+from compiler.compare import real_rows  # noqa: E402
 from pipeline import codec  # noqa: E402
 
 

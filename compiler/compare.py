@@ -1,0 +1,66 @@
+"""Comparing a graph's outputs with others: the rows that hold real tokens, the rms error
+over them, and the same model with FP16 activations (what FP8 activations cost, which the
+reference phase and the run report)."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from . import reference
+from .ir import Graph
+
+
+def without_casts(g: Graph) -> Graph:
+    """The same model with FP16 activations: every cast op taken out and its readers reading
+    its input (the Repeat's body range shifted to match)."""
+    src = {op.outputs[0]: op.inputs[0] for op in g.ops if op.kind == "cast"}
+    if not src:
+        return g
+    first, stop = g.body()
+    kept = [j for j, op in enumerate(g.ops) if op.kind != "cast"]
+    ops = [dataclasses.replace(g.ops[j], inputs=tuple(src.get(n, n) for n in g.ops[j].inputs)) for j in kept]
+    rep = g.repeat
+    if rep:
+        before = lambda k: sum(j < k for j in kept)
+        rep = dataclasses.replace(rep, first=before(first), stop=before(stop) if rep.stop else 0)
+    return dataclasses.replace(g, ops=ops, repeat=rep, tensors={n: t for n, t in g.tensors.items() if n not in src})
+
+
+def fp16_activations(g: Graph, data: dict) -> dict | None:
+    """The outputs of the same model with FP16 activations (without_casts), f16-rounded as
+    the device would store them; None if the graph casts no activation. What FP8
+    activations cost is measured against these."""
+    h = without_casts(g)
+    if h is g:
+        return None
+    return reference.outputs(h, reference.evaluate(h, data, keep={t.name for t in h.of_kind("output")}))
+
+
+def real_rows(g: Graph, name: str) -> np.ndarray:
+    """Rows of tensor `name` that hold real tokens: a model pads odd token counts with a
+    token its attention masks out (SOFTMAX / flash `valid` < keys); rows r of a tensor
+    with a multiple of those keys as rows are real where r mod keys < valid."""
+    rows = g.tensors[name].shape[0]
+    keep = np.ones(rows, bool)
+    for op in g.ops:
+        valid = op.attr("valid", 0)
+        if not valid or op.kind not in ("softmax", "flash_attention"):
+            continue
+        keys = op.attr("tokens") if op.kind == "flash_attention" else g.tensors[op.inputs[0]].shape[1]
+        if keys and rows % keys == 0:
+            keep &= np.arange(rows) % keys < valid
+    return keep
+
+
+def rms_rel_error(g: Graph, got: dict, want: dict) -> float:
+    """rms of got - want over rms of want, all outputs' real rows together (inf if any
+    difference is not finite)."""
+    sq_err, sq_ref = 0.0, 0.0
+    for name, w in want.items():
+        keep = real_rows(g, name)
+        w = np.asarray(w)[keep].astype(np.float64)
+        d = np.abs(np.asarray(got[name])[keep].astype(np.float64) - w)
+        sq_err += float((d ** 2).sum()) if np.isfinite(d).all() else float("inf")
+        sq_ref += float((w ** 2).sum())
+    return float(np.sqrt(sq_err / sq_ref)) if sq_ref > 0 else (0.0 if sq_err == 0 else float("inf"))

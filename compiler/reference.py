@@ -552,4 +552,3 @@ def reference_and_tolerance(g: Graph, data: dict) -> tuple[dict, float]:
 
 def tolerance(g: Graph, data: dict) -> float:
     return reference_and_tolerance(g, data)[1]
-

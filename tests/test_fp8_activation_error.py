@@ -21,7 +21,7 @@ def rms(got: dict, want: dict, keep: dict) -> float:
     return float(np.sqrt(num / den))
 
 
-@pytest.mark.parametrize("scales", ["bound", "calibrated"])
+@pytest.mark.parametrize("scales", ["bound", "calibrated", "least_error"])
 def test_casts_taken_out_give_the_fp16_model(scales):
     """The reference phase's FP16 outputs (the FP8 graph with its casts taken out) equal, bit
     for bit, the reference of the model built with FP16 activations."""

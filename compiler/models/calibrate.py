@@ -1,4 +1,4 @@
-"""Offline calibration of FP8 activation scales (model.fp8_scales=calibrated).
+"""Offline calibration of FP8 activation scales (model.fp8_scales=calibrated, least_error).
 
 The host evaluates the model as the device runs it (the reference's ops, f16 rounding,
 the FP8 casts) on calibration inputs that are NOT the trial's input, and takes each
@@ -8,7 +8,19 @@ amax so far; the scales kept are the largest over the inputs. The casts saturate
 so an input whose activations exceed headroom · amax clips there: calibration trades
 that risk for mantissa (e4m3 keeps 3 bits of mantissa only down to 2^-6 of 448; a
 scale far above the data pushes it into subnormals and to zero). Costs 0 device cycles
-and one host evaluation of the Repeat body per calibration input."""
+and one host evaluation of the Repeat body per calibration input.
+
+least_error (least_error_scales): a floor only bounds the scale from below; where in a
+binade the scale sits decides which values e4m3's grid holds exactly, and so the rounding
+error (e4m3's relative grid repeats every binade, so a scale and twice it err alike but for
+subnormals and saturation). Each cast's scale per layer is 2^(k + j/STEPS): j the step whose
+rounding of the cast's inputs errs least (squared error summed over the calibration inputs),
+k the smallest integer with the scale >= headroom · amax / FP8_MAX over them (so it clips
+like `calibrated`). Against the static bounds, the outputs' rms error against FP16
+activations is lower by 1.18 ± 0.41 % of itself over 16 seeds at 27 layers (lower on 12),
+by 0.38 ± 0.09 % over 24 seeds at 4 layers (on 20; experiments/fp8_scales/README.md). The
+f16 histogram (_f16_histogram) makes the search cost one pass over each cast input."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,7 +28,9 @@ import dataclasses
 import numpy as np
 
 from ..ir import Graph, Op
-from .gemm import FP8_MAX
+from .gemm import FP8, FP8_MAX
+
+STEPS = 16     # candidate scales per binade, 2^(1/16) = 4.4 % apart (assumed; as scan.py scans)
 
 
 def cast_amax(g: Graph, data: dict, inputs: dict) -> dict[int, np.ndarray]:
@@ -60,3 +74,66 @@ def calibrate(g: Graph, data: dict, samples: list[dict], headroom: float) -> dic
         g.tensors[y] = dataclasses.replace(g.tensors[y], scale=scale)
         out[y] = scale
     return out
+
+
+def least_error_scales(g: Graph, data: dict, samples: list[dict], headroom: float | None) -> dict[str, tuple]:
+    """Set every cast's per-layer scale to the least-error one (module docstring) and
+    return {cast output: scales}. The floor is headroom × the calibration amax / FP8_MAX,
+    or with headroom None the cast's scale as built (experiments/fp8_scales: the static
+    bounds as the floor). The samples are evaluated one after another, each with the
+    casts at the scales chosen from the samples so far and itself (later layers see the
+    earlier casts' chosen rounding)."""
+    L = g.repeat.count if g.repeat else 1
+    casts = [n for n, op in enumerate(g.ops) if op.kind == "cast"]
+    sq = {n: np.zeros((L, STEPS)) for n in casts}       # squared error per layer and step
+    amax = {n: np.zeros(L) for n in casts}
+    built = {n: np.broadcast_to(np.asarray(g.ops[n].attr("scale"), np.float64), (L,)) for n in casts}
+
+    def floor_of(n, i, top):
+        return float(built[n][i]) if headroom is None else headroom * top / FP8_MAX or 1.0
+
+    def scale_of(n, i):
+        j = int(np.argmin(sq[n][i]))
+        floor = floor_of(n, i, amax[n][i])
+        return float(2.0 ** (np.ceil(np.log2(floor) - j / STEPS) + j / STEPS))
+
+    def rewrite(n, op, i, env):
+        if op.kind != "cast":
+            return op
+        v, w = _f16_histogram(env[op.inputs[0]])
+        top = float(np.abs(v).max(initial=0.0))
+        amax[n][i] = max(amax[n][i], top)
+        floor = floor_of(n, i, top)
+        for j in range(STEPS):
+            s = 2.0 ** (np.ceil(np.log2(floor) - j / STEPS) + j / STEPS)
+            q = np.clip(v / s, -FP8_MAX, FP8_MAX).astype(FP8).astype(np.float64) * s
+            sq[n][i, j] += float(w @ np.square(q - v))
+        return dataclasses.replace(op, attrs=_with_scale(op, scale_of(n, i)))
+
+    from .. import reference
+    for inputs in samples:
+        reference.evaluate(g, {**data, **inputs}, rewrite=rewrite)
+    out = {}
+    first, stop = g.body()
+    for n in casts:
+        op = g.ops[n]
+        scale = tuple(scale_of(n, i) for i in range(L))
+        if len(scale) == 1 or not first <= n < stop:
+            scale = max(scale)
+        g.ops[n] = dataclasses.replace(op, attrs=_with_scale(op, scale))
+        y = op.outputs[0]
+        g.tensors[y] = dataclasses.replace(g.tensors[y], scale=scale)
+        out[y] = scale
+    return out
+
+
+def _f16_histogram(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct finite values of an f16 activation (float64) and how often each occurs:
+    at most 65,536 values to round per candidate scale instead of every element (exact:
+    the cast's input is an f16 tensor, so its values are f16 whatever array holds them)."""
+    h = np.asarray(x).astype(np.float16)
+    counts = np.bincount(h.view(np.uint16).ravel(), minlength=1 << 16)
+    bits = np.nonzero(counts)[0].astype(np.uint16)
+    v = bits.view(np.float16).astype(np.float64)
+    fin = np.isfinite(v)
+    return v[fin], counts[bits[fin]].astype(np.float64)

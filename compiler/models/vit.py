@@ -20,7 +20,7 @@ import numpy as np
 
 from ..ir import Graph, Repeat, Tensor
 from .attention import attention_ops, padded
-from .calibrate import calibrate
+from .calibrate import calibrate, least_error_scales
 from .config import check_positive, model_config
 from .gemm import FP8_MAX, dequantize, quantize, quantize_members
 from .image import MEAN, STD, load_batch, patch_rows
@@ -55,9 +55,10 @@ class VitConfig:
     weights: str = ""             # .npz or .safetensors with timm names; "" = seeded
     input: str | list = ""        # tower: image file(s) (PNG/JPEG) or .npy/.npz pixels; "" = seeded images
     fp8_activations: bool = False  # cast the inputs of QKV, proj, fc1, fc2 to FP8, one scale per layer:
-    fp8_scales: str = "bound"       # calibrated (amax on calibration inputs) | bound (holds for any input)
-    calibration: int = 1           # fp8_scales=calibrated: seeded calibration inputs (never the trial's)
-    fp8_headroom: float = 2.0      # calibrated scale = headroom · amax / 448 (the casts saturate above it)
+    fp8_scales: str = "least_error"  # least_error (the least error on calibration inputs, >= headroom ·
+                                    # their amax) | calibrated (headroom · their amax) | bound (any input)
+    calibration: int = 1           # least_error, calibrated: seeded calibration inputs (never the trial's)
+    fp8_headroom: float = 2.0      # scale >= headroom · calibration amax / 448 (the casts saturate above it)
     seed: int = 0
 
     @property
@@ -84,8 +85,8 @@ class VitConfig:
         if self.scope not in ("", "tower", "blocks"):
             raise ValueError(f"model.scope={self.scope!r}: not one of tower, blocks")
         check_positive(self, "layers", "classes", "batch", "calibration")
-        if self.fp8_scales not in ("calibrated", "bound"):
-            raise ValueError(f"model.fp8_scales={self.fp8_scales!r}: not one of calibrated, bound")
+        if self.fp8_scales not in ("least_error", "calibrated", "bound"):
+            raise ValueError(f"model.fp8_scales={self.fp8_scales!r}: not one of least_error, calibrated, bound")
         if not self.fp8_headroom >= 1:
             raise ValueError(f"model.fp8_headroom={self.fp8_headroom!r}: must be >= 1 (below 1 clips the "
                              f"calibration data itself)")
@@ -230,7 +231,8 @@ def build(cfg: dict):
         """Cast y to FP8, one scale per layer (a tuple: the cast's scale word reads a
         per-iteration table). fp8_scales=bound: from `bound()` [L, cols], a bound on |y|
         for any input x (the cast saturates, so it need only be tight, not exact: f16
-        rounding). calibrated: placeholders here, set by calibrate() after the build."""
+        rounding). least_error, calibrated: placeholders here, set after the build
+        (compiler/models/calibrate.py)."""
         if not c.fp8_activations:
             return y, 0.0
         if c.fp8_scales == "bound":
@@ -281,7 +283,9 @@ def build(cfg: dict):
     g.repeat = Repeat(L, (("y", "x"),), seqs, first, len(g.ops))
     if c.tower:
         head(g, data, c, d, w, T, B)
-    if c.fp8_activations and c.fp8_scales == "calibrated":
+    if c.fp8_activations and c.fp8_scales == "least_error":
+        least_error_scales(g, data, calibration_inputs(c, d, T, B), c.fp8_headroom)
+    elif c.fp8_activations and c.fp8_scales == "calibrated":
         calibrate(g, data, calibration_inputs(c, d, T, B), c.fp8_headroom)
     return g, data
 

@@ -1,9 +1,11 @@
-"""FP8 activation scales: calibrated (per layer, from seeded calibration inputs) vs
-static bounds (per layer, and today's one bound for all layers), as rms relative error
-of the outputs against the same model with FP16 activations (same weights, same input).
+"""FP8 activation scales: calibrated to the amax and to the least error (per layer, from
+seeded calibration inputs: model.fp8_scales=calibrated, least_error) vs static bounds (per
+layer, and the one bound for all layers before), as rms relative error of the outputs
+against the same model with FP16 activations (same weights, same input).
 
     python experiments/fp8_scales/measure.py [--layers 4] [--scope tower] [--headroom 1,2,4]
-                                             [--calibration 1] [--own] [--least-error] [--seeds 0,1,...]
+                                             [--calibration 1] [--own] [--seeds 0,1,...]
+                                             [--only least,calibrated]   (and always bound, per layer)
     python experiments/fp8_scales/measure.py --fixture     (the tiny timm towers, against timm)
 
 Each variant's outputs are the model's numpy reference (the graph's semantics, FP8
@@ -26,7 +28,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from compiler import reference  # noqa: E402
 from compiler.models import vit  # noqa: E402
-from compiler.models.gemm import FP8, FP8_MAX  # noqa: E402
 from compiler.compare import real_rows  # noqa: E402
 
 
@@ -54,43 +55,16 @@ def own_amax(g, data, spec):
     return g
 
 
-def least_error(g, data, spec, steps=16):
-    """Offline calibration to the least error instead of the amax: per cast and per layer,
-    of `steps` scales spread over one binade above the calibration image's amax / 448
-    (e4m3's relative grid repeats every binade), the one whose rounding of that input errs
-    least (rms), the casts of later layers seeing the chosen ones' outputs. The model's
-    own calibration image (model.calibration = 1), never the trial's."""
-    from compiler.models.calibrate import _with_scale
+def least_error_above_bounds(g, data, spec):
+    """least_error with the static bounds as the floor instead of headroom × the
+    calibration amax: clips only where the bounds would (never)."""
+    from compiler.models.calibrate import least_error_scales
     from compiler.models.config import model_config
     from compiler.models.attention import padded
     c = model_config(vit.VitConfig, spec)
     d = c.dims()
-    (inputs,) = vit.calibration_inputs(c, d, padded(d["tokens"]), c.batch if c.tower else 1)
-    L = g.repeat.count
-    chosen = {}
-
-    def pick(n, op, i, env):
-        if op.kind != "cast":
-            return op
-        x = np.asarray(env[op.inputs[0]], np.float32)
-        base = float(np.abs(x).max()) / FP8_MAX or 1.0
-        err = [rounding_error(x, base * 2 ** (j / steps)) for j in range(steps)]
-        chosen.setdefault(n, np.zeros(L))[i] = s = base * 2 ** (int(np.argmin(err)) / steps)
-        return dataclasses.replace(op, attrs=_with_scale(op, s))
-
-    reference.evaluate(g, {**data, **inputs}, rewrite=pick)
-    first, stop = g.body()
-    for n, a in chosen.items():
-        scale = tuple(float(v) for v in a) if first <= n < stop else float(a.max())
-        g.ops[n] = dataclasses.replace(g.ops[n], attrs=_with_scale(g.ops[n], scale))
-        y = g.ops[n].outputs[0]
-        g.tensors[y] = dataclasses.replace(g.tensors[y], scale=scale)
+    least_error_scales(g, data, vit.calibration_inputs(c, d, padded(d["tokens"]), c.batch if c.tower else 1), None)
     return g
-
-
-def rounding_error(x, scale):
-    q = np.clip(x / scale, -FP8_MAX, FP8_MAX).astype(FP8).astype(np.float32) * np.float32(scale)
-    return float(((q - x) ** 2).sum())
 
 
 def outputs(spec, post=None):
@@ -137,6 +111,7 @@ def main(argv):
         VARIANTS.extend([("bound, one scale for all layers (before)", dict(fp8_scales="bound"), one_bound),
                          ("bound, per layer", dict(fp8_scales="bound"), None),
                          ("calibrated, per layer, headroom 2", dict(fp8_scales="calibrated"), None),
+                         ("least error, headroom 2", dict(fp8_scales="least_error"), None),
                          ("own input amax, headroom 1", dict(fp8_scales="bound"), own_amax)])
         return fixture(argv)
     layers = int(arg(argv, "--layers", 4))
@@ -150,9 +125,13 @@ def main(argv):
     if "--own" in argv:
         variants.append(("on-device amax (estimate: the trial's own input, headroom 1)", dict(fp8_scales="bound"),
                          own_amax))
-    if "--least-error" in argv:
-        variants.append(("calibrated to the least error (16 scales per binade)", dict(fp8_scales="bound"),
-                         least_error))
+    variants += [(f"least error, headroom {h:g}, {cal} input(s)",
+                  dict(fp8_scales="least_error", fp8_headroom=h, calibration=cal), None) for h in heads]
+    variants.append((f"least error above the static bounds, {cal} input(s)",
+                     dict(fp8_scales="bound", calibration=cal), least_error_above_bounds))
+    if "--only" in argv:                  # labels starting with any of these (comma-separated)
+        keep = tuple(arg(argv, "--only", "").split(","))
+        variants = [v for v in variants if v[0].startswith(keep) or v[0] == "bound, per layer"]
     errs = {}                                        # (variant, seed) -> {output: rms}
     for seed in seeds:
         spec = dict(name="vit", preset="so400m", scope=arg(argv, "--scope", "tower"), layers=layers, seed=seed)
@@ -162,6 +141,8 @@ def main(argv):
         for label, extra, post in variants:
             got, tb, tr = outputs({**spec, "fp8_activations": True, **extra}, post)
             errs[label, seed] = {n: rms(got[n], ref[n]) for n in sorted(ref)}
+            errs[label, seed]["all outputs"] = rms(*(np.concatenate([v[n].ravel() for n in sorted(ref)])
+                                                     for v in (got, ref)))   # the run's metric
             text = ", ".join(f"{n} {e:.5f}" for n, e in errs[label, seed].items())
             print(f"| {label} | {text} | build {tb:.1f} s, reference {tr:.1f} s |", flush=True)
     if len(seeds) > 1:

@@ -93,9 +93,7 @@ def least_error_scales(g: Graph, data: dict, samples: list[dict], headroom: floa
         return float(built[n][i]) if headroom is None else headroom * top / FP8_MAX or 1.0
 
     def scale_of(n, i):
-        j = int(np.argmin(sq[n][i]))
-        floor = floor_of(n, i, amax[n][i])
-        return float(2.0 ** (np.ceil(np.log2(floor) - j / STEPS) + j / STEPS))
+        return _step_above(floor_of(n, i, amax[n][i]), int(np.argmin(sq[n][i])))
 
     def rewrite(n, op, i, env):
         if op.kind != "cast":
@@ -103,9 +101,8 @@ def least_error_scales(g: Graph, data: dict, samples: list[dict], headroom: floa
         v, w = _f16_histogram(env[op.inputs[0]])
         top = float(np.abs(v).max(initial=0.0))
         amax[n][i] = max(amax[n][i], top)
-        floor = floor_of(n, i, top)
         for j in range(STEPS):
-            s = 2.0 ** (np.ceil(np.log2(floor) - j / STEPS) + j / STEPS)
+            s = _step_above(floor_of(n, i, top), j)
             q = np.clip(v / s, -FP8_MAX, FP8_MAX).astype(FP8).astype(np.float64) * s
             sq[n][i, j] += float(w @ np.square(q - v))
         return dataclasses.replace(op, attrs=_with_scale(op, scale_of(n, i)))
@@ -125,6 +122,11 @@ def least_error_scales(g: Graph, data: dict, samples: list[dict], headroom: floa
         g.tensors[y] = dataclasses.replace(g.tensors[y], scale=scale)
         out[y] = scale
     return out
+
+
+def _step_above(floor: float, j: int) -> float:
+    """The smallest 2^(k + j/STEPS), k an integer, that is >= floor."""
+    return float(2.0 ** (np.ceil(np.log2(floor) - j / STEPS) + j / STEPS))
 
 
 def _f16_histogram(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -62,11 +62,17 @@ def calibrate(g: Graph, data: dict, samples: list[dict], headroom: float) -> dic
     for inputs in samples:
         for n, a in cast_amax(g, data, inputs).items():
             amax[n] = np.maximum(amax.get(n, 0), a)
+    return _set_scales(g, {n: [float(headroom * v / FP8_MAX) or 1.0 for v in a] for n, a in amax.items()})
+
+
+def _set_scales(g: Graph, per_layer: dict[int, list]) -> dict[str, tuple]:
+    """Give each cast op n the scales per_layer[n] (op attr and output tensor: a tuple
+    over the Repeat's iterations; outside the body, their largest) -> {cast output: scale}."""
     out = {}
     first, stop = g.body()
-    for n, a in amax.items():
+    for n, scales in per_layer.items():
         op = g.ops[n]
-        scale = tuple(float(headroom * v / FP8_MAX) or 1.0 for v in a)
+        scale = tuple(scales)
         if len(scale) == 1 or not first <= n < stop:       # outside the body: one scale
             scale = max(scale)
         g.ops[n] = dataclasses.replace(op, attrs=_with_scale(op, scale))
@@ -110,18 +116,7 @@ def least_error_scales(g: Graph, data: dict, samples: list[dict], headroom: floa
     from .. import reference
     for inputs in samples:
         reference.evaluate(g, {**data, **inputs}, rewrite=rewrite)
-    out = {}
-    first, stop = g.body()
-    for n in casts:
-        op = g.ops[n]
-        scale = tuple(scale_of(n, i) for i in range(L))
-        if len(scale) == 1 or not first <= n < stop:
-            scale = max(scale)
-        g.ops[n] = dataclasses.replace(op, attrs=_with_scale(op, scale))
-        y = op.outputs[0]
-        g.tensors[y] = dataclasses.replace(g.tensors[y], scale=scale)
-        out[y] = scale
-    return out
+    return _set_scales(g, {n: [scale_of(n, i) for i in range(L)] for n in casts})
 
 
 def _step_above(floor: float, j: int) -> float:

@@ -93,7 +93,8 @@ def least_error_scales(g: Graph, data: dict, samples: list[dict], headroom: floa
     casts = [n for n, op in enumerate(g.ops) if op.kind == "cast"]
     sq = {n: np.zeros((L, STEPS)) for n in casts}       # squared error per layer and step
     amax = {n: np.zeros(L) for n in casts}
-    built = {n: np.broadcast_to(np.asarray(g.ops[n].attr("scale"), np.float64), (L,)) for n in casts}
+    built = {n: np.broadcast_to(np.asarray(g.ops[n].attr("scale"), np.float64), (L,))   # headroom None's floor
+             for n in casts} if headroom is None else {}
 
     def floor_of(n, i, top):
         return float(built[n][i]) if headroom is None else headroom * top / FP8_MAX or 1.0

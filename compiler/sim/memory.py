@@ -196,7 +196,7 @@ def move_pairs(flat: np.ndarray, T: int, tile_bytes: int, sb, s_ext, db, d_ext,
                 _MARKS[0][:], _MARKS[1] = 0, 1
             mask = np.empty(len(c), np.uint8)
             staged = int(jit.stage_mask(sb, soff, db, doff, c, length, hot, tile_bytes,
-                                                 _MARKS[0], _MARKS[1], mask))
+                                        _MARKS[0], _MARKS[1], mask))
         if staged == 0:
             mask = np.zeros(0, np.uint8)
     with _STAGE_LOCK:
@@ -206,10 +206,10 @@ def move_pairs(flat: np.ndarray, T: int, tile_bytes: int, sb, s_ext, db, d_ext,
             off = np.empty(n, I64)
             jit.stage_offsets(length, order, mask, off)
             _parts(lambda k0, k1: jit.stage_gather(flat, sb, soff, c, length, order, mask, off, _STAGE[0],
-                                                      k0, k1), parts)
+                                                   k0, k1), parts)
         buf = _STAGE[0]
         _parts(lambda k0, k1: jit.pairs_scatter(flat, db, doff, c, length, order[k0:k1], flat, sb, soff, mask,
-                                                   off[k0:k1] if staged else off, buf), parts)
+                                                off[k0:k1] if staged else off, buf), parts)
     return staged
 
 

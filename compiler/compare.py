@@ -10,6 +10,10 @@ import numpy as np
 from . import reference
 from .ir import Graph
 
+# data[ORIGINAL + name]: parameter `name` as the model gives it, where data[name] was changed
+# for FP8 activations (models/centering.py); the comparison is with the model as given
+ORIGINAL = "as_given:"
+
 
 def without_casts(g: Graph) -> Graph:
     """The same model with FP16 activations: every cast op taken out and its readers reading
@@ -28,13 +32,15 @@ def without_casts(g: Graph) -> Graph:
 
 
 def fp16_activations(g: Graph, data: dict) -> dict | None:
-    """The outputs of the same model with FP16 activations (without_casts), f16-rounded as
-    the device would store them; None if the graph casts no activation. What FP8
+    """The outputs of the same model with FP16 activations (without_casts) and its
+    parameters as given, f16-rounded as the device would store them; None if the graph
+    casts no activation. What FP8
     activations cost is measured against these."""
     h = without_casts(g)
     if h is g:
         return None
-    return reference.outputs(h, reference.evaluate(h, data, keep={t.name for t in h.of_kind("output")}))
+    given = {n[len(ORIGINAL):]: v for n, v in data.items() if n.startswith(ORIGINAL)}
+    return reference.outputs(h, reference.evaluate(h, {**data, **given}, keep={t.name for t in h.of_kind("output")}))
 
 
 def real_rows(g: Graph, name: str) -> np.ndarray:

@@ -482,7 +482,7 @@ def evaluate(g: Graph, data: dict, round_f16: bool = True, keep: set | None = No
     `shared`: where two concurrent evaluations of the same data take sequence members."""
     rep = g.repeat
     seq = set(rep.sequences) if rep else set()
-    env = {n: _value(g, data, n) for n in data if n not in seq}
+    env = {n: _value(g, data, n) for n in data if n in g.tensors and n not in seq}   # not compare.ORIGINAL's
     rnd = _round_fresh if round_f16 else (lambda a: a)      # rnd only ever sees an op's fresh result
     first, stop = g.body()
     free = _dead_after(g, first, stop, keep) if keep is not None else {}

@@ -21,11 +21,13 @@ def rms(got: dict, want: dict, keep: dict) -> float:
     return float(np.sqrt(num / den))
 
 
-@pytest.mark.parametrize("scales", ["bound", "calibrated", "least_error"])
-def test_casts_taken_out_give_the_fp16_model(scales):
-    """The reference phase's FP16 outputs (the FP8 graph with its casts taken out) equal, bit
-    for bit, the reference of the model built with FP16 activations."""
-    g, data = vit.build(dict(VIT, fp8_scales=scales))
+@pytest.mark.parametrize("scales, centring", [("bound", "norms"), ("calibrated", "norms"), ("least_error", "norms"),
+                                              ("least_error", "none"), ("least_error", "norms+attn")])
+def test_casts_taken_out_give_the_fp16_model(scales, centring):
+    """The reference phase's FP16 outputs (the FP8 graph with its casts taken out, and its
+    parameters as given where centring changed them) equal, bit for bit, the reference of
+    the model built with FP16 activations."""
+    g, data = vit.build(dict(VIT, fp8_scales=scales, fp8_centering=centring))
     g16, data16 = vit.build(dict(VIT, fp8_activations=False))
     got = compare.fp16_activations(g, data)
     want = reference.run(g16, data16)

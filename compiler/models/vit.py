@@ -21,6 +21,7 @@ import numpy as np
 from ..ir import Graph, Repeat, Tensor
 from .attention import attention_ops, padded
 from .calibrate import calibrate, least_error_scales
+from .centering import NORMS, center
 from .config import check_positive, model_config
 from .gemm import FP8_MAX, dequantize, quantize, quantize_members
 from .image import MEAN, STD, load_batch, patch_rows
@@ -28,6 +29,8 @@ from .weights import SeededWeights, check_path, read_tensors, take, uniform
 
 # timm's vit_so400m_patch14_siglip_384 and vit_base_patch16_224 (their pretrained cfgs:
 # input size, crop_pct, mean/std; bicubic); exact-erf GELU (timm's nn.GELU) in both
+CENTRED = {"norms": NORMS, "norms+attn": NORMS + ("attn",)}   # model.fp8_centering -> the casts centred
+
 PRESETS = {"so400m": dict(width=1152, layers=27, hidden=4304, heads=16, tokens=729, image=384, patch=14,
                           pool="map", crop_pct=1.0),
            "b16": dict(width=768, layers=12, hidden=3072, heads=12, tokens=197, image=224, patch=16,
@@ -59,6 +62,9 @@ class VitConfig:
                                     # their amax) | calibrated (headroom · their amax) | bound (any input)
     calibration: int = 1           # least_error, calibrated: seeded calibration inputs (never the trial's)
     fp8_headroom: float = 2.0      # scale >= headroom · calibration amax / 448 (the casts saturate above it)
+    fp8_centering: str = "norms"   # least_error, calibrated: cast the LayerNorm outputs (QKV's, fc1's input)
+                                   # less their per-channel calibration means, folded into biases | norms+attn
+                                   # (proj's input too: clips on new images) | none (models/centering.py)
     seed: int = 0
 
     @property
@@ -87,6 +93,8 @@ class VitConfig:
         check_positive(self, "layers", "classes", "batch", "calibration")
         if self.fp8_scales not in ("least_error", "calibrated", "bound"):
             raise ValueError(f"model.fp8_scales={self.fp8_scales!r}: not one of least_error, calibrated, bound")
+        if self.fp8_centering not in CENTRED and self.fp8_centering != "none":
+            raise ValueError(f"model.fp8_centering={self.fp8_centering!r}: not one of {', '.join(CENTRED)}, none")
         if not self.fp8_headroom >= 1:
             raise ValueError(f"model.fp8_headroom={self.fp8_headroom!r}: must be >= 1 (below 1 clips the "
                              f"calibration data itself)")
@@ -283,10 +291,12 @@ def build(cfg: dict):
     g.repeat = Repeat(L, (("y", "x"),), seqs, first, len(g.ops))
     if c.tower:
         head(g, data, c, d, w, T, B)
-    if c.fp8_activations and c.fp8_scales == "least_error":
-        least_error_scales(g, data, calibration_inputs(c, d, T, B), c.fp8_headroom)
-    elif c.fp8_activations and c.fp8_scales == "calibrated":
-        calibrate(g, data, calibration_inputs(c, d, T, B), c.fp8_headroom)
+    if c.fp8_activations and c.fp8_scales != "bound":
+        samples = calibration_inputs(c, d, T, B)
+        if c.fp8_centering != "none":
+            center(g, data, samples, CENTRED[c.fp8_centering])
+        fit = least_error_scales if c.fp8_scales == "least_error" else calibrate
+        fit(g, data, samples, c.fp8_headroom)
     return g, data
 
 

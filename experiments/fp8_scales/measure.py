@@ -110,8 +110,9 @@ def main(argv):
     if "--fixture" in argv:
         VARIANTS.extend([("bound, one scale for all layers (before)", dict(fp8_scales="bound"), one_bound),
                          ("bound, per layer", dict(fp8_scales="bound"), None),
-                         ("calibrated, per layer, headroom 2", dict(fp8_scales="calibrated"), None),
-                         ("least error, headroom 2", dict(fp8_scales="least_error"), None),
+                         ("calibrated (centred), per layer, headroom 2", dict(fp8_scales="calibrated"), None),
+                         ("least error (not centred), headroom 2", dict(fp8_centering="none"), None),
+                         ("least error (centred), headroom 2", dict(fp8_scales="least_error"), None),
                          ("own input amax, headroom 1", dict(fp8_scales="bound"), own_amax)])
         return fixture(argv)
     layers = int(arg(argv, "--layers", 4))
@@ -120,13 +121,14 @@ def main(argv):
     seeds = [int(v) for v in arg(argv, "--seeds", arg(argv, "--seed", "0")).split(",")]
     variants = [("bound, one scale for all layers (before)", dict(fp8_scales="bound"), one_bound),
                 ("bound, per layer", dict(fp8_scales="bound"), None)]
-    variants += [(f"calibrated, per layer, headroom {h:g}, {cal} input(s)",
+    variants += [(f"calibrated (centred), per layer, headroom {h:g}, {cal} input(s)",
                   dict(fp8_scales="calibrated", fp8_headroom=h, calibration=cal), None) for h in heads]
     if "--own" in argv:
         variants.append(("on-device amax (estimate: the trial's own input, headroom 1)", dict(fp8_scales="bound"),
                          own_amax))
-    variants += [(f"least error, headroom {h:g}, {cal} input(s)",
-                  dict(fp8_scales="least_error", fp8_headroom=h, calibration=cal), None) for h in heads]
+    variants += [(f"least error ({'centred' if centre != 'none' else 'not centred'}), headroom {h:g}, {cal} input(s)",
+                  dict(fp8_scales="least_error", fp8_headroom=h, calibration=cal, fp8_centering=centre), None)
+                 for centre in ("norms", "none") for h in heads]
     variants.append((f"least error above the static bounds, {cal} input(s)",
                      dict(fp8_scales="bound", calibration=cal), least_error_above_bounds))
     if "--only" in argv:                  # labels starting with any of these (comma-separated)

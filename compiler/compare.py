@@ -34,8 +34,7 @@ def without_casts(g: Graph) -> Graph:
 def fp16_activations(g: Graph, data: dict) -> dict | None:
     """The outputs of the same model with FP16 activations (without_casts) and its
     parameters as given, f16-rounded as the device would store them; None if the graph
-    casts no activation. What FP8
-    activations cost is measured against these."""
+    casts no activation. What FP8 activations cost is measured against these."""
     h = without_casts(g)
     if h is g:
         return None

@@ -1,13 +1,11 @@
 """FP8 cast inputs centred per channel on calibration data (model.fp8_centering).
 
-Why: e4m3 rounds a value by its binade. Where a channel's values sit near one value
-common to every token (at the casts of a ViT block they do: the features of 27 So400m
-layers put 91 % of their energy in one direction shared by the tokens), every token rounds
-that channel alike, and its errors add up through the next matmul as one per-channel bias
-instead of averaging out: 30 % of the FP8 error energy in the features at 27 layers, 2 % at 4
-(experiments/fp8_scales/README.md). Subtracting each channel's mean before the cast leaves
-only the token-to-token part to round, smaller (a finer grid) and with errors that do not
-repeat across tokens.
+Why: e4m3's error is relative to the value it rounds, and a ViT block's LayerNorm outputs
+carry a large per-channel part common to every token. Subtracting each channel's mean
+before the cast, and adding it back exactly through the next matmul's bias, leaves the cast
+only the token-to-token part to round: smaller, so its absolute errors are smaller. At 27
+layers the outputs' rms error against FP16 activations falls 9.3 ± 0.5 % below the static
+bounds' over 16 seeds, on every seed; 7.5 ± 0.2 % at 4 layers (experiments/fp8_scales).
 
 Free on the device: each offset folds into parameters the block already has, so the graph,
 its ops and cycles do not change (centring runs only on the host, at build time):

@@ -27,10 +27,10 @@ from .gemm import FP8_MAX, dequantize, quantize, quantize_members
 from .image import MEAN, STD, load_batch, patch_rows
 from .weights import SeededWeights, check_path, read_tensors, take, uniform
 
-# timm's vit_so400m_patch14_siglip_384 and vit_base_patch16_224 (their pretrained cfgs:
-# input size, crop_pct, mean/std; bicubic); exact-erf GELU (timm's nn.GELU) in both
 CENTRED = {"norms": NORMS, "norms+attn": NORMS + ("attn",)}   # model.fp8_centering -> the casts centred
 
+# timm's vit_so400m_patch14_siglip_384 and vit_base_patch16_224 (their pretrained cfgs:
+# input size, crop_pct, mean/std; bicubic); exact-erf GELU (timm's nn.GELU) in both
 PRESETS = {"so400m": dict(width=1152, layers=27, hidden=4304, heads=16, tokens=729, image=384, patch=14,
                           pool="map", crop_pct=1.0),
            "b16": dict(width=768, layers=12, hidden=3072, heads=12, tokens=197, image=224, patch=16,

@@ -13,8 +13,10 @@ Buffer names are a tensor name, optionally with one suffix ("qkv.xw.p": the part
 op output "qkv.xw"), or "a@b" (a converted for the op producing b); a name that maps to
 no op output (a parameter home) is charged to the step's opener.
 
-"One layer" is the last Repeat iteration (the supersteps run.cycles_per_layer sums);
-without a Repeat, the whole program.
+"One layer" is the last Repeat iteration (the supersteps run.cycles_per_layer sums): the
+body's static steps, measured in that iteration's run steps; the steps a tower runs once
+before and after the Repeat (patch embedding, head) are not part of it (their ops' rows are
+zero). Without a Repeat, the whole program.
 """
 from __future__ import annotations
 
@@ -38,11 +40,22 @@ def op_of_names(graph, names: list[str]) -> np.ndarray:
     return np.asarray(res, np.int64)
 
 
+def layer_steps(tg, S: int) -> tuple[int, int]:
+    """Static steps [b0, b1) of one layer: the Repeat body's, or all S without one."""
+    body = getattr(tg, "body", None)
+    return (int(body[0]), int(body[1])) if body else (0, S)
+
+
 def op_breakdown(graph, tg, sched, run_res, sync_cycles: int) -> np.ndarray:
     """cycles[op, kind] of one layer (float, sums to run.cycles_per_layer)."""
     S = len(sched.kinds)
-    cyc = np.asarray(run_res.cycles_per_step, np.int64)[-S:]
-    tc = np.asarray(run_res.tile_cycles)[-S:]
+    b0, b1 = layer_steps(tg, S)
+    # static step j of the body ran last as run step j + (count - 1)·(b1 - b0)
+    shift = (max(int(getattr(tg, "count", 1) or 1), 1) - 1) * (b1 - b0)
+    cyc = np.zeros(S, np.int64)
+    cyc[b0:b1] = np.asarray(run_res.cycles_per_step, np.int64)[b0 + shift:b1 + shift]
+    tc = np.zeros((S, np.asarray(run_res.tile_cycles).shape[1]))
+    tc[b0:b1] = np.asarray(run_res.tile_cycles)[b0 + shift:b1 + shift]
     n_ops = len(graph.ops)
     out = np.zeros((n_ops, len(KINDS)))
     opener = np.asarray(sched.step_op if len(sched.step_op) == S else [0] * S, np.int64)
@@ -53,7 +66,7 @@ def op_breakdown(graph, tg, sched, run_res, sync_cycles: int) -> np.ndarray:
     x_bytes = x["s_row_bytes"] * x["s_rows"]
     a = sched.act
     kern = a["kind"] == 0
-    for j in range(S):
+    for j in range(b0, b1):
         sync = min(int(sync_cycles), int(cyc[j]))
         out[opener[j], K["sync"]] += sync
         busy = cyc[j] - sync

@@ -1,7 +1,7 @@
 """profile.html: one self-contained page (plotly.js inlined once, no CDN, opens
 offline) with a headline table, the superstep timeline (with a Repeat: cycles per
 iteration and the last iteration's supersteps), one layer's cycles by op and kind
-(report/ops.py), per-tile cycle and memory heat maps, the fullest tile's memory map
+(report/ops.py: the Repeat body's last iteration, which run.cycles_per_layer counts), per-tile cycle and memory heat maps, the fullest tile's memory map
 over time and, when the pipeline supplies them, host time and peak RSS per phase."""
 from __future__ import annotations
 
@@ -33,11 +33,14 @@ def _grid(v: np.ndarray):
 
 
 def _heatmap(v, title, colorscale, unit):
+    """Tiles as a near-square grid of w columns, tile t at row t // w, column t % w."""
     z, txt = _grid(v)
+    w = z.shape[1]
     f = go.Figure(go.Heatmap(z=z, text=txt, colorscale=colorscale, colorbar=dict(title=unit),
                              hovertemplate="%{text}: %{z:,.0f} " + unit + "<extra></extra>"))
-    f.update_layout(title=title, height=460, xaxis=dict(title="tile mod width", constrain="domain"),
-                    yaxis=dict(title="tile / width", scaleanchor="x", autorange="reversed"))
+    f.update_layout(title=f"{title}; tiles {w} to a row: tile = {w} × row + column", height=460,
+                    xaxis=dict(title=f"column (tile mod {w})", constrain="domain"),
+                    yaxis=dict(title=f"row (tile ÷ {w}, rounded down)", scaleanchor="x", autorange="reversed"))
     return f
 
 
@@ -89,7 +92,16 @@ def _timeline(run_res, sched, body=None):
     return figs
 
 
-def _ops_figure(ops: list):
+def _ops_title(ops: list, count: int) -> str:
+    """count: the Repeat's iterations (0: no Repeat)."""
+    total = sum(r[-1] for r in ops)
+    if count:
+        return (f"One layer's cycles by op and kind ({total:,} cycles: the last of {count} Repeat iterations, "
+                f"run.cycles_per_layer; steps outside the Repeat are in the timeline)")
+    return f"Cycles by op and kind ({total:,} cycles: the whole program)"
+
+
+def _ops_figure(ops: list, count: int = 0):
     """One layer's cycles per graph op, stacked by kind."""
     from .ops import KINDS
     labels = [f"{r[0]} {r[2]} → {r[1]}" for r in ops]
@@ -98,8 +110,7 @@ def _ops_figure(ops: list):
         f.add_trace(go.Bar(y=labels, x=[r[3 + i] for r in ops], name=kind, orientation="h",
                            marker_color=KIND_COLORS[kind],
                            hovertemplate="%{y}: %{x:,} " + kind + " cycles<extra></extra>"))
-    total = sum(r[-1] for r in ops)
-    f.update_layout(barmode="stack", title=f"One layer's cycles by op and kind ({total:,} cycles)",
+    f.update_layout(barmode="stack", title=_ops_title(ops, count),
                     xaxis_title="cycles", yaxis=dict(autorange="reversed"),
                     height=max(260, 60 + 26 * len(ops)))
     return f
@@ -125,7 +136,9 @@ def _figures(place_res, sched, run_res, t: Target, host: dict, ops=None):
         tg = getattr(place_res, "tilegraph", None)
         figs += _timeline(run_res, sched, tg.body_steps() if tg is not None and tg.count > 1 else None)
         if ops:
-            figs.append(("ops", "Cycles by op (PopVision's execution view)", _ops_figure(ops)))
+            count = tg.count if tg is not None and (tg.count > 1 or tg.body) else 0
+            figs.append(("ops", "Cycles by op (PopVision's execution view)" + (", one layer" if count else ""),
+                         _ops_figure(ops, count)))
         if run_res.tile_cycles is not None:
             tc = np.asarray(run_res.tile_cycles).sum(0)
             figs.append(("tile-cycles", "Cycles per tile",
@@ -205,6 +218,10 @@ def _headline(summary: dict, run_res, model) -> str:
 
 
 def profile_html(model, place_res, sched, run_res, t: Target, summary: dict, host: dict, ops=None) -> str:
+    g = getattr(model, "graph", None)
+    if ops and g is not None:       # one layer: the Repeat body's ops, and any op its steps serve
+        first, stop = g.body()      # (the carried x; the step that hands y on), not those run once
+        ops = [r for r in ops if first <= r[0] < stop or r[-1]]
     figs = _figures(place_res, sched, run_res, t, host, ops)
     parts = [f"<script>{plotly_js()}</script>"] if figs else []
     for fid, heading, f in figs:

@@ -80,6 +80,76 @@ def check_model(model: dict, where: str) -> None:
         models.check(model)
     except TypeError as e:      # a value of the wrong type reaching the dataclass
         raise ConfigError(f"{where}: model: {e}") from None
+    check_model_inputs(model)
+
+
+def check_model_inputs(model: dict) -> None:
+    """What the model's keys point at and what they cost, before any stage writes: the host
+    memory the model and reference phases would hold (a lower estimate, against what the
+    machine has available), then the weights file's tensors (headers only) and the input
+    decoded (compiler/models/precheck.py). Each one line naming the key."""
+    import psutil
+    from compiler.models import precheck
+    keys, parts = precheck.host_bytes(model)
+    need, avail = sum(parts.values()), psutil.virtual_memory().available
+    if need > avail:
+        big = ", ".join(f"{k} {precheck.size_text(v)}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]))
+        raise ConfigError(f"{keys}: the model and reference phases would hold at least "
+                          f"{precheck.size_text(need)} of host memory ({big}), more than the "
+                          f"{precheck.size_text(avail)} available")
+    if model.get("name") == "vit":
+        precheck.check_weights(model)
+        precheck.check_input(model)
+
+
+def trials_of(args: list[str], multirun: bool) -> list[list[str]]:
+    """The trials an override list stands for: one, or a multirun's cartesian product
+    (comma lists, range(), choice(); Hydra's own hydra.* overrides left out)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    ovr = [a for a in args if not a.startswith("-") and not a.startswith("hydra.")]
+    bad = [a for a in ovr if "=" not in a and not a.startswith("~")]
+    if bad:
+        raise ConfigError(f"override {bad[0]!r} is not key=value")
+    try:
+        parsed = OverridesParser.create().parse_overrides(ovr)
+    except Exception as e:
+        raise ConfigError(f"overrides: {str(e).splitlines()[0]}") from None
+    trials = [[]]
+    for o in parsed:
+        if not o.is_sweep_override():
+            trials = [t + [o.input_line] for t in trials]
+            continue
+        if not multirun:
+            raise ConfigError(f"override {o.input_line!r} is a sweep: add --multirun")
+        try:
+            values = list(o.sweep_string_iterator())
+        except Exception as e:
+            raise ConfigError(f"override {o.input_line!r}: {str(e).splitlines()[0]}") from None
+        trials = [t + [f"{o.get_key_element()}={v}"] for t in trials for v in values]
+    return trials
+
+
+def check_overrides(args: list[str], multirun: bool = False) -> None:
+    """Every key and value of every trial the overrides stand for, before Hydra creates any
+    output directory: one line on the first bad one (Hydra's own messages are multi-line)."""
+    for t in trials_of(args, multirun):
+        groups = [o for o in t if o.partition("=")[0].lstrip("+~") in GROUPS]
+        keys = [o.partition("=")[0] for o in t if o not in groups and not o.startswith(("+", "~"))]
+        try:
+            cfg = compose(groups)
+        except Exception as e:
+            raise ConfigError(f"override {' '.join(groups)}: {str(e).splitlines()[0]}") from None
+        for k in keys:
+            node = cfg
+            for part in k.split("."):
+                if not isinstance(node, dict) or part not in node:
+                    raise ConfigError(f"unknown config key {k!r}" + (f" (with {' '.join(groups)})" if groups else ""))
+                node = node[part]
+        try:
+            cfg = compose(t)
+        except Exception as e:
+            raise ConfigError(f"override {' '.join(t)}: {str(e).splitlines()[0]}") from None
+        validate(cfg, "overrides")
 
 
 def dump(cfg: dict) -> str:
@@ -151,7 +221,6 @@ def main(argv: list[str]) -> int:
     try:
         if args.cmd == "validate":
             if args.overrides:
-                from .trial import check_overrides
                 check_overrides(args.overrides, multirun=True)   # a sweep: every point
             else:
                 load_params()

@@ -5,6 +5,8 @@ from dataclasses import fields
 
 from ..target import ConfigError
 
+SEED_END = 1 << 63
+
 
 def model_config(cls, cfg: dict):
     names = {f.name for f in fields(cls)}
@@ -13,6 +15,10 @@ def model_config(cls, cfg: dict):
         raise ConfigError(f"unknown config key model.{unknown[0]} (model {cfg.get('name')!r} "
                           f"takes {', '.join(sorted(names))})")
     c = cls(**cfg)
+    seed = getattr(c, "seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < SEED_END:
+        raise ConfigError(f"model.seed={seed!r}: must be an integer in [0, 2^63) (numpy's seed sequence "
+                          f"takes no negative seed)")
     try:
         c.check()
     except ConfigError:

@@ -22,7 +22,7 @@ from compiler.phases import PHASES, run_phase, target_of
 from compiler.report import rejection_line, report
 from compiler.target import ConfigError
 
-from .config import GROUPS, REPO, compose, validate
+from .config import REPO, check_overrides, validate
 from .fanout import Executor, ExecutorConfig
 from .monitor import HostMonitor
 from .stages import StoreError, make_mapper, write_atomic
@@ -30,6 +30,7 @@ from .store import Store
 
 MULTIRUN_FLAGS = ("--multirun", "-m")
 TABLE = "trials.md"      # a multirun's table, in its sweep directory
+OUTPUTS = "output.npz"   # a trial's outputs: `<name>` the device's, `reference/<name>` the reference's
 # the table's columns: (heading, summary key path)
 COLUMNS = (("status", ("status",)), ("cycles", ("run", "cycles")), ("cycles/layer", ("run", "cycles_per_layer")),
            ("ms", ("run", "ms")), ("max abs error", ("run", "max_abs_error")), ("tolerance", ("run", "tolerance")),
@@ -54,6 +55,8 @@ def trial(cfg: dict, out_dir: Path) -> dict:
     rep = res["report"]
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(out_dir / "profile.html", rep.html.encode())
+    if res["run"].rejection is None:      # the graph's outputs, device and reference (as artifacts/run/output.npz)
+        write_atomic(out_dir / OUTPUTS, res["run"].output_npz())
     summary = {"status": rep.summary["status"], **{p: res[p].metrics() for p in PHASES if p != "report"},
                "rejected": rep.summary.get("rejected"), "host": host}
     write_atomic(out_dir / "summary.json", json.dumps(summary, indent=2, default=str).encode())
@@ -91,56 +94,6 @@ def table(trials: list[tuple[str, dict]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
-def trials_of(args: list[str], multirun: bool) -> list[list[str]]:
-    """The trials an override list stands for: one, or a multirun's cartesian product
-    (comma lists, range(), choice(); Hydra's own hydra.* overrides left out)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    ovr = [a for a in args if not a.startswith("-") and not a.startswith("hydra.")]
-    bad = [a for a in ovr if "=" not in a and not a.startswith("~")]
-    if bad:
-        raise ConfigError(f"override {bad[0]!r} is not key=value")
-    try:
-        parsed = OverridesParser.create().parse_overrides(ovr)
-    except Exception as e:
-        raise ConfigError(f"overrides: {str(e).splitlines()[0]}") from None
-    trials = [[]]
-    for o in parsed:
-        if not o.is_sweep_override():
-            trials = [t + [o.input_line] for t in trials]
-            continue
-        if not multirun:
-            raise ConfigError(f"override {o.input_line!r} is a sweep: add --multirun")
-        try:
-            values = list(o.sweep_string_iterator())
-        except Exception as e:
-            raise ConfigError(f"override {o.input_line!r}: {str(e).splitlines()[0]}") from None
-        trials = [t + [f"{o.get_key_element()}={v}"] for t in trials for v in values]
-    return trials
-
-
-def check_overrides(args: list[str], multirun: bool = False) -> None:
-    """Every key and value of every trial the overrides stand for, before Hydra creates any
-    output directory: one line on the first bad one (Hydra's own messages are multi-line)."""
-    for t in trials_of(args, multirun):
-        groups = [o for o in t if o.partition("=")[0].lstrip("+~") in GROUPS]
-        keys = [o.partition("=")[0] for o in t if o not in groups and not o.startswith(("+", "~"))]
-        try:
-            cfg = compose(groups)
-        except Exception as e:
-            raise ConfigError(f"override {' '.join(groups)}: {str(e).splitlines()[0]}") from None
-        for k in keys:
-            node = cfg
-            for part in k.split("."):
-                if not isinstance(node, dict) or part not in node:
-                    raise ConfigError(f"unknown config key {k!r}" + (f" (with {' '.join(groups)})" if groups else ""))
-                node = node[part]
-        try:
-            cfg = compose(t)
-        except Exception as e:
-            raise ConfigError(f"override {' '.join(t)}: {str(e).splitlines()[0]}") from None
-        validate(cfg, "overrides")
-
-
 def remove_trial_dir(out: Path) -> None:
     """No partial trial directory (Hydra's .hydra/ included), nor the empty folders above it
     (a sweep directory holding only Hydra's multirun.yaml counts as empty)."""
@@ -174,7 +127,8 @@ def main(cfg: DictConfig) -> None:
     if hc.mode.name == "MULTIRUN":
         _trials.append((" ".join(hc.overrides.task), s))
         _sweep[:] = [out.parent]
-    print(f"{headline_line(s)}\n  profile: {out / 'profile.html'}")
+    print(f"{headline_line(s)}\n  profile: {out / 'profile.html'}"
+          + (f"\n  outputs: {out / OUTPUTS}" if (out / OUTPUTS).is_file() else ""))
 
 
 def multirun_table() -> None:
@@ -184,6 +138,26 @@ def multirun_table() -> None:
     text = table(_trials)
     write_atomic(_sweep[0] / TABLE, (text + "\n").encode())
     print(f"\n{text}\n  table: {_sweep[0] / TABLE}")
+
+
+# Hydra's own flags that take a value (`--cfg job`, `-cn config`, ...): the value is no override
+VALUE_FLAGS = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
+               "--config-dir", "-cd", "--experimental-rerun", "--shell-completion", "-sc"}
+INFO_FLAGS, INFO_VALUES = {"--info", "-i"}, {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
+
+
+def overrides_of(argv: list[str]) -> list[str]:
+    """The overrides of a command line: Hydra's flags and their values left out."""
+    out, skip = [], False
+    for i, a in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if a in VALUE_FLAGS or (a in INFO_FLAGS and i + 1 < len(argv) and argv[i + 1] in INFO_VALUES):
+            skip = True
+        elif not a.startswith("-"):
+            out.append(a)
+    return out
 
 
 def hydra_argv(argv: list[str]) -> list[str]:
@@ -197,7 +171,7 @@ if __name__ == "__main__":
     args = hydra_argv(sys.argv[1:])
     if "--help" not in args and "-h" not in args and "--hydra-help" not in args:
         try:
-            check_overrides(args, multirun=args[:1] == ["--multirun"] or args[:1] == ["-m"])
+            check_overrides(overrides_of(args), multirun=args[:1] == ["--multirun"] or args[:1] == ["-m"])
         except ConfigError as e:
             print(f"error: {e}", file=sys.stderr)
             sys.exit(2)

@@ -6,7 +6,7 @@ transform for the preset: resize the shorter side to floor(size / crop_pct) with
 bicubic interpolation, center crop size × size, scale to [0, 1], normalise by mean
 and std (timm.data.transforms_factory, torchvision Resize/CenterCrop on PIL images).
 An .npy/.npz holds pixels already preprocessed, [3, S, S] or [1, 3, S, S] (an .npz
-its array `pixels`, or its only array).
+its array `pixels` or `pixel_values`, its only array, or its only float array of that shape).
 
 The patch embedding is a matmul over patch rows: the host sends the pixels rearranged,
 row p = patch p (row-major over the patch grid) flattened in the order of timm's conv
@@ -51,16 +51,35 @@ def load_image(path: str, size: int, crop_pct: float, mean, std) -> np.ndarray:
     return np.ascontiguousarray(x.transpose(2, 0, 1))
 
 
+PIXEL_KEYS = ("pixels", "pixel_values")     # ours; Hugging Face image processors' (e.g. SigLIP's)
+
+
+def _pixel_key(z, path: str, size: int, batch: int) -> str:
+    """The array of an .npz that holds the pixels: `pixels` or `pixel_values`, else the
+    only array, else the only float array of the input's shape (an exporter's file may hold
+    more: labels, ids); anything else names what the file holds."""
+    for k in PIXEL_KEYS:
+        if k in z.files:
+            return k
+    if len(z.files) == 1:
+        return z.files[0]
+    shapes = {k: z[k].shape for k in z.files}   # small arrays: the file is one input
+    want = {(batch, 3, size, size)} | ({(3, size, size)} if batch == 1 else set())
+    fits = [k for k, s in shapes.items() if tuple(s) in want and np.issubdtype(z[k].dtype, np.floating)]
+    if len(fits) == 1:
+        return fits[0]
+    held = ", ".join(f"{k} {tuple(s)}" for k, s in shapes.items())
+    raise ConfigError(f"model.input={path}: none of its arrays ({held}) is named {' or '.join(PIXEL_KEYS)}, and "
+                      f"{len(fits) or 'none'} {'is' if len(fits) == 1 else 'are'} float [{batch}, 3, {size}, {size}]")
+
+
 def load_array(path: str, size: int, batch: int = 1) -> np.ndarray:
     """[batch, 3, size, size] (a [3, size, size] array is one image)."""
     p = Path(path)
     try:
         if p.suffix == ".npz":
             with np.load(p, allow_pickle=False) as z:
-                key = "pixels" if "pixels" in z.files else (z.files[0] if len(z.files) == 1 else None)
-                if key is None:
-                    raise ConfigError(f"model.input={path}: holds {len(z.files)} arrays and none named 'pixels'")
-                a = z[key]
+                a = z[_pixel_key(z, path, size, batch)]
         else:
             a = np.load(p, allow_pickle=False)
     except ConfigError:

@@ -27,7 +27,7 @@ def repo(tmp_path_factory):
     (["pipeline", "--help"], ["usage: python -m pipeline <stage>", "example", *STAGES]),
     (["pipeline", "-h"], ["usage: python -m pipeline <stage>"]),
     (["pipeline.config", "--help"], ["write", "check", "validate", "examples"]),
-    (["pipeline.trial", "--help"], ["--multirun", "artifacts/trials/", "trials.md", "Examples", "model: "]),
+    (["pipeline.trial", "--help"], ["--multirun", "artifacts/trials/", "trials.md", "output.npz", "Examples", "model: "]),
     (["pipeline.trial", "model=gemm", "--help"], ["--multirun"]),
     (["compiler.place", "--help"], ["usage"]),
 ])
@@ -73,7 +73,7 @@ def test_multirun_flag_after_overrides_prints_a_table(repo):
 OUTSIDE = [r"\.\./", r"DESIGN", r"/work/", r"shared/"]
 
 
-@pytest.mark.parametrize("name", ["README.md", "dvc.yaml", "docs/architecture.md"])
+@pytest.mark.parametrize("name", ["README.md", "dvc.yaml", "docs/architecture.md", "docs/results.md"])
 def test_docs_point_inside_the_repository(name):
     text = (REPO / name).read_text()
     for pat in OUTSIDE:

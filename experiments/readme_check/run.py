@@ -65,7 +65,8 @@ def strip_comment(line: str) -> str:
 
 def script(cmds: list[str], venv: str) -> str:
     """One bash session: each command echoed, run, its exit code and seconds reported."""
-    lines = ["set -u", "export DVC_NO_ANALYTICS=1", "fails=0"]
+    # the load before and after: the seconds reported mean little without it (2 shared cores)
+    lines = ["set -u", "export DVC_NO_ANALYTICS=1", "fails=0", "echo \"load: $(cut -d' ' -f1-3 /proc/loadavg)\""]
     if venv == "existing":
         lines.append(f"export PATH={shlex.quote(str(Path(sys.executable).parent))}:$PATH")
     for i, c in enumerate(cmds):
@@ -80,7 +81,8 @@ def script(cmds: list[str], venv: str) -> str:
         else:
             lines += [c, "rc=$?", "echo \"[exit $rc, $((SECONDS - t0)) s]\"",
                       "if [ $rc -ne 0 ]; then fails=$((fails + 1)); echo \"FAILED: $rc\"; fi"]
-    lines += ["kill $(jobs -p) 2>/dev/null", "echo; echo \"readme_check: $fails failed\"",
+    lines += ["kill $(jobs -p) 2>/dev/null", "echo \"load: $(cut -d' ' -f1-3 /proc/loadavg)\"",
+              "echo; echo \"readme_check: $fails failed\"",
               "[ $fails -eq 0 ]"]
     return "\n".join(lines) + "\n"
 

@@ -134,7 +134,7 @@ def test_config_validate_cli(files, tmp_path, kw, names):
 def test_memory_estimate_grows_with_the_sizes_and_counts_the_27_layer_tower_below_its_peak():
     small = sum(precheck.host_bytes(compose(["model=vit"])["model"])[1].values())
     deep = sum(precheck.host_bytes(compose(["model=vit", "model.layers=27"])["model"])[1].values())
-    assert small < deep < 1.3 * 2 ** 30          # a lower estimate: the 27-layer stages peak at 1.3 GiB (README)
+    assert small < deep < 1.3 * 2 ** 30          # a lower estimate: the 27-layer stages peak at 1.3 GiB (docs/results.md)
     keys, parts = precheck.host_bytes(compose(["model=vit", "model.layers=100000"])["model"])
     assert "model.layers=100000" in keys and parts["parameters"] > 1.5e12     # 15.2 M FP8 bytes per layer
     for m in (["model=gemm", "model.m=1000000", "model.k=1000000"], ["model=mlp", "model.repeat=100000"],

@@ -9,8 +9,9 @@ from compiler.phases import PHASES
 
 # what each stage does, in one or two lines (docs/architecture.md §3 has the contracts)
 WHAT = {
-    "config": "checks every key and value of params.yaml (the stage DVC runs first, so a bad value "
-              "fails before any stage's outputs are deleted)",
+    "config": "checks every key and value of params.yaml, the input image and weights file it names "
+              "(decoded; headers) and the host memory the model needs (the stage DVC runs first, so a "
+              "bad value fails before any stage's outputs are deleted)",
     "model": "builds the graph and its data (seeded lazily, or from model.weights / model.input)",
     "reference": "evaluates the graph in numpy: the reference outputs and the tolerance the run is held to",
     "plan": "enumerates, costs and memory-screens tile grids per matmul; beam search over the graph; "

@@ -5,6 +5,11 @@ Hydra composition of conf/ (what `dvc exp run -S` and `python -m pipeline.trial`
     python -m pipeline.config check                 fail if params.yaml differs from that composition
     python -m pipeline.config validate [overrides]  check every key and value (of params.yaml, or of
                                                     conf/ with the overrides), one line on error
+
+The file reads: compose, load_params; validate (every group) and check_model / check_model_inputs
+(the model's keys, then what they point at and cost: compiler/models/precheck.py); trials_of and
+check_overrides (every point of a sweep, used by pipeline.trial too: it imports them from here,
+never the reverse); the `config` stage (check_stage); the CLI.
 """
 from __future__ import annotations
 

@@ -189,6 +189,14 @@ def table():
     fails = [f"{k}: " + ", ".join(x["case"] for x in d[k]["rows"] if x["status"] != PLACED)
              for k in d if d[k]["placed"] < d[k]["cases"]]
     md.append("Not placed with default settings: " + ("; ".join(fails) or "none") + ".")
+    wall = HERE / "results-wall.json"
+    if wall.exists():
+        md += ["", "| set (CLI, one fresh process per case) | placed | median s wall | max s wall "
+               "| not placed | load (15 min) |", "|---|---:|---:|---:|---|---:|"]
+        for k, r in json.loads(wall.read_text()).items():
+            miss = ", ".join(x["case"].rsplit("-", 1)[0] for x in r["rows"] if x["status"] != PLACED)
+            md.append(f"| {k} | {r['placed']}/{r['cases']} | {r['median_wall_s']:.2f} | "
+                      f"{r['max_wall_s']:.2f} | {miss or '-'} | {r['load'][2]:.1f} |")
     ab = HERE / "results-ablation.json"
     if ab.exists():
         a = json.loads(ab.read_text())

@@ -5,6 +5,7 @@ search is complete, so its exhaustion is a proof (INFEASIBLE); budget
 exhaustion anywhere is UNKNOWN."""
 from __future__ import annotations
 
+import importlib.util
 import time
 
 import numpy as np
@@ -109,12 +110,10 @@ def _solve_part(sub, cfg, deadline):
 
 def pure_part(sub) -> bool:
     """One free window for every request and no bank edges (the compiled
-    kernels' class). Imported here only: loading the kernels costs ~2 s (numba's
-    cache; a first compilation ~15 s), which tiles that never need them skip."""
-    if not kernel_class(sub):
-        return False
-    from .skyline_jit import HAVE_NUMBA
-    return HAVE_NUMBA
+    kernels' class). Not imported here: loading the kernels costs ~0.5 s (numba's
+    cache; a first compilation ~15 s), paid in _compiled outside the time limit,
+    and tiles that never need them skip it."""
+    return kernel_class(sub) and importlib.util.find_spec("numba") is not None
 
 
 def kernel_class(sub) -> bool:

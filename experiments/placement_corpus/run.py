@@ -2,6 +2,8 @@
 the CLI's default settings, and one ablation row per technique.
 
     .venv/bin/python experiments/placement_corpus/run.py default     # hard, zeroslack, tight, main
+    .venv/bin/python experiments/placement_corpus/run.py wall --sets heldout-31415926
+                     # per case a fresh `python -m compiler.place solve`: wall incl. start-up
     .venv/bin/python experiments/placement_corpus/run.py ablation    # hard subset + zeroslack, 10 s
     .venv/bin/python experiments/placement_corpus/run.py table       # results.md from the JSON files
 
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,6 +35,13 @@ from compiler.place.__main__ import CLI_DEFAULTS  # noqa: E402
 from compiler.place.dump import cases, load  # noqa: E402
 
 SETS = ("hard", "zeroslack", "tight", "main")
+# Fresh seeds of the hard set's 36 shapes and sizes (generate.py --hard-seed0 S):
+# SEEN were looked at while tuning (the misses in issue #29 came from them);
+# HELDOUT are never tuned on. Adjusting the solver for a held-out miss makes the
+# list spent: replace it with new seeds and say so in README.md.
+SEEN = (20267912, 777)
+HELDOUT = (31415926, 27182818)
+EXTRA = tuple(f"seen-{s}" for s in SEEN) + tuple(f"heldout-{s}" for s in HELDOUT)
 ABLATE = [  # (row, overrides) on the hard subset and zero-slack at 10 s per case
     ("default", {}),
     ("compiled_skyline=false (Python searches only)", dict(compiled_skyline=False)),
@@ -65,18 +76,51 @@ def run_set(files, cfg, verbose=True):
                 median_s=float(np.median(s)), max_s=float(s.max()), rows=rows)
 
 
+def run_wall(files, extra=()):
+    """Each case as a user runs it: `python -m compiler.place solve FILE` in a fresh
+    interpreter, wall seconds including start-up (and the kernels' loading, which
+    the CLI never counts against the time limit). The CLI prints `placed` only
+    for a placement its independent validator accepted."""
+    rows = []
+    for f in files:
+        t = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "compiler.place", "solve", str(f), *extra],
+                           cwd=HERE.parents[1], capture_output=True, text=True)
+        w = time.perf_counter() - t
+        line = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr.strip()
+        assert "INTERNAL ERROR" not in r.stdout and r.returncode in (0, 1), f"{f}: {line}"
+        words = line.split()
+        status = words[1] if len(words) > 1 else "error"
+        method = next((x[7:] for x in words if x.startswith("method=")), "")
+        rows.append(dict(case=f.name, status=status, wall_s=w, method=method))
+        print(f"  {f.name}: {status} {w:.2f} s wall {method}", flush=True)
+    s = np.array([r["wall_s"] for r in rows])
+    return dict(cases=len(rows), placed=sum(r["status"] == PLACED for r in rows),
+                median_wall_s=float(np.median(s)), max_wall_s=float(s.max()),
+                load=os.getloadavg(), rows=rows)
+
+
 def _corpus():
     root = HERE / "cases"
     if not (root / "hard").exists():
         import generate
         generate.main(["--out", str(root)])
-    return {k: cases([root / k]) for k in SETS}
+    out = {k: cases([root / k]) for k in SETS}
+    for name in EXTRA:
+        d = root / name
+        if not (d / "hard").exists():
+            import generate
+            generate.hard(d, int(name.split("-")[1]))
+        out[name] = cases([d / "hard"])
+    return out
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("part", choices=["default", "ablation", "table"])
+    ap.add_argument("part", choices=["default", "wall", "ablation", "table"])
     ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--only", default="", help="default/wall: comma-separated case name "
+                    "prefixes within the sets (a subset; the JSON says which)")
     ap.add_argument("--limit", type=float, default=10.0, help="ablation: seconds per case")
     ap.add_argument("--rows", default="", help="ablation: comma-separated row name prefixes "
                     "(default: all); rows not run keep their earlier figures in the JSON")
@@ -84,6 +128,17 @@ def main(argv=None):
     if a.part == "table":
         return table()
     sets = _corpus()
+    if a.only:
+        pre = tuple(a.only.split(","))
+        sets = {k: [f for f in v if f.name.startswith(pre)] for k, v in sets.items()}
+    if a.part == "wall":   # per set: placed, median and max wall including start-up
+        res = HERE / "results-wall.json"
+        out = json.loads(res.read_text()) if res.exists() else {}
+        for k in a.sets.split(","):
+            print(k, flush=True)
+            out[k + (f" (only {a.only})" if a.only else "")] = run_wall(sets[k])
+            res.write_text(json.dumps(out, indent=1) + "\n")
+        return
     t = time.perf_counter()
     from compiler.place.skyline_jit import warm
     warm()
@@ -94,7 +149,8 @@ def main(argv=None):
         for k in a.sets.split(","):
             print(k, flush=True)
             out[k] = run_set(sets[k], cfg)
-            json.dump(out, open(HERE / f"results-default-{a.sets.replace(',', '-')}.json", "w"),
+            json.dump(out, open(HERE / f"results-default-{a.sets.replace(',', '-')}"
+                                f"{'-only' if a.only else ''}.json", "w"),
                       indent=1)
     else:
         files = {"hard (12 of 36)": sets["hard"][::3], "zeroslack": sets["zeroslack"]}
@@ -133,6 +189,14 @@ def table():
     fails = [f"{k}: " + ", ".join(x["case"] for x in d[k]["rows"] if x["status"] != PLACED)
              for k in d if d[k]["placed"] < d[k]["cases"]]
     md.append("Not placed with default settings: " + ("; ".join(fails) or "none") + ".")
+    wall = HERE / "results-wall.json"
+    if wall.exists():
+        md += ["", "| set (CLI, one fresh process per case) | placed | median s wall | max s wall "
+               "| not placed | load (15 min) |", "|---|---:|---:|---:|---|---:|"]
+        for k, r in json.loads(wall.read_text()).items():
+            miss = ", ".join(x["case"].rsplit("-", 1)[0] for x in r["rows"] if x["status"] != PLACED)
+            md.append(f"| {k} | {r['placed']}/{r['cases']} | {r['median_wall_s']:.2f} | "
+                      f"{r['max_wall_s']:.2f} | {miss or '-'} | {r['load'][2]:.1f} |")
     ab = HERE / "results-ablation.json"
     if ab.exists():
         a = json.loads(ab.read_text())

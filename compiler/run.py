@@ -148,5 +148,6 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
                      step_kind=list(r.step_kind), tile_cycles=r.tile_cycles, host_cycles=int(r.host_cycles),
                      ms=r.total_cycles / t.clock_hz * 1e3, max_abs_error=err, rms_rel_error=round(rms_rel, 9),
                      rms_rel_error_vs_fp16=None if fp16 is None else round(rms_rel_error(g, got16, fp16), 9),
-                     tolerance=ref.tolerance, validated=bool(err <= ref.tolerance and per_op_ok and model.get("ok", True)),
+                     tolerance=ref.tolerance,
+                     validated=bool(err <= ref.tolerance and per_op_ok and model.get("ok", True)),
                      readback=rbm, model=model, outputs=outputs, reference=refs)

@@ -225,3 +225,24 @@ def test_trials_on_photos_match_the_model(tower, photo):
     assert r.model["rms_rel_error"] <= 2e-3 and r.model["cosine"] >= 0.99999
     m = r.metrics()
     assert m["model_rms_rel_error"] == r.model["rms_rel_error"] and m["model_cosine"] == r.model["cosine"]
+
+
+def test_model_bytes_same_on_a_generic_cpu(tmp_path):
+    """The independent model's outputs (stored by the reference phase) are the same bytes
+    when numba compiles for a generic x86-64 (no AVX, no FMA) in a fresh process."""
+    import hashlib
+    import subprocess
+    import sys
+    code = ("import hashlib, numpy as np\n"
+            "from compiler.phases import model_phase\n"
+            "from compiler.model_check import model_outputs\n"
+            f"m = model_phase(dict(model={fixture_model('siglip', input='photo:astronaut')!r}))\n"
+            "o = model_outputs(m.graph, m.data)\n"
+            "print(hashlib.sha256(b''.join(o[k].tobytes() for k in sorted(o))).hexdigest())\n")
+    env = {"NUMBA_CPU_NAME": "generic", "NUMBA_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin",
+           "PYTHONHASHSEED": "7"}
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    m = model_phase(dict(model=fixture_model("siglip", input="photo:astronaut")))
+    o = model_check.model_outputs(m.graph, m.data)
+    assert r.stdout.strip() == hashlib.sha256(b"".join(o[k].tobytes() for k in sorted(o))).hexdigest()

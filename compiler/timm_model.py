@@ -53,37 +53,29 @@ class Arch:
 @njit(cache=True, nogil=True)
 def _mm_rows(a, b, out, r0, r1):
     """out[r0:r1] = a[r0:r1] @ b, each out[i, j] = Σ_k a[i, k]·b[k, j] summed in k order
-    (blocks of k only postpone, never reorder, the additions; rows go 4 at a time so
-    each b row loaded serves four, the j loop vectorises across outputs, not terms)."""
+    into an accumulator of its own (blocks of k only postpone, never reorder, the
+    additions). The j loop vectorises across outputs (acc is a fresh array, so LLVM may
+    load and store it in vectors), never across terms, so any SIMD width gives the same
+    bytes."""
     K = a.shape[1]
     N = b.shape[1]
+    acc = np.empty((r1 - r0, _JB))
     for j0 in range(0, N, _JB):
         j1 = min(N, j0 + _JB)
-        for i in range(r0, r1):
-            for j in range(j0, j1):
-                out[i, j] = 0.0
+        w = j1 - j0
+        acc[:, :] = 0.0
         for k0 in range(0, K, _KB):
             k1 = min(K, k0 + _KB)
-            i = r0
-            while i + 4 <= r1:
-                o0, o1, o2, o3 = out[i], out[i + 1], out[i + 2], out[i + 3]
+            for r in range(r1 - r0):
+                ar = acc[r]
                 for k in range(k0, k1):
-                    x0, x1, x2, x3 = a[i, k], a[i + 1, k], a[i + 2, k], a[i + 3, k]
-                    bk = b[k]
-                    for j in range(j0, j1):
-                        bv = bk[j]
-                        o0[j] += x0 * bv
-                        o1[j] += x1 * bv
-                        o2[j] += x2 * bv
-                        o3[j] += x3 * bv
-                i += 4
-            while i < r1:
-                o0 = out[i]
-                for k in range(k0, k1):
-                    x0, bk = a[i, k], b[k]
-                    for j in range(j0, j1):
-                        o0[j] += x0 * bk[j]
-                i += 1
+                    x = a[r0 + r, k]
+                    bk = b[k, j0:j1]
+                    for j in range(w):
+                        ar[j] += x * bk[j]
+        for r in range(r1 - r0):
+            for j in range(w):
+                out[r0 + r, j0 + j] = acc[r, j]
 
 
 def matmul(a, b) -> np.ndarray:

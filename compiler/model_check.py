@@ -61,8 +61,7 @@ def model_outputs(g, data: dict) -> dict | None:
     if not applies(g):
         return None
     a = g.meta[META]
-    arch = timm_model.Arch(heads=a["heads"], depth=a["depth"], pool=a["pool"], gelu=a["gelu"], eps=a["eps"],
-                           patch=a["patch"])
+    arch = arch_of(a)
     sd = TimmState(g, data)
     B, T0 = a["batch"], a["tokens"]
     T = g.tensors["features"].shape[0] // B
@@ -74,6 +73,13 @@ def model_outputs(g, data: dict) -> dict | None:
         out["features"][b * T:b * T + T0] = r["features"]
         out[head][b] = r[head][0]
     return out
+
+
+def arch_of(a: dict) -> timm_model.Arch:
+    """The independent model's architecture: shapes from the config; for a named preset,
+    timm's eps and GELU (timm_model.TIMM), for a custom tower the config's."""
+    fixed = timm_model.TIMM.get(a.get("preset"), dict(eps=a["eps"], gelu=a["gelu"]))
+    return timm_model.Arch(heads=a["heads"], depth=a["depth"], pool=a["pool"], patch=a["patch"], **fixed)
 
 
 def bound(g, name: str) -> float:

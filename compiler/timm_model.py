@@ -36,6 +36,10 @@ import numpy as np
 from numba import njit
 
 THREADS = 2
+# timm's definitions of the named models (timm 1.0.31, read off create_model: LayerNorm eps 1e-6,
+# GELU(approximate="none"), in both): a preset trial is checked against these, not against
+# its model.eps / model.gelu (a config that changes them is no longer timm's model)
+TIMM = {"so400m": dict(eps=1e-6, gelu="erf"), "b16": dict(eps=1e-6, gelu="erf")}
 _JB, _KB = 256, 128          # output-column and reduction blocks (a 256 KiB float64 panel of b)
 
 

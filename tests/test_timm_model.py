@@ -91,6 +91,17 @@ def test_model_outputs_do_not_depend_on_threads(monkeypatch):
     assert all(np.array_equal(one[k], again[k]) for k in one)
 
 
+def test_presets_are_checked_against_timms_definitions():
+    """model.eps / model.gelu set on a preset do not move the independent model: it is timm's."""
+    for preset in ("so400m", "b16"):
+        m = dict(name="vit", preset=preset, scope="tower", layers=1, eps=1e-5, gelu="tanh", input="")
+        g = model_phase(dict(model=m)).graph
+        arch = model_check.arch_of(g.meta["timm"])
+        assert (arch.eps, arch.gelu) == (1e-6, "erf")
+    g = model_phase(dict(model=dict(TOWERS["siglip"], eps=1e-5, gelu="tanh"))).graph
+    assert (model_check.arch_of(g.meta["timm"]).eps, model_check.arch_of(g.meta["timm"]).gelu) == (1e-5, "tanh")
+
+
 def test_bound_from_the_precisions():
     """FP16 activations: 0.2-0.3 % at 4 layers (u = 2^-11 over ~70 roundings); FP8
     activations add 4 e4m3 roundings (u = 2^-4) a layer."""

@@ -28,7 +28,8 @@ META = "timm"        # g.meta[META]: the architecture from the config (never fro
 
 def arch_meta(c, d: dict) -> dict:
     """What the independent model needs of the config (VitConfig `c`, its dims `d`)."""
-    return dict(heads=d["heads"], depth=c.layers, pool=d["pool"], gelu=c.gelu, eps=float(c.eps), patch=d["patch"],
+    return dict(preset=c.preset, heads=d["heads"], depth=c.layers, pool=d["pool"], gelu=c.gelu, eps=float(c.eps),
+                patch=d["patch"],
                 image=d["image"], tokens=d["tokens"], width=d["width"], batch=c.batch,
                 fp8_activations=bool(c.fp8_activations))
 

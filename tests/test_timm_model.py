@@ -226,6 +226,13 @@ def test_planted_wrong_model_fails_validation(fault, monkeypatch, tmp_path):
     # the per-op check sees nothing: the device does what the (wrong) graph says
     assert r.readback["ops_checked"] > 0 and r.readback["ops_failed"] == 0
     assert json.dumps(r.metrics())          # the figures are plain data for metrics/run.json
+    # metrics/trial.json's headline says why, in one line
+    from types import SimpleNamespace
+
+    from compiler.report import headline
+    h = headline(None, SimpleNamespace(metrics=lambda: {}), r)
+    assert h["status"] == "invalid" and h["invalid"] == r.model["failed"]
+    assert h["model_rms_rel_error"] == r.model["rms_rel_error"]
 
 
 @pytest.mark.parametrize("photo", ["astronaut", "coins", "rocket"])

@@ -29,6 +29,7 @@ class RunResult:
     tolerance: float = 0.0
     validated: bool = False
     readback: dict = field(default_factory=dict)   # ReadBack.metrics(): ops_checked, ops_failed, ...
+    model: dict = field(default_factory=dict)      # a tower's check against the independent model (model_check.check)
     outputs: dict = field(default_factory=dict)    # graph output name -> float32, the device's
     reference: dict = field(default_factory=dict)  # the same names, the reference's
     rejection: object = None
@@ -41,7 +42,7 @@ class RunResult:
                 "max_abs_error": self.max_abs_error, "rms_rel_error": self.rms_rel_error,
                 **({} if self.rms_rel_error_vs_fp16 is None else
                    {"rms_rel_error_vs_fp16_activations": self.rms_rel_error_vs_fp16}),
-                "tolerance": self.tolerance, **self.readback,
+                "tolerance": self.tolerance, **self.readback, **_model_metrics(self.model),
                 "validated": self.validated, "supersteps": len(self.cycles_per_step)}
 
     def output_npz(self) -> bytes:
@@ -57,6 +58,22 @@ class RunResult:
                 np.lib.format.write_array(npy, np.ascontiguousarray(arrays[name], np.float32), allow_pickle=False)
                 z.writestr(zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0)), npy.getvalue())
         return buf.getvalue()
+
+
+def _model_metrics(m: dict) -> dict:
+    """run.model_rms_rel_error / model_cosine (the worst over the outputs) and the per-output
+    figures; nothing for a model without a timm counterpart."""
+    if not m:
+        return {}
+    return {"model_rms_rel_error": m["rms_rel_error"], "model_cosine": m["cosine"], "model_check": m}
+
+
+def model_check(ref, g, got16: dict) -> dict:
+    """The device's outputs against the independent model's ({} without one)."""
+    if getattr(ref, "model_outputs", None) is None:
+        return {}
+    from . import model_check as mc
+    return mc.check(g, got16, ref.model_outputs)
 
 
 class _Streams(Mapping):
@@ -123,6 +140,7 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     fp16 = ref.fp16_outputs
     rbm = rb.metrics() if rb else {"ops_checked": 0, "ops_failed": 0}
     per_op_ok = rbm["ops_checked"] > 0 and rbm["ops_failed"] == 0
+    model = model_check(ref, g, got16)
     b0, b1 = lower_res.body                               # the last iteration of the body
     last = b0 + (count - 1) * (b1 - b0)
     return RunResult(cycles=int(r.total_cycles), cycles_per_layer=int(sum(r.step_cycles[last:last + b1 - b0])),
@@ -130,5 +148,6 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
                      step_kind=list(r.step_kind), tile_cycles=r.tile_cycles, host_cycles=int(r.host_cycles),
                      ms=r.total_cycles / t.clock_hz * 1e3, max_abs_error=err, rms_rel_error=round(rms_rel, 9),
                      rms_rel_error_vs_fp16=None if fp16 is None else round(rms_rel_error(g, got16, fp16), 9),
-                     tolerance=ref.tolerance, validated=bool(err <= ref.tolerance and per_op_ok),
-                     readback=rbm, outputs=outputs, reference=refs)
+                     tolerance=ref.tolerance,
+                     validated=bool(err <= ref.tolerance and per_op_ok and model.get("ok", True)),
+                     readback=rbm, model=model, outputs=outputs, reference=refs)

@@ -81,6 +81,7 @@ def check_model(model: dict, where: str) -> None:
     from compiler import models
     if model.get("name") not in models.MODELS:
         raise ConfigError(f"{where}: model.name={model.get('name')!r} is not one of {', '.join(models.MODELS)}")
+    check_preprocessing(model, where)
     try:
         models.check(model)
     except TypeError as e:      # a value of the wrong type reaching the dataclass
@@ -155,6 +156,20 @@ def check_overrides(args: list[str], multirun: bool = False) -> None:
         except Exception as e:
             raise ConfigError(f"override {' '.join(t)}: {str(e).splitlines()[0]}") from None
         validate(cfg, "overrides")
+
+
+def check_preprocessing(model: dict, where: str) -> None:
+    """A tower's image preprocessing keys (model.crop_pct, interpolation, mean, std; 0 / "" /
+    [] = the preset's, timm's pretrained cfg), named with `where` (the model phase checks
+    them again, through compiler.models.image.check_preprocess)."""
+    if model.get("name") != "vit":
+        return
+    from compiler.models.image import check_preprocess
+    try:
+        check_preprocess(model.get("crop_pct", 0.0), model.get("interpolation", ""), model.get("mean", []),
+                         model.get("std", []))
+    except ValueError as e:
+        raise ConfigError(f"{where}: {e}") from None
 
 
 def dump(cfg: dict) -> str:

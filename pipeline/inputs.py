@@ -6,7 +6,9 @@ params.yaml holds only their paths: replacing a file at the same path changes no
 param. This stage runs on every `dvc repro` (always_changed: cheap, a hard link, or a
 copy where links are impossible) and its output directory is a dependency of the
 model stage, hashed by content: a changed file reruns the model stage, an unchanged
-one lets DVC skip it. An empty path links nothing (manifest.json still names it)."""
+one lets DVC skip it. An empty path links nothing (manifest.json still names it), nor does a
+bundled photo (`photo:NAME`: scikit-image's, read from its installed package; the manifest
+names it, so choosing another reruns the model stage)."""
 from __future__ import annotations
 
 import json
@@ -15,6 +17,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from compiler.models import photos
 from compiler.target import ConfigError
 
 from .config import load_params
@@ -36,7 +39,7 @@ def main() -> int:
         paths = {k: [str(p) for p in v] if isinstance(v := model.get(k) or "", list) else str(v) for k in KEYS}
         for k, ps in paths.items():
             for p in ps if isinstance(ps, list) else [ps]:
-                if p and not Path(p).is_file():
+                if p and not photos.is_photo(p) and not Path(p).is_file():
                     raise ConfigError(f"model.{k}={p}: no such file")
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -45,7 +48,7 @@ def main() -> int:
     OUT.mkdir(parents=True)
     for k, ps in paths.items():
         for i, p in enumerate(ps if isinstance(ps, list) else [ps]):
-            if p:
+            if p and not photos.is_photo(p):
                 (OUT / k / str(i)).mkdir(parents=True)
                 link(Path(p), OUT / k / str(i) / Path(p).name)
     (OUT / "manifest.json").write_text(json.dumps(paths, indent=1, sort_keys=True) + "\n")

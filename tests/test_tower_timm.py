@@ -2,7 +2,8 @@
 experiments/timm_check/make_fixture.py; its `source` says whether timm or the
 independent numpy re-implementation produced the outputs) compiled from the fixture's
 safetensors and PNG through Tessera's own weight and image import, run on the
-simulator, and compared with the fixture's outputs.
+simulator, and compared with the fixture's outputs; the trial's own check against the
+independent model (compiler/model_check.py) passes too.
 
 Tolerances: against the outputs on the same FP8-rounded weights the only differences
 are Tessera's FP16 activations and partials (unit roundoff 2^-11 ≈ 0.05 % per
@@ -41,6 +42,12 @@ def test_fixture_tower_matches_timm(tower):
     model = dict(TOWERS[tower], weights=str(FIX / f"{tower}.safetensors"), input=str(FIX / "image.png"))
     r = compile_trial(dict(model=model, target=target_cfg("tiny"), policy={}))
     assert r["run"].validated, r["run"].metrics()
+    # the trial's own model check (compiler/model_check.py): the independent model on the
+    # weights the model phase exports, within the FP16 bound; both outputs compared
+    check = r["run"].model
+    head = "logits" if model["pool"] == "token" else "embedding"
+    assert check["ok"] and set(check["outputs"]) == {head, "features"}, check
+    assert check["rms_rel_error"] <= 2e-3 and check["cosine"] >= 0.99999, check
     m = r["model"]
     assert m.metrics()["ignored_tensors"] == []
     # the image import: Tessera's patch rows are the fixture's preprocessed pixels
@@ -53,7 +60,6 @@ def test_fixture_tower_matches_timm(tower):
     # the simulator's outputs (read back from the device) against the fixture
     prog = r["lower"].program
     out = sim.run(prog, {k: np.ascontiguousarray(m.data[k]).view(np.uint8).ravel() for k in prog.in_streams}).outputs
-    head = "logits" if model["pool"] == "token" else "embedding"
     T0 = fx[f"{tower}/fp32/features"].shape[0]
     for name in (head, "features"):
         got = out[name].view(np.float16).reshape(m.graph.tensors[name].shape).astype(np.float64)[:T0]

@@ -1,10 +1,14 @@
-"""Model input: an image file or preprocessed pixels, as patch rows.
+"""Model input: an image file, a bundled photo (`photo:NAME`, models/photos.py) or
+preprocessed pixels, as patch rows.
 
 An image (PNG/JPEG, through Pillow) is converted to RGB (grey-scale, palette and RGBA
 alike, as timm's loader does: PIL `convert("RGB")`) and preprocessed as timm's eval
-transform for the preset: resize the shorter side to floor(size / crop_pct) with
-bicubic interpolation, center crop size × size, scale to [0, 1], normalise by mean
-and std (timm.data.transforms_factory, torchvision Resize/CenterCrop on PIL images).
+transform for the preset (its pretrained cfg's crop_pct, interpolation, mean, std; the
+model.crop_pct / interpolation / mean / std keys override them): resize the shorter side
+to floor(size / crop_pct) with that interpolation, center crop size × size, scale to
+[0, 1], normalise by mean and std (timm.data.transforms_factory
+transforms_imagenet_eval, torchvision Resize/CenterCrop/ToTensor/Normalize on PIL
+images, float32 as torchvision computes them).
 An .npy/.npz holds pixels already preprocessed, [3, S, S] or [1, 3, S, S] (an .npz
 its array `pixels` or `pixel_values`, its only array, or its only float array of that shape).
 
@@ -20,11 +24,28 @@ from pathlib import Path
 import numpy as np
 
 from ..target import ConfigError
+from . import photos
 
 MEAN = STD = (0.5, 0.5, 0.5)   # both presets' pretrained cfgs (timm: so400m siglip, b16 augreg)
+INTERPOLATIONS = ("bicubic", "bilinear", "nearest")     # timm's names; PIL's filters of the same name
 
 
-def _eval_transform(img, size: int, crop_pct: float):
+def check_preprocess(crop_pct, interpolation, mean, std) -> None:
+    """The preprocessing keys (0 / "" / [] = the preset's); ValueError names the key."""
+    if isinstance(crop_pct, bool) or not isinstance(crop_pct, (int, float)) or not 0 <= crop_pct <= 1:
+        raise ValueError(f"model.crop_pct={crop_pct!r}: must be in (0, 1] (0 = the preset's)")
+    if interpolation not in ("", *INTERPOLATIONS):
+        raise ValueError(f"model.interpolation={interpolation!r}: not one of {', '.join(INTERPOLATIONS)} "
+                         f"(\"\" = the preset's)")
+    for key, v in (("mean", mean), ("std", std)):
+        ok = isinstance(v, (list, tuple)) and len(v) in (0, 3) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+        if not ok or (key == "std" and any(x <= 0 for x in v)):
+            raise ValueError(f"model.{key}={v!r}: must be [] (the preset's) or three numbers"
+                             f"{', each > 0' if key == 'std' else ''}")
+
+
+def _eval_transform(img, size: int, crop_pct: float, interpolation: str = "bicubic"):
     from PIL import Image
     scale = math.floor(size / crop_pct)
     w, h = img.size
@@ -32,21 +53,24 @@ def _eval_transform(img, size: int, crop_pct: float):
         ow, oh = scale, int(scale * h / w)
     else:
         oh, ow = scale, int(scale * w / h)
-    img = img.resize((ow, oh), Image.BICUBIC)
+    img = img.resize((ow, oh), getattr(Image.Resampling, interpolation.upper()))
     top, left = int(round((oh - size) / 2.0)), int(round((ow - size) / 2.0))
     return img.crop((left, top, left + size, top + size))
 
 
-def load_image(path: str, size: int, crop_pct: float, mean, std) -> np.ndarray:
-    """float32 [3, size, size], preprocessed."""
+def load_image(path: str, size: int, crop_pct: float, mean, std, interpolation: str = "bicubic") -> np.ndarray:
+    """float32 [3, size, size], preprocessed (`path`: a file or `photo:NAME`)."""
     from PIL import Image, UnidentifiedImageError
     try:
-        with Image.open(path) as im:
-            im.load()
-            img = im.convert("RGB")
+        if photos.is_photo(path):
+            img = photos.load(path).convert("RGB")
+        else:
+            with Image.open(path) as im:
+                im.load()
+                img = im.convert("RGB")
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as e:
         raise ConfigError(f"model.input={path}: unreadable image ({type(e).__name__}: {str(e)[:100]})") from None
-    x = np.asarray(_eval_transform(img, size, crop_pct), np.float32) / 255.0
+    x = np.asarray(_eval_transform(img, size, crop_pct, interpolation), np.float32) / np.float32(255.0)
     x = (x - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
     return np.ascontiguousarray(x.transpose(2, 0, 1))
 
@@ -96,34 +120,37 @@ def load_array(path: str, size: int, batch: int = 1) -> np.ndarray:
     return np.asarray(a, np.float32)
 
 
-def load_pixels(path: str, size: int, crop_pct: float, mean, std, rng) -> np.ndarray:
+def load_pixels(path: str, size: int, crop_pct: float, mean, std, rng, interpolation: str = "bicubic") -> np.ndarray:
     """[3, size, size] float32: the file's pixels, or seeded ones ("": uniform in the
     normalised range of a real image, [-1, 1] for mean = std = 0.5)."""
     if not path:
         lo, hi = (0 - np.asarray(mean)) / np.asarray(std), (1 - np.asarray(mean)) / np.asarray(std)
         u = rng.random((3, size, size), dtype=np.float32)
         return (lo[:, None, None] + u * (hi - lo)[:, None, None]).astype(np.float32)
+    if photos.is_photo(path):
+        return load_image(path, size, crop_pct, mean, std, interpolation)
     if not Path(path).is_file():
         raise ConfigError(f"model.input={path}: no such file")
     if Path(path).suffix in (".npy", ".npz"):
         return load_array(path, size)[0]
-    return load_image(path, size, crop_pct, mean, std)
+    return load_image(path, size, crop_pct, mean, std, interpolation)
 
 
-def load_batch(inp, batch: int, size: int, crop_pct: float, mean, std, rng) -> list[np.ndarray]:
-    """`batch` images [3, size, size]: seeded (""), one per file of a list, or the
-    images of one file (an image, or a pixel array [batch, 3, S, S])."""
+def load_batch(inp, batch: int, size: int, crop_pct: float, mean, std, rng,
+               interpolation: str = "bicubic") -> list[np.ndarray]:
+    """`batch` images [3, size, size]: seeded (""), one per file (or photo) of a list, or
+    the images of one file (an image, or a pixel array [batch, 3, S, S])."""
     if isinstance(inp, (list, tuple)):
         if len(inp) != batch:
             raise ConfigError(f"model.input lists {len(inp)} files, model.batch={batch}")
-        return [load_pixels(str(p), size, crop_pct, mean, std, rng) for p in inp]
+        return [load_pixels(str(p), size, crop_pct, mean, std, rng, interpolation) for p in inp]
     if not inp:
         return [load_pixels("", size, crop_pct, mean, std, rng) for _ in range(batch)]
     if Path(inp).suffix in (".npy", ".npz") and Path(inp).is_file():
         return list(load_array(inp, size, batch))
     if batch != 1:
         raise ConfigError(f"model.input={inp}: one image, model.batch={batch} (give a list of files)")
-    return [load_pixels(inp, size, crop_pct, mean, std, rng)]
+    return [load_pixels(inp, size, crop_pct, mean, std, rng, interpolation)]
 
 
 def patch_rows(pixels: np.ndarray, patch: int) -> np.ndarray:

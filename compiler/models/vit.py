@@ -23,18 +23,25 @@ from .attention import attention_ops, padded
 from .calibrate import calibrate, least_error_scales
 from .centering import NORMS, center
 from .config import check_positive, model_config
+from .export import META, arch_meta
 from .gemm import FP8_MAX, dequantize, quantize, quantize_members
-from .image import MEAN, STD, load_batch, patch_rows
+from .image import MEAN, STD, check_preprocess, load_batch, patch_rows
 from .weights import SeededWeights, check_path, read_tensors, take, uniform
 
 CENTRED = {"norms": NORMS, "norms+attn": NORMS + ("attn",)}   # model.fp8_centering -> the casts centred
 
-# timm's vit_so400m_patch14_siglip_384 and vit_base_patch16_224 (their pretrained cfgs:
-# input size, crop_pct, mean/std; bicubic); exact-erf GELU (timm's nn.GELU) in both
+# timm 1.0's vit_so400m_patch14_siglip_384(.webli) and vit_base_patch16_224(.augreg2_in21k_ft_in1k;
+# .augreg_in21k_ft_in1k alike). Preprocessing from their pretrained cfgs in
+# timm/models/vision_transformer.py: `_cfg` gives crop_pct 0.9, bicubic, IMAGENET_INCEPTION
+# mean/std (0.5, 0.5, 0.5); neither entry overrides them (the so400m one sets only input_size
+# 384 and num_classes 0), so so400m resizes to ⌊384/0.9⌋ = 426 and crops 384. Exact-erf GELU
+# (timm's nn.GELU) in both.
+_TIMM_EVAL = dict(crop_pct=0.9, interpolation="bicubic", mean=MEAN, std=STD)
 PRESETS = {"so400m": dict(width=1152, layers=27, hidden=4304, heads=16, tokens=729, image=384, patch=14,
-                          pool="map", crop_pct=1.0),
+                          pool="map", **_TIMM_EVAL),
            "b16": dict(width=768, layers=12, hidden=3072, heads=12, tokens=197, image=224, patch=16,
-                       pool="token", crop_pct=0.9)}
+                       pool="token", **_TIMM_EVAL)}
+_CUSTOM = dict(pool="map", crop_pct=1.0, interpolation="bicubic", mean=MEAN, std=STD)   # preset custom
 
 
 @dataclass(frozen=True)
@@ -56,7 +63,12 @@ class VitConfig:
     gelu: str = "erf"
     eps: float = 1e-6
     weights: str = ""             # .npz or .safetensors with timm names; "" = seeded
-    input: str | list = ""        # tower: image file(s) (PNG/JPEG) or .npy/.npz pixels; "" = seeded images
+    input: str | list = ""        # tower: image file(s) (PNG/JPEG), photo:NAME (models/photos.py) or .npy/.npz
+                                  # pixels; "" = seeded images
+    crop_pct: float = 0.0         # tower preprocessing (timm's eval transform); 0 / "" / [] = the preset's
+    interpolation: str = ""
+    mean: tuple | list = ()
+    std: tuple | list = ()
     fp8_activations: bool = False  # cast the inputs of QKV, proj, fc1, fc2 to FP8, one scale per layer:
     fp8_scales: str = "least_error"  # least_error (the least error on calibration inputs, >= headroom ·
                                     # their amax) | calibrated (headroom · their amax) | bound (any input)
@@ -74,9 +86,10 @@ class VitConfig:
         return self.scope == "tower" or (not self.scope and (self.preset != "custom" or bool(self.image)))
 
     def dims(self) -> dict:
-        d = dict(PRESETS.get(self.preset, {"pool": "map", "crop_pct": 1.0}))
+        d = dict(PRESETS.get(self.preset, _CUSTOM))
         d.pop("layers", None)
-        for k in ("width", "hidden", "heads", "tokens", "image", "patch", "pool"):
+        for k in ("width", "hidden", "heads", "tokens", "image", "patch", "pool", "crop_pct", "interpolation",
+                  "mean", "std"):
             if getattr(self, k):
                 d[k] = getattr(self, k)
         if self.tower and d.get("image") and d.get("patch"):
@@ -91,6 +104,7 @@ class VitConfig:
         if self.scope not in ("", "tower", "blocks"):
             raise ValueError(f"model.scope={self.scope!r}: not one of tower, blocks")
         check_positive(self, "layers", "classes", "batch", "calibration")
+        check_preprocess(self.crop_pct, self.interpolation, self.mean, self.std)
         if self.fp8_scales not in ("least_error", "calibrated", "bound"):
             raise ValueError(f"model.fp8_scales={self.fp8_scales!r}: not one of least_error, calibrated, bound")
         if self.fp8_centering not in CENTRED and self.fp8_centering != "none":
@@ -203,6 +217,8 @@ def build(cfg: dict):
         w = seeded_weights(c.seed, L, D, F, shapes)     # lazy: one tensor's float32 at a time
     g = Graph(f"vit_{c.preset}_{'tower' if c.tower else 'blocks'}_L{L}_{c.weight_dtype}")
     g.meta["ignored_tensors"] = ignored
+    if c.tower:
+        g.meta[META] = arch_meta(c, d)     # the independent model's (compiler/model_check.py): from the config
     data = {}
     if c.tower:
         patch_embedding(g, data, c, d, w, rng, T, B)
@@ -313,7 +329,7 @@ def calibration_inputs(c, d, T, B) -> list[dict]:
             continue
         cls, P = int(d["pool"] == "token"), d["patch"]
         pix = np.zeros((B * T, 3 * P * P), np.float16)
-        for b, im in enumerate(load_batch("", B, d["image"], d.get("crop_pct", 1.0), MEAN, STD, rng)):
+        for b, im in enumerate(load_batch("", B, d["image"], d["crop_pct"], d["mean"], d["std"], rng)):
             rows = patch_rows(im, P)
             pix[b * T + cls:b * T + cls + len(rows)] = rows
         out.append({"pixels": pix})
@@ -355,7 +371,7 @@ def patch_embedding(g, data, c, d, w, rng, T, B):
     counts) is zero pixels: masked out of every softmax."""
     D, P, S = d["width"], d["patch"], d["image"]
     cls = d["pool"] == "token"
-    images = load_batch(c.input, B, S, d.get("crop_pct", 1.0), MEAN, STD, rng)
+    images = load_batch(c.input, B, S, d["crop_pct"], d["mean"], d["std"], rng, d["interpolation"])
     K = 3 * P * P
     data["pixels"] = np.zeros((B * T, K), np.float16)
     for b, pix in enumerate(images):

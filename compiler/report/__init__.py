@@ -58,7 +58,8 @@ def plot_data(place_res, run_res, ops: list | None = None) -> dict:
 
 # the headline's figures and the phase result they come from (docs/architecture.md §6)
 HEADLINE = (("cycles", "run"), ("cycles_per_layer", "run"), ("ms", "run"), ("max_abs_error", "run"),
-            ("tolerance", "run"), ("min_free_bytes", "place"))
+            ("tolerance", "run"), ("model_rms_rel_error", "run"), ("model_cosine", "run"),
+            ("min_free_bytes", "place"))
 
 
 def rejection_figures(rej) -> dict:
@@ -79,8 +80,10 @@ def headline(rej, place_res, run_res) -> dict:
     if rej:
         return {"status": "rejected", "rejected": rejection_figures(rej)}
     src = {"run": run_res.metrics(), "place": place_res.metrics()}
+    failed = (getattr(run_res, "model", None) or {}).get("failed")      # the model check's one line
     return {"status": "ok" if run_res.validated else "invalid",
-            **{k: src[p][k] for k, p in HEADLINE if src[p].get(k) is not None}}
+            **{k: src[p][k] for k, p in HEADLINE if src[p].get(k) is not None},
+            **({"invalid": failed} if failed else {})}
 
 
 def report(model, plan_res, expand_res, place_res, sched, run_res, t: Target, host: dict | None = None):

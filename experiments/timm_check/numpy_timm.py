@@ -1,9 +1,10 @@
-"""An independent float64 numpy re-implementation of timm's VisionTransformer forward
-(timm/models/vision_transformer.py, timm/layers/attention_pool.py) and of its eval
-preprocessing, for the towers Tessera models. It shares no code with compiler/: it
-works on timm's state-dict names and layouts directly ([N, C] tokens, conv weights
-[D, 3, P, P], Linear weights out×in), and is what the fixture falls back on when
-torch/timm are not installed (the fixture's `source` says which produced it).
+"""timm's eval preprocessing re-implemented (independently of compiler/models/image.py)
+and its VisionTransformer forward, for the towers Tessera models: what the fixture falls
+back on when torch/timm are not installed (the fixture's `source` says which produced
+it). The forward is compiler/timm_model.py, the independent model every tower trial is
+checked against (it started here); it works on timm's state-dict names and layouts
+directly ([N, C] tokens, conv weights [D, 3, P, P], Linear weights out×in) and shares no
+code with compiler/models, compiler/reference.py or the graph.
 
 Semantics followed (timm): PatchEmbed = Conv2d(3, D, P, stride P, bias) then flatten
 (row-major over the patch grid); class token prepended before pos_embed is added
@@ -17,8 +18,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-_erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 def preprocess(path: str, size: int, crop_pct: float, mean=(0.5,) * 3, std=(0.5,) * 3) -> np.ndarray:
@@ -36,65 +35,11 @@ def preprocess(path: str, size: int, crop_pct: float, mean=(0.5,) * 3, std=(0.5,
     return (x - np.asarray(mean)[:, None, None]) / np.asarray(std)[:, None, None]
 
 
-def layernorm(x, w, b, eps=1e-6):
-    mu = x.mean(-1, keepdims=True)
-    var = ((x - mu) ** 2).mean(-1, keepdims=True)
-    return (x - mu) / np.sqrt(var + eps) * w + b
-
-
-def linear(x, sd, name):
-    return x @ sd[name + ".weight"].T + sd[name + ".bias"]
-
-
-def gelu(x, approx="erf"):
-    if approx == "tanh":
-        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
-    return 0.5 * x * (1 + _erf(x / math.sqrt(2)))
-
-
-def softmax(x):
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
-def conv_patches(img, w, b):
-    """Conv2d(kernel = stride = P) written as a loop over output positions."""
-    D, _, P, _ = w.shape
-    n = img.shape[1] // P
-    out = np.empty((n, n, D))
-    for i in range(n):
-        for j in range(n):
-            patch = img[:, i * P:(i + 1) * P, j * P:(j + 1) * P]
-            out[i, j] = np.tensordot(w, patch, axes=([1, 2, 3], [0, 1, 2])) + b
-    return out.reshape(n * n, D)
-
-
 def forward(sd: dict, img: np.ndarray, heads: int, depth: int, pool: str, gelu_approx="erf") -> dict:
-    sd = {k: np.asarray(v, np.float64) for k, v in sd.items()}
-    x = conv_patches(img, sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"])
-    if pool == "token":
-        x = np.concatenate([sd["cls_token"][0], x])
-    x = x + sd["pos_embed"][0]
-    N, C = x.shape
-    hd = C // heads
-    for i in range(depth):
-        b = f"blocks.{i}."
-        h = layernorm(x, sd[b + "norm1.weight"], sd[b + "norm1.bias"])
-        qkv = linear(h, sd, b + "attn.qkv").reshape(N, 3, heads, hd).transpose(1, 2, 0, 3)
-        q, k, v = qkv
-        a = softmax((q * hd ** -0.5) @ k.transpose(0, 2, 1)) @ v          # [heads, N, hd]
-        x = x + linear(a.transpose(1, 0, 2).reshape(N, C), sd, b + "attn.proj")
-        h = layernorm(x, sd[b + "norm2.weight"], sd[b + "norm2.bias"])
-        x = x + linear(gelu(linear(h, sd, b + "mlp.fc1"), gelu_approx), sd, b + "mlp.fc2")
-    feats = layernorm(x, sd["norm.weight"], sd["norm.bias"])
-    if pool == "token":
-        return {"features": feats, "logits": linear(feats[0], sd, "head")[None]}
-    a = "attn_pool."
-    q = linear(sd[a + "latent"][0], sd, a + "q").reshape(1, heads, hd).transpose(1, 0, 2)   # [heads, 1, hd]
-    kv = linear(feats, sd, a + "kv").reshape(N, 2, heads, hd).transpose(1, 2, 0, 3)
-    k, v = kv
-    o = softmax((q * hd ** -0.5) @ k.transpose(0, 2, 1)) @ v                                 # [heads, 1, hd]
-    y = linear(o.transpose(1, 0, 2).reshape(1, C), sd, a + "proj")
-    y = y + linear(gelu(linear(layernorm(y, sd[a + "norm.weight"], sd[a + "norm.bias"]), sd, a + "mlp.fc1"),
-                        gelu_approx), sd, a + "mlp.fc2")
-    return {"features": feats, "embedding": y[:1]}
+    """timm's forward on `sd` (timm names) and one image [3, S, S]: the independent model,
+    compiler/timm_model.py (moved there: every tower trial now checks against it)."""
+    from compiler.timm_model import Arch
+    from compiler.timm_model import forward as model_forward
+    arch = Arch(heads=heads, depth=depth, pool=pool, gelu=gelu_approx,
+                patch=int(np.shape(sd["patch_embed.proj.weight"])[-1]))
+    return model_forward(sd, img, arch)

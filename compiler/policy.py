@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from .target import ConfigError
 
 
-CHECKS = ("all", "last_iteration", "sampled")   # policy.check: the Repeat iterations run reads back
+CHECKS = ("rows", "all", "last_iteration", "sampled")   # policy.check: the Repeat iterations run reads back
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,7 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     checked_iterations(check, count)                      # a bad value fails before the run
     streams = _Streams(prog.in_streams, streams or {}, model.data)
     dump = getattr(lower_res, "dump", None) or {}
-    rb = ReadBack(g, model.data, dump, lower_res.body, check) if dump else None
+    rb = ReadBack(g, model.data, dump, lower_res.body, check, getattr(ref, "layers", None)) if dump else None
     hooks = [h for h in (inject, rb.on_step if rb else None) if h is not None]
     try:
         r = sim.run(prog, streams, (lambda step, mem: [h(step, mem) for h in hooks]) if hooks else None)
@@ -122,7 +122,7 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     rms_rel = rms_rel_error(g, got16, ref.outputs)
     fp16 = ref.fp16_outputs
     rbm = rb.metrics() if rb else {"ops_checked": 0, "ops_failed": 0}
-    per_op_ok = rbm["ops_checked"] > 0 and rbm["ops_failed"] == 0
+    per_op_ok = rbm["ops_checked"] > 0 and rbm["ops_failed"] == 0 and rbm.get("layers_failed", 0) == 0
     b0, b1 = lower_res.body                               # the last iteration of the body
     last = b0 + (count - 1) * (b1 - b0)
     return RunResult(cycles=int(r.total_cycles), cycles_per_layer=int(sum(r.step_cycles[last:last + b1 - b0])),

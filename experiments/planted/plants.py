@@ -176,14 +176,12 @@ def read_in_step(r, step: int, tile: int, req: int) -> bool:
 
 
 def _matmul_kernels(r):
-    """MATMUL kernel rows in the Repeat body whose `a` operand is a received copy (.a) and
-    whose output no other kernel of its superstep reads, the largest blocks first (most
-    likely to hold real rows; then by step, tile)."""
+    """MATMUL kernel rows in the Repeat body whose `a` operand is a received copy (.a), the
+    largest blocks first (the most likely to hold real rows; then by step, tile)."""
     tg = r["place"].tilegraph
     k, nm = tg.kern, names(r)
     rows = [j for j in np.flatnonzero(k["op"] == isa.MATMUL)
-            if in_body(r, int(k["step"][j])) and nm[k["r0"][j]].endswith(".a") and k["i1"][j] >= 4
-            and not read_in_step(r, int(k["step"][j]), int(k["tile"][j]), int(k["r2"][j]))]
+            if in_body(r, int(k["step"][j])) and nm[k["r0"][j]].endswith(".a") and k["i1"][j] >= 4]
     return sorted(rows, key=lambda j: (-int(k["i0"][j] * k["i2"][j]), int(k["step"][j]), int(k["tile"][j])))
 
 
@@ -206,21 +204,20 @@ def skipped_k_group(r, layer):
     return Plant(inject=inject, note=f"tile {t}, {g} of {kk} k")
 
 
-def kernel_not_run(r, layer):
-    """One tile's matmul kernel did not run: its output block keeps the bytes it held."""
-    tg, addr = r["place"].tilegraph, r["place"].placement.addr
-    k = tg.kern
+def tile_skips_superstep(r, layer):
+    """One tile does not run a compute superstep (its matmul and whatever else it computes
+    there): after it, the tile's memory is as it was before it."""
+    k = r["place"].tilegraph.kern
     j = _matmul_kernels(r)[0]
-    m, n = int(k["i0"][j]), int(k["i2"][j])
-    t, out = int(k["tile"][j]), int(addr[k["r2"][j]] + k["o2"][j])
+    t = int(k["tile"][j])
     e = executed(r, int(k["step"][j]), layer)
     keep = {}
 
     def inject(step, mem):
         if step == e - 1:
-            keep["old"] = _bytes(mem, t, out, 2 * m * n).copy()
+            keep["old"] = mem.mem[t].copy()
         elif step == e:
-            mem.flat[mem.pos(t, out) + np.arange(2 * m * n)] = keep["old"]
+            mem.mem[t] = keep["old"]
     return Plant(inject=inject)
 
 
@@ -257,10 +254,12 @@ def _placed_write(r, layer, candidates, value: Callable, col=3):
 
 
 def zeroed_output_column(r, layer):
-    """A kernel leaves an output column unwritten: column 3 of a matmul's output zeroed."""
+    """A kernel leaves an output column unwritten: column 3 of an op's output zeroed (the
+    first op of the body, matmuls first, whose output no kernel reads in its superstep)."""
     g = r["model"].graph
     first, stop = g.body()
-    return _placed_write(r, layer, [op.outputs[0] for op in g.ops[first:stop] if op.kind == "matmul"], np.zeros_like)
+    body = sorted(g.ops[first:stop], key=lambda op: op.kind != "matmul")
+    return _placed_write(r, layer, [op.outputs[0] for op in body], np.zeros_like)
 
 
 def nan_in_output(r, layer):
@@ -399,9 +398,9 @@ def scale_from_wrong_layer(r, layer):
 
 
 def overlapping_buffers(r, layer):
-    """The allocator bug: two buffers live in the same superstep of the Repeat body on one
-    tile (a matmul's received operand and another) given one address, relowered (the
-    body's program is every iteration's)."""
+    """The allocator bug: two buffers on one tile that one exchange of the Repeat body fills
+    and the next superstep's kernels read (a matmul's received operand and another) given
+    one address, relowered (the body's program is every iteration's)."""
     tg, pl = r["place"].tilegraph, r["place"]
     req, addr = tg.req, pl.placement.addr.copy()
     nm = names(r)
@@ -411,7 +410,8 @@ def overlapping_buffers(r, layer):
                 and in_body(r, int(req["start"][i]))]
         for i in rows:
             for j in rows:
-                if i != j and nm[i].endswith(".a") and req["start"][i] < req["end"][j] and req["start"][j] < req["end"][i] \
+                if i != j and nm[i].endswith(".a") and req["start"][i] == req["start"][j] \
+                        and read_in_step(r, int(req["start"][i]) + 1, t, int(j)) \
                         and req["region"][i] == req["region"][j] and addr[i] % req["align"][j] == 0:
                     best = best or (t, i, j)
     t, i, j = best
@@ -545,8 +545,8 @@ KINDS = [
     Kind("exchange drops a row", "device", dropped_row),
     Kind("exchange swaps two rows", "device", swapped_rows),
     Kind("matmul skips a k-group (1/4 of k, one tile)", "device", skipped_k_group),
-    Kind("matmul kernel not run on one tile", "device", kernel_not_run),
-    Kind("matmul output column unwritten", "device", zeroed_output_column),
+    Kind("one tile skips a compute superstep", "device", tile_skips_superstep),
+    Kind("op output column unwritten", "device", zeroed_output_column),
     Kind("wrong byte in one tile's weights (fc1)", "device", wrong_weight_byte),
     Kind("2 of fc2's k-rows zeroed in the stream", "device", zeroed_k_rows),
     Kind("proj bias dropped", "device", dropped_bias),

@@ -52,7 +52,7 @@ U, E, TINY = 2.0 ** -11, 2.0 ** -24, 2.0 ** -25
 DTYPES = {"f16": np.float16, "fp8": FP8, "f32": np.float32}
 
 
-ROW_STRIDE = 16  # check=rows: every 16th row of an op output (and each placed block's first and last)
+ROW_STRIDE = 32  # check=rows: every 32nd row of an op output, from a different row each iteration
 ROW_SAMPLED = ("matmul", "add", "bias", "gelu", "layernorm", "softmax", "cast")   # row-wise, or matmul's rows
 MAX_PENDING = 4  # checks queued on the worker at most (each holds its inputs' read-back values)
 ROWS = 1024     # row block of the softmax bound's ulp term (its temporaries were the run stage's peak)
@@ -204,6 +204,25 @@ class Snapshot:
                 self._arr, self.blocks = out, None
             return self._arr     # stored values: times the tensor's scale when used
 
+    def rows(self, R: np.ndarray) -> np.ndarray:
+        """Rows R (sorted, unique) of array(), made from the blocks holding them only (a
+        row-sampled check reads a few rows of each output; placing every block cost more
+        than the checks themselves)."""
+        with self._lock:
+            if self._arr is not None:
+                return self._arr[R]
+            blocks = self.blocks
+        at = np.full(self.shape[0], -1, np.int64)
+        at[R] = np.arange(len(R))
+        out = np.full((len(R), self.shape[1]), np.nan, np.float32)
+        for raw, r, c, r0, c0 in blocks:
+            rr = r0[:, None] + np.arange(r)                       # [blocks, r]: each block row's tensor row
+            b, i = np.nonzero(at[rr] >= 0)
+            if len(b):
+                vals = raw.view(self.dtype).reshape(len(raw), r, c)[b, i].astype(np.float32)
+                out[at[rr[b, i]][:, None], c0[b][:, None] + np.arange(c)] = vals
+        return out
+
 
 class ReadBack:
     """The host's per-superstep callback (sim.run's on_step): reads every completed op
@@ -283,42 +302,44 @@ class ReadBack:
         raw = env.get(name, carry.get(name) if i > 0 else None)
         pick = (lambda a: a) if rows is None else (lambda a: a[rows])
         if raw is not None:
-            v = pick(raw.array()).astype(dtype)
+            v = (raw.array() if rows is None else raw.rows(rows)).astype(dtype)
             v *= member(t.scale, i)                       # in place: one copy of a big tensor, not two
             return v
         if name in self.data:
+            if dtype == np.float32:            # the reference's own f32 value (FP8 by table lookup)
+                return pick(reference._value(self.g, self.data, name, i if name in self.seq else None))
             v = self.data[name][i] if name in self.seq else self.data[name]
             v = pick(np.asarray(v)).astype(dtype)
             v *= member(t.scale, i)
             return v
         return None
 
-    def plan(self, n: int, op):
-        """Row-sampled check of op n (check=rows): (rows of each input to read, None = all;
-        output rows; attrs the op is checked with). Output rows: the first and last row of
-        every block the dump places (so every tile's kernel is held to account) and every
-        ROW_STRIDE-th row. A matmul maps them through its groups to rows of `a` (its b
-        whole); row-wise ops take the same rows of every input with the output's rows."""
-        got = self.plans.get(n)
+    def plan(self, n: int, op, i: int):
+        """Row-sampled check of op n in iteration i (check=rows): (rows of each input to read,
+        None = all; output rows; attrs the op is checked with). Output rows: every
+        ROW_STRIDE-th row from offset i mod ROW_STRIDE (so successive iterations read other
+        rows, and other tiles' blocks); all rows of a tensor that has at most ROW_STRIDE. A
+        matmul samples its groups' rows alike (attention: the same tokens of every head) and
+        maps them to rows of `a` (its b whole); row-wise ops take the same rows of every
+        input with the output's rows."""
+        key = (n, i % ROW_STRIDE)
+        got = self.plans.get(key)
         if got is not None:
             return got
-        d, idx = self.d, self.rows[n]
-        nrows = self.g.tensors[op.outputs[0]].shape[0]
-        r0, cnt = d["r0"][idx].astype(np.int64), d["rows"][idx].astype(np.int64)
-        R = np.unique(np.concatenate([r0, r0 + cnt - 1, np.arange(0, nrows, ROW_STRIDE)]))
+        nrows, off = self.g.tensors[op.outputs[0]].shape[0], i % ROW_STRIDE
+        pick = lambda m: np.arange(m) if m <= ROW_STRIDE else np.arange(off % m, m, ROW_STRIDE)
         if op.kind == "matmul":
             m, groups = op.attr("m"), op.attr("groups", ((0, 0, 0, 0, 0, 0),))
-            local = np.unique(np.concatenate([R[(R >= g[4]) & (R < g[4] + m)] - g[4] for g in groups]))
+            local = pick(m)
             ars, crs = sorted({g[0] for g in groups}), sorted({g[4] for g in groups})
             k = len(local)
             regroup = tuple((ars.index(g[0]) * k, g[1], g[2], g[3], crs.index(g[4]) * k, g[5]) for g in groups)
-            attrs = {"m": k, "groups": regroup}
             got = ([np.concatenate([ar + local for ar in ars]), None], np.concatenate([cr + local for cr in crs]),
-                   attrs)
+                   {"m": k, "groups": regroup})
         else:
-            ins = [R if self.g.tensors[x].shape[0] == nrows else None for x in op.inputs]
-            got = (ins, R, {})
-        self.plans[n] = got
+            R = pick(nrows)
+            got = ([R if self.g.tensors[x].shape[0] == nrows else None for x in op.inputs], R, {})
+        self.plans[key] = got
         return got
 
     # ---- the callback --------------------------------------------------------------
@@ -395,7 +416,7 @@ class ReadBack:
             return
         ins, out_rows = [None] * len(op.inputs), None
         if self.sample_rows and op.kind in ROW_SAMPLED:
-            ins, out_rows, attrs = self.plan(n, op)
+            ins, out_rows, attrs = self.plan(n, op, i)
             if attrs:
                 op = dataclasses.replace(op, attrs=tuple(sorted({**dict(op.attrs), **attrs}.items())))
         dt = np.float32 if op.kind == "matmul" else np.float64
@@ -408,7 +429,7 @@ class ReadBack:
         # scale 1 (f16): the read-back float32 itself, exact, widened by numpy where it meets
         # the float64 reference (a float64 copy of a 27-layer tower's scores is 68 MB)
         if raw is not None and t.scale == 1.0:
-            dev = raw.array() if out_rows is None else raw.array()[out_rows]
+            dev = raw.array() if out_rows is None else raw.rows(out_rows)
         else:
             dev = self.value(op.outputs[0], i, env, carry, out_rows)
         # a non-finite input fails the op even where its output hides it (a masked column)
@@ -430,9 +451,9 @@ class ReadBack:
             excess = np.where(over, err - bound, -np.inf)
             excess[np.isnan(excess)] = np.inf
             r, c = np.unravel_index(int(np.argmax(excess)), err.shape)
-            r = r if out_rows is None else int(out_rows[r])          # the tensor's row
-            self.first_failed = dict(op=op.outputs[0], kind=op.kind, iteration=i, tile=self.tile_of(n, r, c),
-                                     row=int(r), col=int(c), error=float(err[r, c]), bound=float(bound[r, c]),
+            row = int(r) if out_rows is None else int(out_rows[r])     # the tensor's row
+            self.first_failed = dict(op=op.outputs[0], kind=op.kind, iteration=i, tile=self.tile_of(n, row, c),
+                                     row=row, col=int(c), error=float(err[r, c]), bound=float(bound[r, c]),
                                      elements=int(over.sum()))
 
     def fail_nonfinite_input(self, n: int, i: int, name: str, x: np.ndarray) -> None:

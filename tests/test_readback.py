@@ -294,3 +294,20 @@ def test_snapshot_places_blocks_as_read():
         got = snap.array()
         assert np.array_equal(got, want, equal_nan=True)
         assert snap.array() is got                      # made once
+
+
+def test_row_sampled_checks_on_a_longer_sequence():
+    """check=rows with more rows than ROW_STRIDE (63 tokens: 64 rows, attention's scores 128):
+    the clean trial validates with every op of both iterations checked on sampled rows, and
+    fc1's weight member of layer 0 with one element's exponent bit flipped (every row of one
+    output column wrong) fails fc1.xw in iteration 0."""
+    from compiler.readback import ROW_STRIDE
+    cfg = dict(model=dict(VIT, tokens=63), target=target_cfg("tiny"), policy={"check": "rows"})
+    r = compile_trial(cfg)
+    assert r["model"].graph.tensors["x"].shape[0] > ROW_STRIDE
+    m = r["run"].metrics()
+    assert r["run"].validated and m["ops_checked"] == len(r["model"].graph.ops) * VIT["layers"], m
+    w = np.array(r["model"].data["mlp.fc1.weight"])
+    w[0].view(np.uint8).reshape(-1)[100] ^= 0x04
+    res = run(r["lower"], r["model"], target_of(cfg), "rows", {"mlp.fc1.weight": w}, ref=r["reference"])
+    assert_caught(res, "fc1.xw", iteration=0)

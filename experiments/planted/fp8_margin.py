@@ -7,7 +7,8 @@ graph's outputs, over seeds. The margin must exceed every ratio seen, with room.
 
 MODEL: tower (plants.TOWER, tiny target: 3 layers, 9 tokens) | vit (the CI-sized encoder:
 32 wide, 2 layers, 15 tokens). Each row: seed, the largest device error / largest draw
-over the layer outputs (layer_error_ratio x FP8_MARGIN), the same at the outputs, end to end."""
+over the layer outputs (the layers' `spread`), the same at the graph's outputs (the end-to-end
+tolerance / FP8_MARGIN: the outputs end in an add, so no matmul term)."""
 from __future__ import annotations
 
 import sys
@@ -19,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import plants  # noqa: E402
-from compiler import tolerance  # noqa: E402
+import numpy as np  # noqa: E402
+
+from compiler import readback, tolerance  # noqa: E402
 from compiler.phases import compile_trial  # noqa: E402
 
 VIT = dict(name="vit", preset="custom", width=32, hidden=64, heads=2, tokens=15, layers=2)
@@ -31,10 +34,20 @@ def main(seeds: int, model: str):
     print("| model | seed | layers: device error / largest draw | outputs: device error / largest draw |")
     print("|---|---:|---:|---:|")
     worst = [0.0, 0.0]
+    seen = []
+    real = readback.ReadBack.check_layer
+
+    def check_layer(self, n, i, snap):          # the device's error at each layer output, as checked
+        dev = snap.array()[self.layer_rows].astype(np.float64)
+        seen.append((i, float(np.abs(dev - self.layers["values"][i][self.layer_rows]).max())))
+        return real(self, n, i, snap)
+    readback.ReadBack.check_layer = check_layer
     for seed in range(seeds):
         cfg = dict(model=dict(base, fp8_activations=True, seed=seed), target=target, policy={"check": "rows"})
-        m = compile_trial(cfg)["run"].metrics()
-        lay = m.get("layer_error_ratio", 0.0) * tolerance.FP8_MARGIN
+        seen.clear()
+        r = compile_trial(cfg)
+        m, spread = r["run"].metrics(), r["reference"].layers["spread"]
+        lay = max(err / spread[i] for i, err in seen)
         out = m["max_abs_error"] / m["tolerance"] * tolerance.FP8_MARGIN
         worst = [max(worst[0], lay), max(worst[1], out)]
         print(f"| {model} | {seed} | {lay:.3f} | {out:.3f} |", flush=True)

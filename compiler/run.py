@@ -1,7 +1,9 @@
-"""run: execute the lowered program on the simulator and validate it twice (docs/architecture.md §3.7):
-end to end (the outputs against the numpy reference computed in the model phase) and
+"""run: execute the lowered program on the simulator and validate it (docs/architecture.md §3.7):
+end to end (the outputs against the numpy reference computed in the reference phase), every
+Repeat iteration's layer output against the reference's there (compiler/tolerance.py), and
 op by op (compiler/readback.py: each op's output read back from its placed bytes after
-the superstep completing it, against the reference op on the device's own inputs)."""
+the superstep completing it, against the reference op on the device's own inputs; the
+default policy.check=rows reads every iteration on sampled rows)."""
 from __future__ import annotations
 
 import io
@@ -86,7 +88,7 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
         ref=None) -> RunResult:
     """`ref`: the reference phase's result (outputs and tolerance); None computes it here.
     Per-layer cycles come from the profile: the supersteps of the Repeat body's last iteration.
-    `check` (all | last_iteration | sampled) chooses the Repeat iterations read back.
+    `check` (rows | all | last_iteration | sampled) chooses the ops read back (readback.py).
     Fault-injection tests may replace host streams (`streams`: name -> array) or write
     placed bytes after a superstep (`inject(step, memory)`, before it is read back);
     the checks always hold the device to the model's data."""

@@ -1,14 +1,14 @@
 """Cost of run's read-back validation: run-stage host time and peak RSS without it and
 with each `policy.check` mode, on the So400m ViT (ipu21).
 
-    python experiments/readback_cost/measure.py LAYERS [fp8] [repeat=N] [none] [all] [last_iteration] [sampled]
+    python experiments/readback_cost/measure.py LAYERS [fp8] [repeat=N] [none] [rows] [all] [last_iteration] [sampled]
 
-Compiles every phase up to lower in-process (serial mapper), keeps only the lower and
-model results (what the run stage loads), then runs the simulator without read-back
-(`none`: lower's dump rows removed) and once per check mode listed. Time: wall and CPU
-seconds (user + sys of all threads: robust to other load on the machine). RSS: this process,
-sampled every 50 ms by a thread during each run (psutil), so the baseline holds the
-model's data and the lowered program as the run stage's does. One unmeasured warm-up run
+Compiles every phase up to lower in-process (serial mapper) and the reference, keeps only
+the lower, model and reference results (what the run stage loads), then runs the simulator
+without read-back (`none`: lower's dump rows removed) and once per check mode listed. Time:
+wall and CPU seconds (user + sys of all threads: robust to other load on the machine). RSS:
+this process, sampled every 50 ms by a thread during each run (psutil), so the baseline holds
+the model's data and the lowered program as the run stage's does. One unmeasured warm-up run
 first (numba's compilation, first touches), then `repeat` rounds of every mode in turn
 (default 3); a row gives each mode's medians and its CPU seconds against `none`'s median."""
 from __future__ import annotations

@@ -61,21 +61,24 @@ def in_body(r, s: int) -> bool:
     return b0 <= s - 1 < b1
 
 
-def written_rows(r, s: int):
-    """Every destination row of the exchange in static step s: (tile, address, bytes),
-    sorted by tile then address."""
+def written_rows(r, s: int, suffix: str = ""):
+    """Every destination row of the exchange in static step s (into requests whose name
+    ends with `suffix`): (tile, address, bytes), sorted by tile then address."""
     tg, addr = r["place"].tilegraph, r["place"].placement.addr
-    x = tg.xfer
+    x, nm = tg.xfer, names(r)
     out = []
-    for j in np.flatnonzero(x["step"] == s):
+    for j in np.flatnonzero((x["step"] == s) & np.char.endswith(nm[x["dreq"]].astype(str), suffix)):
         base = int(addr[x["dreq"][j]] + x["doff"][j])
         for k in range(int(x["d_rows"][j])):
             out.append((int(x["dst"][j]), base + k * int(x["d_stride"][j]), int(x["d_row_bytes"][j])))
     return sorted(out)
 
 
-def exchange_steps(r) -> list[int]:
-    return sorted(int(s) for s in np.unique(r["place"].tilegraph.xfer["step"]) if in_body(r, int(s)) and s > 1)
+def exchange_steps(r, suffix: str = "") -> list[int]:
+    """Body exchange steps (after the first superstep) writing into a request named *suffix."""
+    x, nm = r["place"].tilegraph.xfer, names(r)
+    hit = np.char.endswith(nm[x["dreq"]].astype(str), suffix)
+    return sorted(int(s) for s in np.unique(x["step"][hit]) if in_body(r, int(s)) and s > 1)
 
 
 def _bytes(mem, tile, a, n):
@@ -94,9 +97,10 @@ class Plant:
 
 def _exchange_rows_left(r, layer: int, pick) -> Plant:
     """Rows an exchange writes, some left as they were before it (the first body exchange
-    whose chosen rows change in this iteration): `pick(rows) -> [(tile, addr, n)]`."""
+    into a matmul's received activation operand, `.a`, whose chosen rows change in this
+    iteration): `pick(rows) -> [(tile, addr, n)]`."""
     state = {"done": False}
-    steps = exchange_steps(r)
+    steps = exchange_steps(r, ".a")
     before = {}
 
     def inject(step, mem):
@@ -105,7 +109,7 @@ def _exchange_rows_left(r, layer: int, pick) -> Plant:
         for s in steps:
             e = executed(r, s, layer)
             if step == e - 1:                                     # just before the exchange
-                before[s] = [(t, a, n, _bytes(mem, t, a, n).copy()) for t, a, n in written_rows(r, s)]
+                before[s] = [(t, a, n, _bytes(mem, t, a, n).copy()) for t, a, n in written_rows(r, s, ".a")]
             elif step == e and s in before:
                 changed = [(t, a, n, old) for t, a, n, old in before.pop(s)
                            if not np.array_equal(_bytes(mem, t, a, n), old)]

@@ -3,16 +3,20 @@ mode alike: each is injected into what the machine receives (host streams, place
 bytes, the lowered program's relocation table), never into the reference or the data
 the checks hold the device to."""
 import dataclasses
+import sys
 
 import numpy as np
 import pytest
 
-from compiler import isa
 from compiler.phases import compile_trial, target_of
 from compiler.readback import ulp16
 from compiler.compare import real_rows
 from compiler.run import run
+from conftest import REPO
 from helpers import target_cfg
+
+sys.path.insert(0, str(REPO / "experiments" / "planted"))
+import plants  # noqa: E402
 
 VIT = dict(name="vit", preset="custom", width=32, hidden=64, heads=2, tokens=15, layers=2)
 MODES = {"fp16": {}, "fp8": {"fp8_activations": True}}
@@ -90,47 +94,9 @@ def test_zeroed_fc2_output_columns_in_placed_bytes(trial):
 
 
 def relocations(r, kind="member"):
-    """Every nonzero Repeat relocation entry of `kind` (member: a sequence member's
-    address; scale: a per-layer scale's table address): (offset of its stride word in
-    program.table, tile, the op reading the relocated sequence member or scale)."""
-    prog, tg, addr, g = r["lower"].program, r["place"].tilegraph, r["place"].placement.addr, r["model"].graph
-    names = np.asarray(tg.names)[tg.req["name"]]
-    reader = {}
-    for op in g.ops:
-        for x in op.inputs:
-            reader.setdefault(x, op.outputs[0])
-    k, out = tg.kern, []
-    for t in range(prog.tiles):
-        code = prog.tile_code(t).view("<u4").reshape(-1, isa.INSTR_WORDS)
-        if not len(code) or code[0, 0] != isa.REPEAT:
-            continue
-        table = prog.tile_table(t)
-        base = int(code[0, 3]) - int(prog.table_addr[t])
-        ent = table[base:base + int(code[0, 4]) * isa.RELOC_BYTES].view("<u4").reshape(-1, 2)
-        kern = iter(np.flatnonzero((k["reloc"] != 0) & (k["tile"] == t)))     # code entries follow, in kern order
-        scaled = iter(np.flatnonzero((k["sseq"] != 0) & (k["tile"] == t)))    # then the scale words, likewise
-        seqs = np.flatnonzero((tg.req["tile"] == t) & (tg.req["count"] > 1))
-        for e, (word, stride) in enumerate(ent):
-            in_code = prog.code_addr[t] <= word < prog.code_addr[t] + code.nbytes
-            if in_code and (word - prog.code_addr[t]) % isa.INSTR_BYTES != 8:   # a scale word
-                j = next(scaled)
-                if kind == "scale":
-                    out_req = k["r2"][j] if k["op"][j] == isa.MATMUL else k["r0"][j]
-                    out.append((int(prog.table_off[t]) + base + e * isa.RELOC_BYTES + 4, t,
-                                names[out_req].removesuffix(".p")))
-                continue
-            if kind != "member":
-                continue
-            if in_code:                                                        # a MATMUL's b operand
-                name = names[k["r2"][next(kern)]].removesuffix(".p")
-            else:                                                              # an exchange source
-                w = int(word) - int(prog.table_addr[t])
-                src = int(table[w:w + 4].view("<u4")[0])
-                ext = addr[seqs] + tg.req["count"][seqs] * tg.req["stride"][seqs]
-                home = names[seqs[(addr[seqs] <= src) & (src < ext)][0]]
-                name = reader[home.removesuffix(".home")]
-            out.append((int(prog.table_off[t]) + base + e * isa.RELOC_BYTES + 4, t, name))
-    return out
+    """(offset of the stride word in program.table, tile, the op reading the relocated
+    member or scale) of every Repeat relocation entry of `kind` (experiments/planted)."""
+    return [e[:3] for e in plants.relocations(r, kind)]
 
 
 @pytest.mark.parametrize("policy", [{}, {"weight_stationary": False}])

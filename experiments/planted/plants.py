@@ -510,5 +510,6 @@ def outcome(r: dict, kind: Kind, layer: int | None) -> dict:
     f = min(fails, key=lambda f: f["iteration"]) if fails else {}      # the earliest iteration's
     return dict(caught=bool(by) and not res.validated, by=by, op=f.get("op", "-"), iteration=f.get("iteration"),
                 tile=f.get("tile"), error=f.get("error", m.get("max_abs_error")),
-                bound=f.get("bound", f.get("tolerance", m.get("tolerance"))), e2e=(m.get("max_abs_error"), m.get("tolerance")),
+                bound=f.get("bound", f.get("tolerance", m.get("tolerance"))),
+                e2e=(m.get("max_abs_error"), m.get("tolerance")),
                 model=m.get("model_rms_rel_error"))

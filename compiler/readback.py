@@ -13,7 +13,7 @@ Which ops (policy.check): `rows` (the default) checks every op of every Repeat i
 sampled rows -- every ROW_STRIDE-th row, from an offset that moves with the iteration; a
 matmul's sampled rows map through its groups to rows of `a`, its `b` whole -- so a fault in
 any iteration (a stale exchange, a wrong weight member or scale word) fails the op it hits,
-at +9 % run CPU at 4 So400m layers where every row of every op costs +157 %
+at +9-16 % run CPU at 4 So400m layers where every row of every op costs +157 %
 (experiments/readback_cost); `all` checks every row; `last_iteration` and `sampled` whole
 iterations. In every mode each iteration's layer output (the Repeat's carried output) is
 read back and held to the reference's value there (compiler/tolerance.py: check_layer).

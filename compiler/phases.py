@@ -37,6 +37,7 @@ class ReferenceResult:
     fp16_outputs: dict | None = None      # FP8 activations: the same model's with FP16 ones
     fp8_activation_error: float | None = None   # ... and the rms error of `outputs` against them
     model_outputs: dict | None = None     # a tower's: the independent timm model's (compiler/model_check.py)
+    layers: dict | None = None            # every Repeat iteration's layer output and its tolerance (tolerance.py)
 
     def metrics(self) -> dict:
         extra = {} if self.fp8_activation_error is None else {"fp8_activation_error": self.fp8_activation_error}
@@ -49,11 +50,11 @@ def model_phase(cfg):
 
 
 def reference_phase(m: ModelResult) -> ReferenceResult:
-    from . import compare, model_check, reference
-    outputs, tolerance = reference.reference_and_tolerance(m.graph, m.data)
+    from . import compare, model_check, tolerance as checkpoints
+    outputs, tolerance, layers = checkpoints.reference_checkpoints(m.graph, m.data)
     fp16 = compare.fp16_activations(m.graph, m.data)
     err = None if fp16 is None else round(compare.rms_rel_error(m.graph, outputs, fp16), 9)
-    return ReferenceResult(outputs, tolerance, fp16_outputs=fp16, fp8_activation_error=err,
+    return ReferenceResult(outputs, tolerance, fp16_outputs=fp16, fp8_activation_error=err, layers=layers,
                            model_outputs=model_check.model_outputs(m.graph, m.data))
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from .target import ConfigError
 
 
-CHECKS = ("all", "last_iteration", "sampled")   # policy.check: the Repeat iterations run reads back
+CHECKS = ("rows", "all", "last_iteration", "sampled")   # policy.check: the Repeat iterations run reads back
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class Policy:
     resident_replication: int = 0     # most tiles holding one resident weight block (a grid's gm); 0 = any
     panel_homes: bool = True          # store weights the AMP reads as micro-panels (FP8) in that order
     grid: str = ""                    # force one GEMM grid "GMxGNxGK[/SP]" (tests, studies); "" = search
-    check: str = "last_iteration"     # run's read-back: Repeat iterations checked op by op (all | last_iteration | sampled)
+    check: str = "rows"               # run's read-back op by op: rows (every iteration, sampled rows) | all | last_iteration | sampled
     place: dict = field(default_factory=dict)  # compiler.place.PlaceConfig overrides
 
     @classmethod

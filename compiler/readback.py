@@ -9,6 +9,18 @@ and inputs (the model's data: a wrong weight in a home or a wrong Repeat member
 shows up in the op that reads it). The bound is one op's rounding, not the graph's,
 so FP8 rounding decisions that diverge over many layers cannot hide a real bug.
 
+Which ops (policy.check): `rows` (the default) checks every op of every Repeat iteration on
+sampled rows -- every ROW_STRIDE-th row, from an offset that moves with the iteration; a
+matmul's sampled rows map through its groups to rows of `a`, its `b` whole -- so a fault in
+any iteration (a stale exchange, a wrong weight member or scale word) fails the op it hits,
+at +9-16 % run CPU at 4 So400m layers where every row of every op costs +157 %
+(experiments/readback_cost); `all` checks every row; `last_iteration` and `sampled` whole
+iterations. In every mode each iteration's layer output (the Repeat's carried output) is
+read back and held to the reference's value there (compiler/tolerance.py: check_layer).
+NaN or inf anywhere -- an input the op reads, its output, the reference made from them --
+fails the op with an infinite error, naming the tile (a NaN bound compares false with
+everything, so `err <= bound` is what must hold, never `not err > bound`).
+
 Bounds (u = 2^-11, f16's unit roundoff; e = 2^-24, f32's; t = 2^-25, half the
 smallest f16 subnormal; ulp = f16's spacing at the reference value):
   matmul      (3u + (2k+8)e) * sum|a||b| * |scale| + t: the device's products exact in
@@ -34,12 +46,14 @@ Other op kinds are counted as unchecked.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from . import reference
+from .compare import real_rows
 from .ir import member
 from .policy import CHECKS
 from .models.gemm import FP8, FP8_MAX
@@ -50,6 +64,13 @@ U, E, TINY = 2.0 ** -11, 2.0 ** -24, 2.0 ** -25
 DTYPES = {"f16": np.float16, "fp8": FP8, "f32": np.float32}
 
 
+ROW_STRIDE = 32  # check=rows: every 32nd row of an op output, from a different row each iteration
+ROW_SAMPLED = ("matmul", "add", "bias", "gelu", "layernorm", "softmax", "cast")   # row-wise, or matmul's rows
+# a layer output element may differ from the reference's by LAYER_FLOOR_ULPS f16 units of its
+# own value even where the reference's draws agree (tolerance.py): the layer's last ops (fc2's
+# bias, the residual add) round once each and a rounding flip earlier moves it a unit or two
+# (2 units seen at layer 0 of tests/test_tower.py's b16 batch, the draws 0.003 apart there)
+LAYER_FLOOR_ULPS = 4
 MAX_PENDING = 4  # checks queued on the worker at most (each holds its inputs' read-back values)
 ROWS = 1024     # row block of the softmax bound's ulp term (its temporaries were the run stage's peak)
 
@@ -66,7 +87,7 @@ def ulp16(x: np.ndarray) -> np.ndarray:
 def checked_iterations(check: str, count: int) -> set[int]:
     if check not in CHECKS:
         raise ValueError(f"run.check={check!r}: not one of {', '.join(CHECKS)}")
-    if check == "all":
+    if check in ("all", "rows"):
         return set(range(count))
     if check == "last_iteration":
         return {count - 1}
@@ -78,7 +99,7 @@ def checked_iterations(check: str, count: int) -> set[int]:
 def _matmul(op, x, _):
     """In f32 (BLAS at twice the f64 rate): rounding the inputs to f32 and summing k
     products in f32 err by at most (k+2)e sum|a||b| more, which the bound adds."""
-    a, b = (v.astype(np.float32) for v in x)
+    a, b = (v.astype(np.float32, copy=False) for v in x)
     ref = reference.matmul(op, a, b)
     s = reference.matmul(op, np.abs(a), np.abs(b))
     np.abs(s, out=s)
@@ -159,27 +180,25 @@ BOUNDS = {"matmul": _matmul, "add": _sum, "bias": _sum, "gelu": _gelu, "layernor
 
 def op_error(op, inputs: list, dev: np.ndarray, keep_ref: bool = True):
     """(reference, bound, error) of one op given its inputs and the device's output.
-    keep_ref=False: the error is computed in the reference's array (returned as None) and
-    the `inputs` list is emptied once the bound is made -- the read-back's largest checks
-    (a 27-layer tower's attention scores) set the run stage's peak RSS."""
+    A non-finite value anywhere -- the device's output, or the reference made from a
+    non-finite input -- is an infinite error: NaN compares false with any bound, so it
+    must never reach `err > bound` as itself (a NaN in an op's input made its bound NaN
+    and the op passed, issue #23). keep_ref=False: the error is computed in the
+    reference's array (returned as None) and the `inputs` list is emptied once the bound
+    is made -- the read-back's largest checks (a 27-layer tower's attention scores) set
+    the run stage's peak RSS."""
     res = BOUNDS[op.kind](op, inputs, dev)
     if not keep_ref:
         inputs.clear()
     ref, bound = res[0], res[1]
-    if len(res) > 2:
+    if len(res) > 2:                               # cast: its own distance (NaN if dev is)
         err = res[2]
-    else:
-        bad = ~(np.isfinite(dev) & np.isfinite(ref))
-        d, r = dev[bad], ref[bad]                  # equal infinities, NaN for NaN: no error
-        err = np.subtract(dev, ref, out=None if keep_ref else ref)
-        np.abs(err, out=err)
-        err[bad] = np.where((d == r) | (np.isnan(d) & np.isnan(r)), 0.0, np.inf)
-        return (ref if keep_ref else None), bound, err
-    bad = ~np.isfinite(err)
-    if bad.any():
-        d, r = dev[bad], ref[bad]
-        err[bad] = np.where((d == r) | (np.isnan(d) & np.isnan(r)), 0.0, np.inf)
-    return ref, bound, err
+        err[~np.isfinite(err)] = np.inf
+        return ref, bound, err
+    err = np.subtract(dev, ref, out=None if keep_ref else ref)
+    np.abs(err, out=err)                           # NaN or inf where dev or ref is not finite
+    err[~np.isfinite(err)] = np.inf
+    return (ref if keep_ref else None), bound, err
 
 
 class Snapshot:
@@ -202,13 +221,32 @@ class Snapshot:
                 self._arr, self.blocks = out, None
             return self._arr     # stored values: times the tensor's scale when used
 
+    def rows(self, R: np.ndarray) -> np.ndarray:
+        """Rows R (sorted, unique) of array(), made from the blocks holding them only (a
+        row-sampled check reads a few rows of each output; placing every block cost more
+        than the checks themselves)."""
+        with self._lock:
+            if self._arr is not None:
+                return self._arr[R]
+            blocks = self.blocks
+        at = np.full(self.shape[0], -1, np.int64)
+        at[R] = np.arange(len(R))
+        out = np.full((len(R), self.shape[1]), np.nan, np.float32)
+        for raw, r, c, r0, c0 in blocks:
+            rr = r0[:, None] + np.arange(r)                       # [blocks, r]: each block row's tensor row
+            b, i = np.nonzero(at[rr] >= 0)
+            if len(b):
+                vals = raw.view(self.dtype).reshape(len(raw), r, c)[b, i].astype(np.float32)
+                out[at[rr[b, i]][:, None], c0[b][:, None] + np.arange(c)] = vals
+        return out
+
 
 class ReadBack:
     """The host's per-superstep callback (sim.run's on_step): reads every completed op
     output of the iterations it checks and checks the op at once; keeps one iteration's
     activations (float64), dropping each after its last reader."""
 
-    def __init__(self, graph, data: dict, dump: dict, body: tuple, check: str = "all"):
+    def __init__(self, graph, data: dict, dump: dict, body: tuple, check: str = "all", layers: dict | None = None):
         self.g, self.data, self.d = graph, data, dump
         rep = graph.repeat
         self.count = rep.count if rep else 1
@@ -218,6 +256,8 @@ class ReadBack:
         self.seq = set(rep.sequences) if rep else set()
         self.carried = dict(rep.carried) if rep else {}          # body output -> body input
         self.check = checked_iterations(check, self.count)
+        self.sample_rows = check == "rows"        # every iteration, on sampled rows (plan)
+        self.plans: dict[int, tuple] = {}
         self.rows = {n: np.flatnonzero(dump["op"] == n) for n in np.unique(dump["op"])} if len(dump.get("op", ())) else {}
         self.at_step: dict[int, list[int]] = {}
         for n, idx in sorted(self.rows.items()):
@@ -239,6 +279,17 @@ class ReadBack:
         # and one worker runs them in submission order, so the figures do not depend on timing
         self.pool: ThreadPoolExecutor | None = None
         self.pending: list = []
+        # every iteration: the layer output (the Repeat's carried output) against the
+        # reference's value in that iteration (compiler/tolerance.py), checked ops or not
+        self.layers = layers
+        out = rep.carried[0][0] if rep and rep.carried and layers is not None else None
+        self.layer_op = next((n for n, op in enumerate(graph.ops) if op.outputs[0] == out), None)
+        if self.layer_op not in self.rows:
+            self.layer_op = None
+        self.layer_rows = real_rows(graph, out) if self.layer_op is not None else None
+        self.layers_checked = self.layers_failed = 0
+        self.layer_ratio = 0.0
+        self.first_failed_layer: dict | None = None
 
     # ---- reading -------------------------------------------------------------------
     def read(self, mem, n: int) -> "Snapshot":
@@ -260,19 +311,53 @@ class ReadBack:
         return Snapshot(t.shape, DTYPES[t.dtype], [(gather(mem.flat, pos, nb), r, c, r0, c0)
                                                     for pos, r, c, nb, r0, c0 in groups])
 
-    def value(self, name: str, i: int, env: dict, carry: dict):
+    def value(self, name: str, i: int, env: dict, carry: dict, rows=None, dtype=np.float64):
         """An op input at iteration i: the device's activation (as read back: `env`, or
-        `carry` from the iteration before), or the true data."""
+        `carry` from the iteration before), or the true data; only `rows` of it if given.
+        float32 for a matmul's operands (its reference is computed in f32: see _matmul)."""
         t = self.g.tensors[name]
         raw = env.get(name, carry.get(name) if i > 0 else None)
+        pick = (lambda a: a) if rows is None else (lambda a: a[rows])
         if raw is not None:
-            v = raw.array().astype(np.float64)
+            v = (raw.array() if rows is None else raw.rows(rows)).astype(dtype)
             v *= member(t.scale, i)                       # in place: one copy of a big tensor, not two
             return v
         if name in self.data:
+            if dtype == np.float32:            # the reference's own f32 value (FP8 by table lookup)
+                return pick(reference._value(self.g, self.data, name, i if name in self.seq else None))
             v = self.data[name][i] if name in self.seq else self.data[name]
-            return np.asarray(v).astype(np.float64) * member(t.scale, i)
+            v = pick(np.asarray(v)).astype(dtype)
+            v *= member(t.scale, i)
+            return v
         return None
+
+    def plan(self, n: int, op, i: int):
+        """Row-sampled check of op n in iteration i (check=rows): (rows of each input to read,
+        None = all; output rows; attrs the op is checked with). Output rows: every
+        ROW_STRIDE-th row from offset i mod ROW_STRIDE (so successive iterations read other
+        rows, and other tiles' blocks); all rows of a tensor that has at most ROW_STRIDE. A
+        matmul samples its groups' rows alike (attention: the same tokens of every head) and
+        maps them to rows of `a` (its b whole); row-wise ops take the same rows of every
+        input with the output's rows."""
+        key = (n, i % ROW_STRIDE)
+        got = self.plans.get(key)
+        if got is not None:
+            return got
+        nrows, off = self.g.tensors[op.outputs[0]].shape[0], i % ROW_STRIDE
+        pick = lambda m: np.arange(m) if m <= ROW_STRIDE else np.arange(off % m, m, ROW_STRIDE)
+        if op.kind == "matmul":
+            m, groups = op.attr("m"), op.attr("groups", ((0, 0, 0, 0, 0, 0),))
+            local = pick(m)
+            ars, crs = sorted({g[0] for g in groups}), sorted({g[4] for g in groups})
+            k = len(local)
+            regroup = tuple((ars.index(g[0]) * k, g[1], g[2], g[3], crs.index(g[4]) * k, g[5]) for g in groups)
+            got = ([np.concatenate([ar + local for ar in ars]), None], np.concatenate([cr + local for cr in crs]),
+                   {"m": k, "groups": regroup})
+        else:
+            R = pick(nrows)
+            got = ([R if self.g.tensors[x].shape[0] == nrows else None for x in op.inputs], R, {})
+        self.plans[key] = got
+        return got
 
     # ---- the callback --------------------------------------------------------------
     def static_step(self, step: int) -> tuple[int, int, bool]:
@@ -299,35 +384,89 @@ class ReadBack:
                 self.env[out] = self.read(mem, n)
                 if outside and step < self.b0:
                     self.before.add(out)
+            if n == self.layer_op and not outside:
+                snap = self.env.get(out) or self.read(mem, n)
+                self.submit(snap, self.check_layer, n, i, snap)
             if checked:
-                if self.pool is None:
-                    self.pool = ThreadPoolExecutor(1, thread_name_prefix="readback")
-                # one worker runs them in order, so the done ones lead the list; the snapshots
-                # hold activations, so a lagging worker holds up the run rather than pile them up
-                if len(self.pending) >= MAX_PENDING and not self.pending[0].done() and out in self.env:
-                    self.env[out].array()      # the worker lags: make these values here, not wait idle
-                while self.pending and (self.pending[0].done() or len(self.pending) >= MAX_PENDING):
-                    self.pending.pop(0).result()          # a check's own error is raised here
-                self.pending.append(self.pool.submit(self.check_op, n, i, dict(self.env), dict(self.carry)))
+                self.submit(self.env.get(out), self.check_op, n, i, dict(self.env), dict(self.carry))
                 for name in op.inputs:             # free what no later op of the body reads
                     if self.last_use.get(name) == n and name not in self.carried and name not in self.before:
                         self.env.pop(name, None)
 
+    def submit(self, snap, fn, *args) -> None:
+        """Queue a check on the worker. One worker runs them in order, so the done ones lead
+        the list; the snapshots hold activations, so a lagging worker holds up the run
+        rather than pile them up."""
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(1, thread_name_prefix="readback")
+        if len(self.pending) >= MAX_PENDING and not self.pending[0].done() and snap is not None:
+            snap.array()                  # the worker lags: make these values here, not wait idle
+        while self.pending and (self.pending[0].done() or len(self.pending) >= MAX_PENDING):
+            self.pending.pop(0).result()          # a check's own error is raised here
+        self.pending.append(self.pool.submit(fn, *args))
+
+    def check_layer(self, n: int, i: int, snap: "Snapshot") -> None:
+        """Iteration i's layer output against the reference's, within that iteration's
+        tolerance or LAYER_FLOOR_ULPS units of each element (real rows; NaN, inf or an unread
+        element is an infinite error)."""
+        dev = snap.array()[self.layer_rows].astype(np.float64)
+        want = self.layers["values"][i][self.layer_rows].astype(np.float64)
+        err = np.abs(dev - want)
+        err[~np.isfinite(err)] = np.inf
+        self.layers_checked += 1
+        tol = float(self.layers["tolerance"][i])
+        if not (err > tol).any():                 # the floor only where the tolerance alone fails
+            self.layer_ratio = max(self.layer_ratio, float(err.max(initial=0.0)) / tol if tol > 0 else 0.0)
+            return
+        tol = np.maximum(tol, LAYER_FLOOR_ULPS * ulp16(np.abs(want)))
+        ratio = err / tol
+        worst = float(ratio.max(initial=0.0))
+        if worst <= 1:
+            self.layer_ratio = max(self.layer_ratio, worst)
+            return
+        self.layers_failed += 1
+        if self.first_failed_layer is None:
+            r, c = np.unravel_index(int(np.argmax(ratio)), err.shape)
+            row = int(np.flatnonzero(self.layer_rows)[r])
+            self.first_failed_layer = dict(op=self.g.ops[n].outputs[0], iteration=i, tile=self.tile_of(n, row, int(c)),
+                                           row=row, col=int(c), error=float(err[r, c]), tolerance=float(tol[r, c]),
+                                           elements=int((err > tol).sum()))
+
     def check_op(self, n: int, i: int, env: dict, carry: dict) -> None:
         op = self.g.ops[n].at(i)
-        xs = [self.value(name, i, env, carry) for name in op.inputs]
-        if op.kind not in BOUNDS or any(x is None for x in xs):
+        if op.kind not in BOUNDS:
+            self.unchecked += 1
+            return
+        ins, out_rows = [None] * len(op.inputs), None
+        if self.sample_rows and op.kind in ROW_SAMPLED:
+            ins, out_rows, attrs = self.plan(n, op, i)
+            if attrs:
+                op = dataclasses.replace(op, attrs=tuple(sorted({**dict(op.attrs), **attrs}.items())))
+        dt = np.float32 if op.kind == "matmul" else np.float64
+        xs = [self.value(name, i, env, carry, rows, dt) for name, rows in zip(op.inputs, ins)]
+        if any(x is None for x in xs):
             self.unchecked += 1
             return
         t = self.g.tensors[op.outputs[0]]
         raw = env.get(op.outputs[0])
         # scale 1 (f16): the read-back float32 itself, exact, widened by numpy where it meets
         # the float64 reference (a float64 copy of a 27-layer tower's scores is 68 MB)
-        dev = raw.array() if raw is not None and t.scale == 1.0 else self.value(op.outputs[0], i, env, carry)
+        if raw is not None and t.scale == 1.0:
+            dev = raw.array() if out_rows is None else raw.rows(out_rows)
+        else:
+            dev = self.value(op.outputs[0], i, env, carry, out_rows)
+        # a non-finite input the device made fails the op even where its output hides it (a
+        # masked column); the model's own data is not re-checked every iteration (a NaN the
+        # host sends instead shows in the output)
+        bad_in = next(((name, x) for name, x in zip(op.inputs, xs)
+                       if name not in self.data and not np.isfinite(x).all()), None)
+        if bad_in is not None:
+            self.fail_nonfinite_input(n, i, *bad_in)
+            return
         _, bound, err = op_error(op, xs, dev, keep_ref=False)
         del xs, dev
         self.checked += 1
-        over = err > bound
+        over = ~(err <= bound)                    # a NaN bound (from a NaN input) fails too
         if not over.any():
             if err.size:                  # err <= bound everywhere: err / bound in place
                 np.divide(err, bound, out=err, where=bound > 0)
@@ -335,10 +474,27 @@ class ReadBack:
             return
         self.failed += 1
         if self.first_failed is None:
-            r, c = np.unravel_index(int(np.argmax(np.where(over, err - bound, -np.inf))), err.shape)
-            self.first_failed = dict(op=op.outputs[0], kind=op.kind, iteration=i, tile=self.tile_of(n, r, c),
-                                     row=int(r), col=int(c), error=float(err[r, c]), bound=float(bound[r, c]),
+            excess = np.where(over, err - bound, -np.inf)
+            excess[np.isnan(excess)] = np.inf
+            r, c = np.unravel_index(int(np.argmax(excess)), err.shape)
+            row = int(r) if out_rows is None else int(out_rows[r])     # the tensor's row
+            self.first_failed = dict(op=op.outputs[0], kind=op.kind, iteration=i, tile=self.tile_of(n, row, c),
+                                     row=row, col=int(c), error=float(err[r, c]), bound=float(bound[r, c]),
                                      elements=int(over.sum()))
+
+    def fail_nonfinite_input(self, n: int, i: int, name: str, x: np.ndarray) -> None:
+        """Op n's input `name` holds NaN or inf at iteration i: the op fails, naming the tile
+        that holds the first such element (its producer's block, or where op n's output row is)."""
+        self.checked += 1
+        self.failed += 1
+        if self.first_failed is None:
+            r, c = (int(v) for v in np.argwhere(~np.isfinite(x))[0])
+            producer = next((p for p, o in enumerate(self.g.ops) if o.outputs[0] == name), None)
+            tile = self.tile_of(producer, r, c) if producer in self.rows else self.tile_of(n, min(r, len(x) - 1), 0)
+            op = self.g.ops[n]
+            self.first_failed = dict(op=op.outputs[0], kind=op.kind, iteration=i, tile=tile, row=r, col=c,
+                                     error=float("inf"), bound=0.0, elements=int((~np.isfinite(x)).sum()),
+                                     nonfinite_input=name)
 
     def tile_of(self, n: int, r: int, c: int) -> int:
         d, idx = self.d, self.rows[n]
@@ -369,4 +525,9 @@ class ReadBack:
              "op_error_ratio": round(self.worst_ratio, 6)}
         if self.first_failed:
             m["first_failed_op"] = self.first_failed
+        if self.layer_op is not None:
+            m |= {"layers_checked": self.layers_checked, "layers_failed": self.layers_failed,
+                  "layer_error_ratio": round(self.layer_ratio, 6)}
+            if self.first_failed_layer:
+                m["first_failed_layer"] = self.first_failed_layer
         return m

@@ -1,7 +1,9 @@
-"""run: execute the lowered program on the simulator and validate it twice (docs/architecture.md §3.7):
-end to end (the outputs against the numpy reference computed in the model phase) and
+"""run: execute the lowered program on the simulator and validate it (docs/architecture.md §3.7):
+end to end (the outputs against the numpy reference computed in the reference phase), every
+Repeat iteration's layer output against the reference's there (compiler/tolerance.py), and
 op by op (compiler/readback.py: each op's output read back from its placed bytes after
-the superstep completing it, against the reference op on the device's own inputs)."""
+the superstep completing it, against the reference op on the device's own inputs; the
+default policy.check=rows reads every iteration on sampled rows)."""
 from __future__ import annotations
 
 import io
@@ -103,7 +105,7 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
         ref=None) -> RunResult:
     """`ref`: the reference phase's result (outputs and tolerance); None computes it here.
     Per-layer cycles come from the profile: the supersteps of the Repeat body's last iteration.
-    `check` (all | last_iteration | sampled) chooses the Repeat iterations read back.
+    `check` (rows | all | last_iteration | sampled) chooses the ops read back (readback.py).
     Fault-injection tests may replace host streams (`streams`: name -> array) or write
     placed bytes after a superstep (`inject(step, memory)`, before it is read back);
     the checks always hold the device to the model's data."""
@@ -120,7 +122,7 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     checked_iterations(check, count)                      # a bad value fails before the run
     streams = _Streams(prog.in_streams, streams or {}, model.data)
     dump = getattr(lower_res, "dump", None) or {}
-    rb = ReadBack(g, model.data, dump, lower_res.body, check) if dump else None
+    rb = ReadBack(g, model.data, dump, lower_res.body, check, getattr(ref, "layers", None)) if dump else None
     hooks = [h for h in (inject, rb.on_step if rb else None) if h is not None]
     try:
         r = sim.run(prog, streams, (lambda step, mem: [h(step, mem) for h in hooks]) if hooks else None)
@@ -139,7 +141,7 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     rms_rel = rms_rel_error(g, got16, ref.outputs)
     fp16 = ref.fp16_outputs
     rbm = rb.metrics() if rb else {"ops_checked": 0, "ops_failed": 0}
-    per_op_ok = rbm["ops_checked"] > 0 and rbm["ops_failed"] == 0
+    per_op_ok = rbm["ops_checked"] > 0 and rbm["ops_failed"] == 0 and rbm.get("layers_failed", 0) == 0
     model = model_check(ref, g, got16)
     b0, b1 = lower_res.body                               # the last iteration of the body
     last = b0 + (count - 1) * (b1 - b0)

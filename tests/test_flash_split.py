@@ -30,8 +30,15 @@ def test_forced_key_splits_validate(name, monkeypatch):
 
 
 def test_ipu21_grid_splits_keys():
-    """So400m attention: the estimate splits keys (a tile no longer receives the whole head)."""
+    """So400m attention: the chosen grid splits keys (a tile no longer receives the whole
+    head) because that is cheapest: its estimate is the least of every grid of the tiles
+    (enumerated here, not by choose_grid), and below every grid that does not split."""
     t, p = Target.load("ipu21"), Policy()
-    nq, ns = flash.choose_grid(t, p, 730, 16, 729, 72, 128)
+    shape = (730, 16, 729, 72, 128)
+    nq, ns = flash.choose_grid(t, p, *shape)
     assert ns > 1 and 16 * nq * ns <= t.tiles
-    assert flash.estimate(t, p, 730, 16, 729, 72, 128, nq, ns) is not None
+    est = flash.estimate(t, p, *shape, nq, ns)
+    every = {(q, s): e for q in range(1, t.tiles // 16 + 1) for s in range(1, t.tiles // 16 // q + 1)
+             if (e := flash.estimate(t, p, *shape, q, s)) is not None}
+    assert isinstance(est, int) and est > 0 and est == min(every.values())
+    assert est < min(e for (q, s), e in every.items() if s == 1)

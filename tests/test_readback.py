@@ -3,16 +3,20 @@ mode alike: each is injected into what the machine receives (host streams, place
 bytes, the lowered program's relocation table), never into the reference or the data
 the checks hold the device to."""
 import dataclasses
+import sys
 
 import numpy as np
 import pytest
 
-from compiler import isa
 from compiler.phases import compile_trial, target_of
 from compiler.readback import ulp16
 from compiler.compare import real_rows
 from compiler.run import run
+from conftest import REPO
 from helpers import target_cfg
+
+sys.path.insert(0, str(REPO / "experiments" / "planted"))
+import plants  # noqa: E402
 
 VIT = dict(name="vit", preset="custom", width=32, hidden=64, heads=2, tokens=15, layers=2)
 MODES = {"fp16": {}, "fp8": {"fp8_activations": True}}
@@ -90,47 +94,9 @@ def test_zeroed_fc2_output_columns_in_placed_bytes(trial):
 
 
 def relocations(r, kind="member"):
-    """Every nonzero Repeat relocation entry of `kind` (member: a sequence member's
-    address; scale: a per-layer scale's table address): (offset of its stride word in
-    program.table, tile, the op reading the relocated sequence member or scale)."""
-    prog, tg, addr, g = r["lower"].program, r["place"].tilegraph, r["place"].placement.addr, r["model"].graph
-    names = np.asarray(tg.names)[tg.req["name"]]
-    reader = {}
-    for op in g.ops:
-        for x in op.inputs:
-            reader.setdefault(x, op.outputs[0])
-    k, out = tg.kern, []
-    for t in range(prog.tiles):
-        code = prog.tile_code(t).view("<u4").reshape(-1, isa.INSTR_WORDS)
-        if not len(code) or code[0, 0] != isa.REPEAT:
-            continue
-        table = prog.tile_table(t)
-        base = int(code[0, 3]) - int(prog.table_addr[t])
-        ent = table[base:base + int(code[0, 4]) * isa.RELOC_BYTES].view("<u4").reshape(-1, 2)
-        kern = iter(np.flatnonzero((k["reloc"] != 0) & (k["tile"] == t)))     # code entries follow, in kern order
-        scaled = iter(np.flatnonzero((k["sseq"] != 0) & (k["tile"] == t)))    # then the scale words, likewise
-        seqs = np.flatnonzero((tg.req["tile"] == t) & (tg.req["count"] > 1))
-        for e, (word, stride) in enumerate(ent):
-            in_code = prog.code_addr[t] <= word < prog.code_addr[t] + code.nbytes
-            if in_code and (word - prog.code_addr[t]) % isa.INSTR_BYTES != 8:   # a scale word
-                j = next(scaled)
-                if kind == "scale":
-                    out_req = k["r2"][j] if k["op"][j] == isa.MATMUL else k["r0"][j]
-                    out.append((int(prog.table_off[t]) + base + e * isa.RELOC_BYTES + 4, t,
-                                names[out_req].removesuffix(".p")))
-                continue
-            if kind != "member":
-                continue
-            if in_code:                                                        # a MATMUL's b operand
-                name = names[k["r2"][next(kern)]].removesuffix(".p")
-            else:                                                              # an exchange source
-                w = int(word) - int(prog.table_addr[t])
-                src = int(table[w:w + 4].view("<u4")[0])
-                ext = addr[seqs] + tg.req["count"][seqs] * tg.req["stride"][seqs]
-                home = names[seqs[(addr[seqs] <= src) & (src < ext)][0]]
-                name = reader[home.removesuffix(".home")]
-            out.append((int(prog.table_off[t]) + base + e * isa.RELOC_BYTES + 4, t, name))
-    return out
+    """(offset of the stride word in program.table, tile, the op reading the relocated
+    member or scale) of every Repeat relocation entry of `kind` (experiments/planted)."""
+    return [e[:3] for e in plants.relocations(r, kind)]
 
 
 @pytest.mark.parametrize("policy", [{}, {"weight_stationary": False}])
@@ -170,16 +136,73 @@ def test_scale_relocation_stride_zero(trial):
     assert_stride_zero_caught(cfg, r, at, tile, op)
 
 
+def zeroed_first(r, name):
+    a = np.array(r["model"].data[name])
+    a[0] = 0
+    return {name: a}
+
+
 def test_check_modes(trial):
-    streams = zeroed(trial[1], "mlp.fc2.bias")
-    ops = len(trial[1]["model"].graph.ops)
-    for check in ("last_iteration", "sampled"):
+    """A bug in the FIRST layer (the one `last_iteration` does not read back op by op): every
+    mode that reads iteration 0 names the op there; `last_iteration` still fails the run in
+    FP16 through the layer-output check, naming iteration 0 (issue #23: a middle-layer bug
+    used to pass op by op). Clean trials validate and count the ops each mode reads."""
+    cfg, r = trial
+    fp8 = cfg["model"].get("fp8_activations", False)
+    streams = zeroed_first(r, "mlp.fc2.bias")
+    ops = len(r["model"].graph.ops)
+    for check, iterations in (("rows", 2), ("all", 2), ("sampled", 2), ("last_iteration", 1)):
         res = rerun(trial, streams=streams, check=check)
-        assert_caught(res, "fc2")
+        m = res.metrics()
+        if check != "last_iteration":
+            assert_caught(res, "fc2", iteration=0)
+        elif not fp8:
+            assert not res.validated and m["layers_failed"] > 0 and m["first_failed_layer"]["iteration"] == 0, m
         clean = rerun(trial, check=check).metrics()
-        assert clean["validated"] and clean["ops_checked"] == ops * (1 if check == "last_iteration" else 2)
+        assert clean["validated"] and clean["ops_checked"] == ops * iterations, clean
+        assert clean["layers_checked"] == VIT["layers"] and clean["layers_failed"] == 0
     with pytest.raises(ValueError, match="run.check"):
         rerun(trial, check="some")
+
+
+def test_nan_in_an_input_fails_naming_op_and_tile(trial):
+    """A NaN in what an op reads (fc2's bias member of layer 0, as sent) fails that op in
+    iteration 0 with an infinite error -- not a NaN bound that every comparison passes."""
+    _, r = trial
+    a = np.array(r["model"].data["mlp.fc2.bias"])
+    a[0, 0, 3] = np.nan
+    res = rerun(trial, streams={"mlp.fc2.bias": a}, check="rows")
+    assert_caught(res, "fc2", iteration=0)
+    assert res.metrics()["first_failed_op"]["error"] == float("inf")
+
+
+def test_nan_in_an_output_fails(trial):
+    """NaN written into fc1's placed output right after its superstep, iteration 0."""
+    _, r = trial
+    d = r["lower"].dump
+    n = next(i for i, op in enumerate(r["model"].graph.ops) if op.outputs[0] == "fc1")
+    row = np.flatnonzero(d["op"] == n)[0]
+    step = int(d["step"][row]) - 1                  # iteration 0's superstep (dump steps are 1-based)
+
+    def inject(s, mem):
+        if s == step:
+            mem.flat[mem.pos(d["tile"][row], d["addr"][row]) + np.arange(2)] = np.frombuffer(
+                np.float16(np.nan).tobytes(), np.uint8)
+    res = rerun(trial, inject=inject, check="rows")
+    assert_caught(res, "fc1", iteration=0)
+    f = res.metrics()["first_failed_op"]
+    assert f["tile"] == int(d["tile"][row]) and f["error"] == float("inf")
+
+
+def test_op_error_nan_and_inf():
+    """op_error's own contract: a non-finite device value or reference is an infinite
+    error, whatever the bound (NaN compares false with everything)."""
+    from compiler.ir import Op
+    from compiler.readback import op_error
+    op = Op("add", ("a", "b"), ("y",))
+    x = [np.array([[1.0, 2.0, np.nan]]), np.array([[1.0, 1.0, 1.0]])]
+    _, bound, err = op_error(op, [v.copy() for v in x], np.array([[2.0, np.inf, 2.0]], np.float32))
+    assert err[0, 0] <= bound[0, 0] and np.isinf(err[0, 1]) and np.isinf(err[0, 2])
 
 
 def test_real_rows_and_ulp():
@@ -237,3 +260,20 @@ def test_snapshot_places_blocks_as_read():
         got = snap.array()
         assert np.array_equal(got, want, equal_nan=True)
         assert snap.array() is got                      # made once
+
+
+def test_row_sampled_checks_on_a_longer_sequence():
+    """check=rows with more rows than ROW_STRIDE (63 tokens: 64 rows, attention's scores 128):
+    the clean trial validates with every op of both iterations checked on sampled rows, and
+    fc1's weight member of layer 0 with one element's exponent bit flipped (every row of one
+    output column wrong) fails fc1.xw in iteration 0."""
+    from compiler.readback import ROW_STRIDE
+    cfg = dict(model=dict(VIT, tokens=63), target=target_cfg("tiny"), policy={"check": "rows"})
+    r = compile_trial(cfg)
+    assert r["model"].graph.tensors["x"].shape[0] > ROW_STRIDE
+    m = r["run"].metrics()
+    assert r["run"].validated and m["ops_checked"] == len(r["model"].graph.ops) * VIT["layers"], m
+    w = np.array(r["model"].data["mlp.fc1.weight"])
+    w[0].view(np.uint8).reshape(-1)[100] ^= 0x04
+    res = run(r["lower"], r["model"], target_of(cfg), "rows", {"mlp.fc1.weight": w}, ref=r["reference"])
+    assert_caught(res, "fc1.xw", iteration=0)

@@ -31,7 +31,21 @@ def test_message_names_tile_step_pc():
 
 
 def test_valid_baseline_runs():
-    sim.run(_mm_program().build(), {})
+    """The program every refusal below perturbs is one the machine runs, and it computes:
+    tile 5's output is a @ b within f16 rounding of a float64 product (a kernel that did not
+    run, read the wrong operand or wrote elsewhere leaves zeros or other values there)."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((M, K)).astype(np.float16)
+    B = rng.standard_normal((K, N)).astype(np.float16)
+    a = _mm_program()
+    s = {"a": put([5], R0_DATA, A, a, "a"), "b": put([5], R1, B, a, "b")}
+    nb = M * N * 2
+    a.stream_out("o", nb, [(0, 5, R0_DATA2, nb, 1, nb, nb)])
+    res = sim.run(a.build(), s)
+    got = res.outputs["o"].view(np.float16).reshape(M, N).astype(np.float64)
+    a64, b64 = A.astype(np.float64), B.astype(np.float64)
+    assert np.all(np.abs(got - a64 @ b64) <= 2.0 ** -10 * (np.abs(a64) @ np.abs(b64)) + 2.0 ** -24)
+    assert np.abs(got).max() > 1 and res.step_kind == ["idle", "compute"]
 
 
 def test_interleaved_operand_in_region0():

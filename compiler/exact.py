@@ -276,6 +276,12 @@ def norms(x: np.ndarray, axis: int) -> np.ndarray:
     return np.sqrt(np.einsum("...i,...i->...", y, y))
 
 
+def _blas(a64: np.ndarray, b64: np.ndarray) -> np.ndarray:
+    """The float64 products by BLAS, in whatever order it likes (a test swaps this for one
+    that errs anywhere within the bound, tests/test_exact.py)."""
+    return a64[0] @ b64[0] if a64.shape[0] == 1 else np.matmul(a64, b64)
+
+
 def matmul_f32(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """The exact a @ b rounded once to float32, for float32 a [..., m, k] and b [..., k, n]
     (leading dimensions broadcast as numpy's matmul does); `out` a float32 array of the
@@ -285,9 +291,9 @@ def matmul_f32(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> n
     b = np.asarray(b, np.float32)
     lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])     # numpy matmul's broadcasting
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    a3 = np.broadcast_to(a, lead + (m, k)).reshape(-1, m, k)
-    b3 = np.broadcast_to(b, lead + (k, n)).reshape(-1, k, n)
-    bs = a3.shape[0]
+    bs = math.prod(lead)
+    a3 = np.broadcast_to(a, lead + (m, k)).reshape(bs, m, k)
+    b3 = np.broadcast_to(b, lead + (k, n)).reshape(bs, k, n)
     if out is None:
         res = np.empty((bs, m, n), np.float32)
     else:
@@ -298,8 +304,7 @@ def matmul_f32(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> n
         return _shaped(res, lead, out)
     # C order: numpy hands a stack of C-contiguous matrices to BLAS (others to its own loop)
     a64, b64 = a3.astype(np.float64, order="C"), b3.astype(np.float64, order="C")
-    c = a64[0] @ b64[0] if bs == 1 else np.matmul(a64, b64)
-    c = c.reshape(bs, m, n)
+    c = _blas(a64, b64).reshape(bs, m, n)
     # gamma_k, doubled: covers the float64 norms' own rounding and c +- e's
     g = 2.0 * k * U / (1.0 - k * U) * (1.0 + 2.0 ** -20)
     flagged = np.empty(bs * m * n, np.int64)

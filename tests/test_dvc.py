@@ -134,6 +134,19 @@ def test_bad_values_under_dvc_keep_results_and_a_clean_clone_stays_clean(repo, t
     host = sh("dvc metrics show -R metrics/host", clone).stdout
     assert "metrics/host/run.json" in host and "elapsed_s" in host
 
+    # README's way back, as written, in a fresh clone whose DVC cache never held the committed
+    # outputs of the stages an experiment changed (issue #24: `dvc checkout` failed there)
+    way_back = "git checkout -- params.yaml dvc.lock metrics && dvc repro"
+    assert way_back in (REPO / "README.md").read_text()
+    fresh = tmp_path / "fresh"
+    sh(f"git clone -q {repo} {fresh}", tmp_path)
+    sh("dvc exp run -S policy.exchange_table_cap=65536", fresh)
+    assert sh("git status --porcelain", fresh).stdout != ""
+    assert sh("git checkout -- params.yaml dvc.lock metrics && dvc checkout", fresh, check=False).returncode != 0
+    sh(way_back, fresh)
+    assert sh("git status --porcelain", fresh).stdout == ""
+    assert outputs(fresh) == {k: v for k, v in before.items() if k in outputs(fresh)}
+
 
 def stage(d: Path, phase: str, check=False):
     return sh([sys.executable, "-m", "pipeline", phase], d, check=check)

@@ -161,6 +161,21 @@ def gelu_erf64(v, table):
     return 0.5 * v * erfc64(-v * 0.7071067811865476, table)
 
 
+@njit(**_JIT)
+def _exp_into(x, out):
+    for i in range(x.shape[0]):
+        out[i] = exp64(x[i])
+
+
+def exp_array(x) -> np.ndarray:
+    """exp64 of every element, float64 (for figures that are stored: numpy's np.exp picks
+    a SIMD variant per CPU)."""
+    x = np.ascontiguousarray(x, np.float64)
+    out = np.empty_like(x)
+    _exp_into(x.reshape(-1), out.reshape(-1))
+    return out
+
+
 # ---- sums -------------------------------------------------------------------------------
 @njit(**_JIT)
 def fsum64(x):
@@ -169,6 +184,30 @@ def fsum64(x):
     for i in range(x.shape[0]):
         s += np.float64(x[i])
     return s
+
+
+@njit(**_JIT)
+def _ordered(a, b, out):
+    for i in range(a.shape[0]):
+        for j in range(b.shape[1]):
+            out[i, j] = 0.0
+        for k in range(a.shape[1]):
+            x = a[i, k]
+            for j in range(b.shape[1]):
+                out[i, j] += x * b[k, j]
+
+
+def matmul64_ordered(a, b) -> np.ndarray:
+    """a @ b in float64, each element summed first k to last (vectorised across j only, no
+    FMA): for small products whose float64 result is stored (not exact, but the same bits
+    everywhere). a [m, k] or [k]; b [k, n]."""
+    a = np.asarray(a, np.float64)
+    one = a.ndim == 1
+    a2 = np.ascontiguousarray(a.reshape(1, -1) if one else a)
+    b2 = np.ascontiguousarray(b, np.float64)
+    out = np.empty((a2.shape[0], b2.shape[1]))
+    _ordered(a2, b2, out)
+    return out[0] if one else out
 
 
 # ---- matmul_f32: the exact sum of products, rounded once to float32 ------------------------

@@ -70,6 +70,56 @@ def settings() -> dict:
             "hash_seed": os.environ.get("PYTHONHASHSEED", "random"), "numpy": np.__version__}
 
 
+def cpu_flags() -> set:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    return set(next((ln.split(":", 1)[1] for ln in text.splitlines() if ln.startswith("flags")), "").split())
+
+
+def numpy_dispatch() -> list[str]:
+    """numpy's dispatch targets above its baseline that this CPU has (NPY_DISABLE_CPU_FEATURES
+    refuses names the build or the CPU lacks); asked of a fresh process, whose numpy has no
+    features disabled."""
+    import subprocess
+    code = ("from numpy._core._multiarray_umath import __cpu_features__ as f, __cpu_dispatch__ as d; "
+            "print(' '.join(x for x in d if f.get(x)))")
+    env = {k: v for k, v in os.environ.items() if k != "NPY_DISABLE_CPU_FEATURES"}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout.split()
+
+
+def environments() -> list[dict] | None:
+    """Three processes' settings that differ in everything that used to change a bit: OpenBLAS
+    core type (Haswell; Prescott; SkylakeX with AVX-512, else Sandybridge) and threads (2, 1,
+    1), numba's target (host, generic, host), numpy's SIMD dispatch (all; none above the
+    baseline; none above AVX2), hash seed (0, 5, 5). None on a CPU without AVX2."""
+    flags = cpu_flags()
+    if "avx2" not in flags:
+        return None
+    dispatch = numpy_dispatch()
+    return [
+        {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_NUM_THREADS": "2", "PYTHONHASHSEED": "0"},
+        {"OPENBLAS_CORETYPE": "Prescott", "OPENBLAS_NUM_THREADS": "1", "PYTHONHASHSEED": "5",
+         "NUMBA_CPU_NAME": "generic", "NPY_DISABLE_CPU_FEATURES": " ".join(dispatch)},
+        {"OPENBLAS_CORETYPE": "SkylakeX" if "avx512f" in flags else "Sandybridge", "OPENBLAS_NUM_THREADS": "1",
+         "PYTHONHASHSEED": "5", "NPY_DISABLE_CPU_FEATURES": " ".join(x for x in dispatch if x != "X86_V3")},
+    ]
+
+
+def in_process(env: dict, whats: list[str]) -> dict:
+    """This script's report from a fresh process under `env` (on top of this one's, with the
+    settings it names cleared first)."""
+    import subprocess
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("OPENBLAS_", "NUMBA_CPU", "NPY_DISABLE", "PYTHONHASHSEED"))}
+    r = subprocess.run([sys.executable, __file__, *whats], cwd=REPO, capture_output=True, text=True,
+                       env={**base, **{k: v for k, v in env.items() if v}})
+    if r.returncode:
+        raise RuntimeError(f"{env}: exit {r.returncode}\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout)
+
+
 def main(whats: list[str]) -> dict:
     from compiler.phases import compile_trial, model_phase, reference_phase
     from pipeline.config import compose

@@ -52,28 +52,21 @@ LN2_LO = 1.9082149292705877e-10
 
 
 @njit(inline="always")
-def _scale2(p, k):
-    """p * 2**k (k integral float, -1100 < k < 1100): by the bits of 2**k, in two steps where
-    2**k itself is not a normal float64 (the product then rounds once, as a subnormal)."""
-    ki = np.int64(k)
-    if ki > 1000:
-        return p * np.int64((ki - 500 + 1023) << 52).view(np.float64) * np.int64((500 + 1023) << 52).view(np.float64)
-    if ki < -1000:
-        return p * np.int64((ki + 500 + 1023) << 52).view(np.float64) * np.int64((-500 + 1023) << 52).view(np.float64)
-    return p * np.int64((ki + 1023) << 52).view(np.float64)
+def _pow2(k):
+    """2.0**k for integral -1022 <= k <= 1023, by its bits."""
+    return np.int64((k + 1023) << 52).view(np.float64)
 
 
 @njit(inline="always")
 def exp64(x):
-    """e**x in float64: x = k ln2 + r, |r| <= ln2/2, e**r by its Taylor polynomial to r**13."""
-    if x != x:
-        return x
-    if x > 709.8:
-        return np.inf
-    if x < -745.2:
-        return 0.0
-    k = math.floor(x * INV_LN2 + 0.5)
-    r = (x - k * LN2_HI) - k * LN2_LO
+    """e**x in float64: x = k ln2 + r, |r| <= ln2/2, e**r by its Taylor polynomial to r**13,
+    times 2**k as two exact factors 2**(k>>1) 2**(k - (k>>1)) (the first product is exact,
+    the second rounds once where the result is subnormal). No branches (selects only), so
+    loops of it vectorise; past 709.8 inf, below -745.2 zero, NaN stays NaN."""
+    xc = x if x > -746.0 else -746.0               # NaN too: replaced below
+    xc = xc if xc < 710.0 else 710.0
+    k = math.floor(xc * INV_LN2 + 0.5)
+    r = (xc - k * LN2_HI) - k * LN2_LO
     p = 1.6059043836821613e-10                  # 1/13!
     p = p * r + 2.08767569878681e-09            # 1/12!
     p = p * r + 2.505210838544172e-08
@@ -88,7 +81,12 @@ def exp64(x):
     p = p * r + 0.5
     p = p * r + 1.0
     p = p * r + 1.0
-    return _scale2(p, k)
+    ki = np.int64(k)
+    k1 = ki >> 1
+    y = p * _pow2(k1) * _pow2(ki - k1)
+    y = np.inf if x > 709.8 else y
+    y = 0.0 if x < -745.2 else y
+    return x if x != x else y
 
 
 # ---- erfc: piecewise Taylor series about centres c_j = j / 32 ----------------------------
@@ -250,8 +248,8 @@ def _certify(c, na, nb, g, out, flagged):
 def _compensated(a, b, idx, out, unsettled):
     """For each flat index (sorted by batch and column: each column of b is gathered once,
     then read contiguously): the sum of a[b, i, :] * b[b, :, j] (float64, exact products) in
-    order, with Neumaier's compensation: t within 2u|S| + 2k^2 u^2 sum|p| of the exact sum S
-    (Higham §4.3); rounded where that interval holds no float32 boundary or where no
+    order, compensated (Neumaier's scheme with Knuth's TwoSum, Ogita-Rump-Oishi's Sum2): t
+    within 2u|S| + 2k^2 u^2 sum|p| of the exact sum S (Higham §4.3); rounded where that interval holds no float32 boundary or where no
     addition rounded at all (then the sum is exact: f16 products are 22-bit, and a sum of
     them that lands on a float32 midpoint is usually exact in float64), else its index kept
     in `unsettled` (returns how many). A non-finite product: the plain sum in order."""
@@ -269,11 +267,9 @@ def _compensated(a, b, idx, out, unsettled):
         for l in range(k):
             p = a[bb, i, l] * col[l]
             t = s + p
-            if abs(s) >= abs(p):
-                err = (s - t) + p                # Fast2Sum: the exact rounding error of s + p
-            else:
-                err = (p - t) + s
-            comp += err
+            z = t - s
+            err = (s - (t - z)) + (p - z)        # Knuth's TwoSum: the exact rounding error of s + p,
+            comp += err                          # without Fast2Sum's unpredictable branch
             exact = exact and err == 0.0
             s = t
             sabs += abs(p)

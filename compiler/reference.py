@@ -366,24 +366,24 @@ def _softmax_rows(x, v, sc, mode, out):
     NaN out is one NaN."""
     e = np.empty(v)
     for r in range(x.shape[0]):
-        m = -np.inf
-        nan = False
-        for j in range(v):
+        for j in range(v):                # passes of one kind each: LLVM vectorises them
             sj = np.float64(x[r, j]) * sc
             if mode == 1:
                 sj = np.float64(np.float32(x[r, j]) * np.float32(sc))
             elif mode == 2:
                 sj = np.float64(np.float32(sj))
             e[j] = sj
-            if sj != sj:
-                nan = True
-            elif sj > m:
-                m = sj
+        m = -np.inf
+        nan = False
+        for j in range(v):
+            nan |= e[j] != e[j]
+            m = e[j] if e[j] > m else m
         if nan:
             m = np.nan
-        t = 0.0
         for j in range(v):
             e[j] = exact.exp64(e[j] - m)
+        t = 0.0
+        for j in range(v):                # the one order-bound loop
             t += e[j]
         for j in range(v):
             y = e[j] / t

@@ -339,11 +339,13 @@ def matmul_f32(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> n
         return _shaped(res, lead, out)
     # C order: numpy hands a stack of C-contiguous matrices to BLAS (others to its own loop)
     a64, b64 = a3.astype(np.float64, order="C"), b3.astype(np.float64, order="C")
-    c = _blas(a64, b64).reshape(bs, m, n)
+    with np.errstate(invalid="ignore", over="ignore"):      # inf/NaN operands: settled below
+        c = _blas(a64, b64).reshape(bs, m, n)
+        na, nb = norms(a64, 2), norms(b64, 1)
     # gamma_k, doubled: covers the float64 norms' own rounding and c +- e's
     g = 2.0 * k * U / (1.0 - k * U) * (1.0 + 2.0 ** -20)
     flagged = np.empty(bs * m * n, np.int64)
-    nf = _certify(c, norms(a64, 2), norms(b64, 1), g, res, flagged)
+    nf = _certify(c, na, nb, g, res, flagged)
     if nf:
         unsettled = np.empty(nf, np.int64)
         fl = flagged[:nf]

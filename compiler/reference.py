@@ -6,50 +6,44 @@ The device may still differ by rounding-level noise (f32 accumulation order, k-s
 partials rounded to f16, transcendental kernels), which later ops propagate; the
 tolerance bounds that from the data itself.
 
-How exact, and why it is fast (27 So400m layers are two evaluations of ~0.7 TFLOP):
-  * the evaluation works in float32. An op's exact result is a real number the device
+How exact, and the same on every machine (issue #24; DESIGN.md §7a "Determinism": no
+BLAS kernel, BLAS thread count, SIMD width, CPU vendor, numba target or hash seed changes
+a byte of the reference artifact or the tolerance; tests/test_determinism.py):
+  * the evaluation holds float32 values. An op's exact result is a real number the device
     must round to f16 (11 bits); the reference computes it first to within the errors
-    below (at most 1/32 of an f16 unit for matmuls, far less for the rest), so only a
-    result that close to a rounding boundary can round the other way -- as the
-    device's own f32 arithmetic can.
-  * matmuls (`dot`) multiply in float32 and sum in float32 over blocks of K_BLOCK = 256
-    terms, then add the block sums. A product of an f16 (11-bit) value by an f16 or FP8
-    (4-bit) value is exact in float32's 24 bits; the per-tensor scale already applied to
-    an operand rounds it by at most 2^-24; a block's sum errs by at most 256 * 2^-24 *
-    sum|a*b| (the textbook gamma_n bound) and adding k/256 <= 17 block sums adds 17 *
-    2^-24 more. So an output is within about 2^-16 * sum|a*b| of the exact sum: 1/32 of
-    the f16 rounding unit (2^-11) of that magnitude. Measured on one So400m layer
-    against float64 matmuls, same inputs: 0.07-0.23 % of each matmul's outputs round to
-    another f16 value, by one unit except where cancellation leaves an output far below
-    sum|a*b|.
-  * elementwise and row-wise ops (numpy's float32 exp, tanh, pairwise sums) err by a
-    few units of 2^-24; GELU's erf form is computed per element in float64 with the C
-    library's erf (math.erf's accuracy), then rounded to float32 once.
+    below, so only a result that close to a rounding boundary can round the other way --
+    as the device's own f32 arithmetic can.
+  * matmuls (`dot`, compiler/exact.py `matmul_f32`): the exact sum of the products of the
+    operands' float32 values, rounded once to float32. BLAS does the work in float64
+    (every product exact), and only where a rigorous bound, whatever order BLAS summed
+    in, proves which float32 the exact sum rounds to; the rest (~0.2 % of outputs) are
+    summed again in a fixed order, compensated, or exactly. So a matmul errs by at most
+    half a float32 unit of its output, before its f16 rounding (it erred by up to 2^-16
+    sum|a*b| when it summed float32 blocks of 256 terms with BLAS, whose kernel decided
+    the bits: 0.07-0.23 % of a layer's outputs then rounded to another f16 value).
+  * elementwise and row-wise ops run in float64 in compiled loops, in a fixed order,
+    rounded once to float32: GELU (erf form: 0.5 x erfc(-x/sqrt2), exact.erfc64; tanh form:
+    x / (1 + e^{-2u}), exact.exp64), layernorm (two-pass mean and variance), softmax (max,
+    exp64, sum, divide); exp64 and erfc64 are written from +, -, *, / (numpy's exp and
+    libm's erf pick CPU-specific variants). Each within a float32 unit of the exact value.
   * f16 rounding of float32 results is one compiled in-place pass equal to numpy's
     cast there and back over all 2^32 float32 values (`_round_f32_inplace`).
-  Such flips then propagate as the device's own rounding does. Against the previous
-  reference (float64 elementwise ops, numpy's erf table; `experiments/host_time/
-  reference_diff.py MODEL 74c8e47 --device OUTPUT`), same model and data: outputs
-  differ by up to 0.0137 at 27 layers (0.0078 at 4); the device's error is 0.0117
-  against this one (0.0137 against that), and the data-driven tolerance 0.0276 (0.0349;
-  at 4 layers 0.0122 against 0.0163).
-The unrounded evaluation (round_f16=False) uses the same arithmetic: it measures the
-f16 rounding noise (units of 2^-11), which errors of 2^-16 do not move.
+  Such flips then propagate as the device's own rounding does.
+The unrounded evaluation (round_f16=False) uses the same arithmetic: it measures the f16
+rounding noise (units of 2^-11). Cost: the 4-layer default reference takes ~2.3x as long as
+with float32 BLAS (float64 products: experiments/determinism/README.md).
 
-The file reads top-down: f16 rounding; dot (blocked float32 products); GELU (erf kernel and
-its f16 table); sequence members' values (FP8 lookup, _Shared between the evaluations);
-matmul; gelu, layernorm, softmax; _op (one op); evaluate; reference_and_tolerance. Comparing
-outputs (real rows, rms error, the same model with FP16 activations): compiler/compare.py.
+The file reads top-down: f16 rounding; dot (exact.matmul_f32); GELU (erf kernel and its
+f16 table, tanh kernel); sequence members' values (FP8 lookup, _Shared between the
+evaluations); matmul; gelu, layernorm, softmax; _op (one op); evaluate;
+reference_and_tolerance. Comparing outputs (real rows, rms error, the same model with FP16
+activations): compiler/compare.py.
 
-What is only faster (issue 13, round 5; none of it changes an operation or its order, so
-the argument above stands as it was and every value is the same: the 27-layer reference
-artifact and tolerance are byte-identical to f2e21f5's, `experiments/host_time/
-reference_diff.py`): f16 rounding branch-free and vectorised (same values on all 2^32
-inputs); GELU of an input that is an f16 value (all of the rounded evaluation's) taken
-from a table of _gelu_erf's own results for the 61,440 normal f16 values; softmax's
-scale, max subtraction, division and rounding compiled around numpy's own max, exp and
-row sums, a cache-sized block of rows at a time; grouped matmuls (attention) written
-into their output blocks and rounded there; block products into a reused buffer; the two
+What is only faster (issue 13, round 5; none of it changes an operation or its order):
+f16 rounding branch-free and vectorised (same values on all 2^32 inputs); GELU of an input
+that is an f16 value (all of the rounded evaluation's) taken from a table of _gelu_erf's
+own results for the 61,440 normal f16 values; softmax in passes LLVM vectorises; grouped
+matmuls (attention) written into their output blocks and rounded there; the two
 evaluations widen each FP8 weight member once between them (`_Shared`)."""
 from __future__ import annotations
 

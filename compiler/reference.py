@@ -30,7 +30,7 @@ a byte of the reference artifact or the tolerance; tests/test_determinism.py):
     cast there and back over all 2^32 float32 values (`_round_f32_inplace`).
   Such flips then propagate as the device's own rounding does.
 The unrounded evaluation (round_f16=False) uses the same arithmetic: it measures the f16
-rounding noise (units of 2^-11). Cost: the 4-layer default reference takes ~2.3x as long as
+rounding noise (units of 2^-11). Cost: the reference takes 2-2.7x as long as
 with float32 BLAS (float64 products: experiments/determinism/README.md).
 
 The file reads top-down: f16 rounding; dot (exact.matmul_f32); GELU (erf kernel and its

@@ -4,6 +4,7 @@ reference phase and the run report)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -60,12 +61,15 @@ def real_rows(g: Graph, name: str) -> np.ndarray:
 
 def rms_rel_error(g: Graph, got: dict, want: dict) -> float:
     """rms of got - want over rms of want, all outputs' real rows together (inf if any
-    difference is not finite)."""
-    sq_err, sq_ref = 0.0, 0.0
+    difference is not finite). A stored figure (metrics), so its sums are exact (math.fsum
+    of the float64 squares, each exactly rounded): no summation order, SIMD width or numpy
+    build decides a bit of it."""
+    sq_err, sq_ref = [], []
     for name, w in want.items():
         keep = real_rows(g, name)
         w = np.asarray(w)[keep].astype(np.float64)
         d = np.abs(np.asarray(got[name])[keep].astype(np.float64) - w)
-        sq_err += float((d ** 2).sum()) if np.isfinite(d).all() else float("inf")
-        sq_ref += float((w ** 2).sum())
-    return float(np.sqrt(sq_err / sq_ref)) if sq_ref > 0 else (0.0 if sq_err == 0 else float("inf"))
+        sq_err.append(math.fsum((d * d).ravel().tolist()) if np.isfinite(d).all() else math.inf)
+        sq_ref.append(math.fsum((w * w).ravel().tolist()))
+    e, r = math.fsum(sq_err), math.fsum(sq_ref)
+    return math.sqrt(e / r) if r > 0 else (0.0 if e == 0 else math.inf)

@@ -52,7 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from . import reference
+from . import exact, reference
 from .compare import real_rows
 from .ir import member
 from .policy import CHECKS
@@ -117,7 +117,7 @@ def _sum(op, x, _):
 def _gelu(op, x, _):
     ref = reference.gelu(x[0], op.attr("approx", "tanh"))
     ax = np.abs(x[0])
-    return ref, ulp16(ref) + (16 + 8 * ax + ax ** 3) * E * np.abs(ref) + TINY
+    return ref, ulp16(ref) + (16 + 8 * ax + ax * ax * ax) * E * np.abs(ref) + TINY   # (** 3 is libm's pow)
 
 
 def _layernorm(op, x, _):
@@ -155,12 +155,14 @@ def _flash(op, x, _):
     bound = ulp16(ref) + TINY
     for h in range(H):
         c = slice(h * d, (h + 1) * d)
-        s = q[:, c] @ k[:, c].T * scale
-        sa = np.abs(q[:, c]) @ np.abs(k[:, c]).T * abs(scale)
+        # reference.dot, not BLAS: these bounds decide op_error_ratio, a stored figure (issue #24)
+        s = reference.dot(q[:, c], k[:, c].T) * scale
+        sa = reference.dot(np.abs(q[:, c]), np.abs(k[:, c]).T) * abs(scale)
         n = valid or s.shape[1]
         D = (3 * U + (d + 4) * E) * sa[:, :n].max(1) + U * np.abs(s[:, :n]).max(1)
         p = reference.softmax(s, 1.0, valid)
-        bound[:, c] += (np.expm1(2 * D) + 8 * U)[:, None] * (p @ np.abs(v[:, c]))
+        # expm1(y) <= y e^y for y >= 0, e^y by exact.exp64 (numpy's exp and expm1 vary by CPU)
+        bound[:, c] += (2 * D * exact.exp_array(2 * D) + 8 * U)[:, None] * reference.dot(p, np.abs(v[:, c]))
     return ref, bound
 
 

@@ -52,8 +52,44 @@ def write_atomic(path: Path, data) -> None:
         raise
 
 
+def _git_index(repo: Path) -> Path | None:
+    """The git index of the checkout at `repo` (.git a directory, or a worktree's
+    `gitdir: ...` file), None outside git."""
+    dot = repo / ".git"
+    if dot.is_dir():
+        return dot / "index"
+    with contextlib.suppress(OSError, ValueError):
+        line = dot.read_text().strip()
+        if line.startswith("gitdir:"):
+            gitdir = Path(line[len("gitdir:"):].strip())
+            return (gitdir if gitdir.is_absolute() else repo / gitdir) / "index"
+    return None
+
+
+def write_tracked(path: Path, data: bytes) -> None:
+    """write_atomic for a file git tracks (metrics/*.json, metrics/plots/), which git must
+    always see as changed when its bytes changed. git (and DVC's own index writes in `dvc
+    exp`) trusts an index entry whose size, mtime second and inode match the file, unless
+    the entry is racy (mtime not older than the index). DVC deletes a stage's outs before
+    running it, so a rewrite can reuse the deleted file's inode: same size, same second,
+    same inode -- invisible to `git status` until touched (issue #24). So when the new
+    file's mtime second is not later than the index's, it is set to the index's second + 1
+    (nanoseconds kept: DVC's hash cache keys on the full mtime): then it differs from every
+    mtime the index trusts. Unchanged bytes are not rewritten at all."""
+    with contextlib.suppress(OSError):
+        if path.read_bytes() == data:
+            return
+    write_atomic(path, data)
+    index = _git_index(REPO)
+    with contextlib.suppress(OSError):
+        idx, st = index.stat().st_mtime_ns if index else None, path.stat()
+        if idx is not None and st.st_mtime_ns // 10**9 <= idx // 10**9:
+            os.utime(path, ns=(st.st_atime_ns, (idx // 10**9 + 1) * 10**9 + st.st_mtime_ns % 10**9))
+
+
 def write_json(path: Path, obj) -> None:
-    write_atomic(path, (json.dumps(obj, indent=2, sort_keys=True, default=_plain) + "\n").encode())
+    data = (json.dumps(obj, indent=2, sort_keys=True, default=_plain) + "\n").encode()
+    (write_atomic if HOST in path.parents else write_tracked)(path, data)
 
 
 def _plain(o):
@@ -139,7 +175,7 @@ def run_stage(phase: str, params: str | Path | None = None) -> object:
         if phase == "report":
             write_atomic(out / "profile.html", res.html.encode())
             for name, text in res.plots.items():
-                write_atomic(PLOTS / name, text.encode())
+                write_tracked(PLOTS / name, text.encode())
             write_json(METRICS / "trial.json", res.summary)
         else:
             save_result(phase, res)

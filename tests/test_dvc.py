@@ -134,6 +134,19 @@ def test_bad_values_under_dvc_keep_results_and_a_clean_clone_stays_clean(repo, t
     host = sh("dvc metrics show -R metrics/host", clone).stdout
     assert "metrics/host/run.json" in host and "elapsed_s" in host
 
+    # README's way back, as written, in a fresh clone whose DVC cache never held the committed
+    # outputs of the stages an experiment changed (issue #24: `dvc checkout` failed there)
+    way_back = "git checkout -- params.yaml dvc.lock metrics && dvc repro"
+    assert way_back in (REPO / "README.md").read_text()
+    fresh = tmp_path / "fresh"
+    sh(f"git clone -q {repo} {fresh}", tmp_path)
+    sh("dvc exp run -S policy.exchange_table_cap=65536", fresh)
+    assert sh("git status --porcelain", fresh).stdout != ""
+    assert sh("git checkout -- params.yaml dvc.lock metrics && dvc checkout", fresh, check=False).returncode != 0
+    sh(way_back, fresh)
+    assert sh("git status --porcelain", fresh).stdout == ""
+    assert outputs(fresh) == {k: v for k, v in before.items() if k in outputs(fresh)}
+
 
 def stage(d: Path, phase: str, check=False):
     return sh([sys.executable, "-m", "pipeline", phase], d, check=check)
@@ -174,9 +187,18 @@ def test_rejection_is_data_exit_zero(tmp_path):
     assert metrics(d, "run")["run"]["validated"] is False
 
 
+def committed(name: str) -> str:
+    """The committed text of a tracked file (`git show HEAD:name`), never the workspace's:
+    `dvc exp apply` or a failed `dvc exp run` rewrites params.yaml, dvc.lock and metrics/ in
+    the workspace, which are then an experiment's, not the truth a test holds the code to.
+    Outside a git checkout (an unpacked source tree) the file as it is."""
+    r = subprocess.run(["git", "show", f"HEAD:{name}"], cwd=REPO, capture_output=True, text=True)
+    return r.stdout if r.returncode == 0 else (REPO / name).read_text()
+
+
 def test_params_yaml_is_the_composition_of_conf():
     from pipeline.config import compose
-    assert yaml.safe_load((REPO / "params.yaml").read_text()) == compose()
+    assert yaml.safe_load(committed("params.yaml")) == compose()
 
 
 def test_every_config_key_is_declared_by_a_stage():

@@ -28,6 +28,7 @@ import dataclasses
 
 import numpy as np
 
+from .. import exact
 from ..ir import Graph, Op
 from .gemm import FP8, FP8_MAX
 
@@ -112,7 +113,7 @@ def least_error_scales(g: Graph, data: dict, samples: list[dict], headroom: floa
         for j in range(STEPS):
             s = _step_above(floor_of(n, i, top), j)
             q = np.clip(v / s, -FP8_MAX, FP8_MAX).astype(FP8).astype(np.float64) * s
-            sq[n][i, j] += float(w @ np.square(q - v))
+            sq[n][i, j] += exact.fsum64(w * np.square(q - v))    # not BLAS's dot: it varies by CPU (issue #24)
         return dataclasses.replace(op, attrs=_with_scale(op, scale_of(n, i)))
 
     from .. import reference

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import exact
 from ..ir import Graph, member
 from .gemm import dequantize
 
@@ -81,7 +82,8 @@ def center(g: Graph, data: dict, samples: list[dict], casts=NORMS) -> dict[str, 
                 val[beta][i] -= m
             else:                                   # attn: V's bias
                 val[V_BIAS][i][..., 2 * width:] -= m
-            val[b][i] += m @ dequantize(np.asarray(data[w][i]), member(g.tensors[w].scale, i))
+            # in a fixed order, not BLAS's (its sums vary by CPU, and these biases are stored: issue #24)
+            val[b][i] += exact.matmul64_ordered(m, dequantize(np.asarray(data[w][i]), member(g.tensors[w].scale, i)))
     for n in changed:
         data[ORIGINAL + n] = data[n]
         data[n] = val[n].astype(np.float16)

@@ -44,9 +44,12 @@ Decisions the machine takes where isa.py is silent (the lowering must match):
     that way: without F_PANEL_B, or with F_TRANSPOSE_B too, the MATMUL is refused;
     F_PANEL_B on an unlisted dtype is refused. Host input streams named in
     Program.in_panels are rearranged by the host into that order before the
-    descriptors copy them. Out is always f16: products summed in f32, times scale, rounded once.
+    descriptors copy them. Out is always f16: the products' exact sum rounded once to f32
+    (compiler/exact.py matmul_f32: an order-free definition of the AMP's f32 accumulation,
+    so no host's BLAS changes a bit), times scale in f32, rounded once to f16.
     Cost matmul_cycles(m, k, n, dtype_b, dtype_a).
-  * Vector kernels compute in f32 (fmath.py) and round once to f16; sizes
+  * Vector kernels compute in f32 (fmath.py; exp is fmath.exp, f32 operations only, not
+    numpy's per-CPU variants) and round once to f16; sizes
     (nelem, rows, cols) must be > 0. GELU tanh form is evaluated as
     x / (1 + exp(-2u)) (= 0.5 x (1 + tanh u), without the cancellation for
     u << 0); erf form as 0.5 x erfc(-x/sqrt2) with a rational erfc (relative error

@@ -3,6 +3,12 @@ float32 arrays of shape [batch, rows, cols] (or [batch, nelem]). Every step is
 an f32 numpy operation (no float64 anywhere), so a kernel's bytes depend only on
 its inputs, never on how many tiles were batched together: reductions run over
 the last (contiguous) axis, one row at a time.
+
+The machine's exp is its own (`exp`): numpy's np.exp picks a SIMD variant per host CPU
+(and libm's below AVX2), which changes last bits (issue #24: `NPY_DISABLE_CPU_FEATURES`
+shows it); +, -, *, /, sqrt, rint and ldexp are exact IEEE operations on every host, and
+numpy's elementwise loops never fuse them (no FMA), so these functions give the same bits
+everywhere.
 """
 from __future__ import annotations
 
@@ -12,6 +18,30 @@ import numpy as np
 f32 = np.float32
 FP8 = np.dtype(ml_dtypes.float8_e4m3fn)
 FP8_MAX = f32(448.0)
+
+_INV_LN2 = f32(1.4426950408889634)
+_LN2_HI = f32(0.693359375)              # 355/512: k * _LN2_HI is exact for |k| < 2**15
+_LN2_LO = f32(-2.1219444005469057e-04)  # ln 2 - 355/512
+_EXP_POLY = [f32(1 / 5040), f32(1 / 720), f32(1 / 120), f32(1 / 24), f32(1 / 6), f32(0.5), f32(1), f32(1)]
+
+
+def exp(x: np.ndarray) -> np.ndarray:
+    """e**x in f32 by f32 operations: x = k ln2 + r (Cody-Waite, |r| <= ln2/2), e**r by its
+    Taylor polynomial to r**7 (truncation < 0.1 ulp), times 2**k (ldexp: exact, or one
+    rounding to a subnormal). Past 88.8 inf, below -104 zero; NaN stays NaN. Within ~2 ulp
+    of e**x (tests/sim/test_fmath_exp.py)."""
+    x = np.asarray(x, f32)
+    xc = np.clip(np.where(x == x, x, f32(0)), f32(-104), f32(89))
+    k = np.rint(xc * _INV_LN2)
+    r = (xc - k * _LN2_HI) - k * _LN2_LO
+    p = _EXP_POLY[0]
+    for c in _EXP_POLY[1:]:
+        p = p * r + c
+    with np.errstate(over="ignore", under="ignore"):
+        y = np.ldexp(p, k.astype(np.int32))
+    y = np.where(x > f32(88.8), f32(np.inf), np.where(x < f32(-104), f32(0), y))
+    return np.where(x == x, y, x).astype(f32)
+
 
 # erfc(z) for z >= 0 = t * exp(-z*z + P(t)), t = 1 / (1 + z/2): the Chebyshev fit
 # of Numerical Recipes (erfcc), fractional error < 1.2e-7 for every z >= 0 -- a
@@ -27,7 +57,7 @@ def erfc_pos(z: np.ndarray) -> np.ndarray:
     p = _ERFC[-1]
     for c in reversed(_ERFC[:-1]):
         p = c + t * p
-    return t * np.exp(p - z * z)
+    return t * exp(p - z * z)
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -46,7 +76,7 @@ def gelu(x: np.ndarray, erf_form: bool) -> np.ndarray:
     # cancellation of 1 + tanh(u) for u << 0 (the negative tail keeps f16 accuracy)
     u2 = f32(-1.5957691216057308) * (x + f32(0.044715) * (x * x * x))
     with np.errstate(over="ignore"):
-        return x / (f32(1) + np.exp(u2))
+        return x / (f32(1) + exp(u2))
 
 
 def layernorm(x, gamma, beta, eps):
@@ -63,7 +93,7 @@ def layernorm(x, gamma, beta, eps):
 def softmax(x, scale):
     """x [B, rows, cols], scale [B, 1, 1]: exp(s - rowmax s) / rowsum, s = x * scale."""
     s = x * scale
-    e = np.exp(s - s.max(-1, keepdims=True))
+    e = exp(s - s.max(-1, keepdims=True))
     return e / e.sum(-1, keepdims=True)
 
 

@@ -436,11 +436,29 @@ def store_f16_hw(flat16, pos16, x, scale):
 _HW_OK: list = []
 
 
+def _target_converts_f16() -> bool:
+    """Whether numba's target CPU converts f16 itself. On x86 only with F16C: without it
+    (NUMBA_CPU_NAME=generic, or a CPU before Ivy Bridge) LLVM lowers the conversion to a
+    runtime-library call numba does not link, and the first call crashes the process
+    instead of failing to compile (issue #24), so the check below must not even run."""
+    import platform
+    if platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686"):
+        return True
+    import numba
+    from llvmlite import binding
+    name = numba.config.CPU_NAME
+    if name and name != "host":
+        return "+f16c" in (numba.config.CPU_FEATURES or "")
+    return "+f16c" in binding.get_host_cpu_features().flatten()
+
+
 def hw_f16_ok() -> bool:
     """Whether the CPU-conversion loops give numpy's bits here: every f16 widened, and
     float32 rounding at each boundary of numpy's cases (both signs), checked once per
     process against astype. False (the arithmetic loops then serve) if they do not or
     do not compile."""
+    if not _HW_OK and not _target_converts_f16():
+        _HW_OK.append(False)
     if not _HW_OK:
         try:
             h = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 import ml_dtypes
 import numpy as np
 
-from .. import isa
+from .. import exact, isa
 from ..target import CODE, DTYPE_BYTES, INTERLEAVED
 from . import decode, fmath, jit
 from .fault import first_fault
@@ -275,8 +275,10 @@ class Kernels:
 
     def _matmul(self, tg, a, b, out, scale, mm, kk, nn, da, db, transpose_b, panel):
         """panel: micro-panel height P of b (0: b is plain row-major / transposed).
-        A, B and C live in this thread's scratch buffer where the compiled loads apply
-        (np.matmul with out=: the same per-matrix BLAS calls, so the same sums)."""
+        A, B and C live in this thread's scratch buffer where the compiled loads apply.
+        C is each product's exact sum rounded once to f32 (exact.matmul_f32: the AMP's
+        f32 accumulation, defined as the exact sum so that no host's BLAS kernel, thread
+        count or CPU changes a bit; BLAS does the float64 work where that provably cannot)."""
         m, n = self.m, len(tg)
         eb = NP_DTYPES[db].itemsize
         sa, sb, sc = n * mm * kk, n * kk * nn, n * mm * nn
@@ -293,7 +295,7 @@ class Kernels:
                 B = isa.from_panel_order(B.view(f"<u{eb}"), kk, nn, panel).reshape(len(tg), -1).view(np.uint8)
             B = widen(B, db)
         B = B.reshape(-1, nn, kk).transpose(0, 2, 1) if transpose_b else B.reshape(-1, kk, nn)
-        C = np.matmul(A.reshape(-1, mm, kk), B, out=buf[sa + sb:sa + sb + sc].reshape(n, mm, nn))
+        C = exact.matmul_f32(A.reshape(-1, mm, kk), B, out=buf[sa + sb:sa + sb + sc].reshape(n, mm, nn))
         self._store16(tg, out, C, scale)
 
     # ---- ADD ----------------------------------------------------------------
@@ -506,8 +508,8 @@ class Kernels:
                     m, l = st[:, 0], st[:, 1]
                 m2 = np.maximum(m, s.max(-1))
                 ms = fmath.safe_max(m2)
-                c_ = np.zeros_like(m2) if first[grp[0]] else np.exp(m - ms)
-                p = to_f16(np.exp(s - ms[:, :, None]))
+                c_ = np.zeros_like(m2) if first[grp[0]] else fmath.exp(m - ms)
+                p = to_f16(fmath.exp(s - ms[:, :, None]))
                 l2 = l * c_ + widen(p.view(np.uint8), "f16").reshape(-1, r, c).sum(-1)
                 self._store(tg, out[g], p)
                 self._store(tg, state[g], np.stack([m2, l2, c_], 1).astype("<f4"))

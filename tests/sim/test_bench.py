@@ -3,6 +3,7 @@ checked end to end against numpy: matmul, ring exchange with reshaping,
 ADD, COPY, host streams, cycle totals."""
 import numpy as np
 
+from compiler import exact
 from compiler.sim import bench, run
 
 from .asm import TINY
@@ -16,7 +17,9 @@ def test_synthetic_ring_against_numpy():
     a = np.broadcast_to(s["a"].view(np.float16).reshape(m, k), (T, m, k)).copy()
     b = s["b"].view(np.float16).reshape(T, k, n)
     for _ in range(rounds):
-        out = ((a.astype(np.float32) @ b.astype(np.float32)) * np.float32(1 / 16)).astype(np.float16)
+        # MATMUL's products summed exactly, rounded once to f32 (compiler/exact.py, held to a
+        # brute-force exact sum by tests/test_exact.py): the same bits on every host's BLAS
+        out = (exact.matmul_f32(a.astype(np.float32), b.astype(np.float32)) * np.float32(1 / 16)).astype(np.float16)
         recv = np.roll(out, 1, axis=0)            # tile t receives from t-1
         summed = (out.astype(np.float32) + recv.astype(np.float32)).astype(np.float16)
         a.reshape(T, -1)[:, :m * n] = summed.reshape(T, -1)

@@ -3,7 +3,7 @@ vs unbatched execution giving identical bytes."""
 import ml_dtypes
 import numpy as np
 
-from compiler import isa, sim
+from compiler import exact, isa, sim  # exact: MATMUL sums exactly, rounds once (tests/test_exact.py)
 
 from .asm import R0_DATA, R0_DATA2, R1, R1_B, Asm, get, put
 
@@ -11,7 +11,7 @@ FP8 = ml_dtypes.float8_e4m3fn
 
 
 def _ref_mm(A, B, scale):
-    return ((A.astype(np.float32) @ B.astype(np.float32)) * np.float32(scale)).astype(np.float16)
+    return (exact.matmul_f32(A.astype(np.float32), B.astype(np.float32)) * np.float32(scale)).astype(np.float16)
 
 
 def test_matmul_f16_two_tiles():

@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from compiler import isa, sim
+from compiler import exact, isa, sim  # exact: MATMUL sums exactly, rounds once (tests/test_exact.py)
 from compiler.sim import MachineFault
 
 from .asm import R0_DATA, R0_DATA2, R1, TINY, Asm, get, put
@@ -63,7 +63,7 @@ KS = [32, 64, 48, 80]          # whole panels, and a partial last panel (48 = 32
 
 
 def _ref(A, B, scale):
-    return ((A.astype(np.float32) @ B.astype(np.float32)) * np.float32(scale)).astype(np.float16)
+    return (exact.matmul_f32(A.astype(np.float32), B.astype(np.float32)) * np.float32(scale)).astype(np.float16)
 
 
 def _mm_run(A, B_stored, k, flags, dta, scale=0.125, tile=0, target=TINY):

@@ -5,7 +5,7 @@ profile sample for profile sample; and what the machine refuses."""
 import numpy as np
 import pytest
 
-from compiler import isa, sim
+from compiler import exact, isa, sim  # exact: MATMUL sums exactly, rounds once (tests/test_exact.py)
 from compiler.sim import MachineFault
 
 from .asm import R0_DATA, R0_DATA2, R1, Asm
@@ -88,7 +88,7 @@ def test_repeat_equals_unrolled():
     assert rl.instructions == ru.instructions + al.T          # the REPEATs
     # against numpy: out_i = a_i @ b * 0.5; tile t received x_i of its predecessor
     out = rl.outputs["out"].view(np.float16).reshape(len(W), COUNT, m, n)
-    ref = ((A.astype(np.float32) @ B[:, None].astype(np.float32)) * np.float32(0.5)).astype(np.float16)
+    ref = (exact.matmul_f32(A.astype(np.float32), B[:, None].astype(np.float32)) * np.float32(0.5)).astype(np.float16)
     assert np.array_equal(out, ref)
     assert np.array_equal(rl.outputs["recv"].reshape(len(W), COUNT, SX), np.roll(X, 1, axis=0))
     # cycles: the target formulas, per dynamic superstep

@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from compiler import isa, sim
+from compiler import exact, isa, sim  # exact: MATMUL sums exactly, rounds once (tests/test_exact.py)
 from compiler.sim import fmath
 
 from .asm import R0_DATA, R0_DATA2, R1, R1_B, Asm
@@ -276,7 +276,7 @@ def test_matmul_transpose_and_mixed_dtypes():
     O = res.outputs["o"].view(np.float16).reshape(len(TILES), m, n)
     for i, ((db, da, lay), t) in enumerate(zip(cases, TILES)):
         b = B[i].astype(np.float32)
-        ref = ((A[i].astype(np.float32) @ (b.T if tr[i] else b)) * np.float32(scale)).astype(np.float16)
+        ref = (exact.matmul_f32(A[i].astype(np.float32), (b.T if tr[i] else b)) * np.float32(scale)).astype(np.float16)
         assert np.array_equal(O[i], ref), (db, da, lay)
         assert res.tile_cycles[0, t] == Asm().t.matmul_cycles(m, k, n, db, da or db)
     assert Asm().t.matmul_cycles(m, k, n, "fp8", "f16") == Asm().t.matmul_cycles(m, k, n, "f16")
@@ -427,7 +427,7 @@ def test_random_shapes_per_tile(seed):
         _close(got["gt"], _gelu_ref(x, False))
         _close(got["sm"], _softmax_ref(x, sc[i]), rtol=3e-3, atol=2 * F16_TINY)
         _close(got["rs"], _softmax_ref(x, sc[i]), rtol=3e-3, atol=2 * F16_TINY)   # exp / l = softmax
-        mm = ((x.astype(np.float32) @ Bt[i].astype(np.float32).T) * np.float32(sc[i])).astype(np.float16)
+        mm = (exact.matmul_f32(x.astype(np.float32), Bt[i].astype(np.float32).T) * np.float32(sc[i])).astype(np.float16)
         assert np.array_equal(got["mm"], mm)
         t_ = a.t
         expect = (t_.layernorm_cycles(r, c) + 2 * t_.gelu_cycles(r * c) + t_.softmax_cycles(r, c)

@@ -114,7 +114,7 @@ def reference_checkpoints(g: Graph, data: dict) -> tuple[dict, float, dict | Non
         worst += FP8_MARGIN * max(diff(e) for e in envs[1:])
         tol = [FP8_MARGIN * max(gap(q, i) for q in range(1, len(envs))) for i in range(n)]
     else:          # reference_and_tolerance's rule, per checkpoint
-        worst += MARGIN * diff(envs[1])
+        worst += MARGIN * diff(envs[1]) + reference.last_rounding(env, [t.name for t in outs])
         tol = [MARGIN * gap(1, i) for i in range(n)]
     spread = [max(gap(q, i) for q in range(1, len(envs))) for i in range(n)]
     layers = {"values": np.stack([got[0][i] for i in range(n)]), "tolerance": np.asarray(tol),

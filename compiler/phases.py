@@ -36,9 +36,17 @@ class ReferenceResult:
     rejection: object = None
     fp16_outputs: dict | None = None      # FP8 activations: the same model's with FP16 ones
     fp8_activation_error: float | None = None   # ... and the rms error of `outputs` against them
+    # ... and what each cast clipped on the trial's input (models/calibrate.py clipping): cast input ->
+    # {"clipped": [count] fraction of real elements over 448 · scale, "peak": [count] max |x| / (448 · scale)}
+    fp8_clipping: dict | None = None
 
     def metrics(self) -> dict:
         extra = {} if self.fp8_activation_error is None else {"fp8_activation_error": self.fp8_activation_error}
+        if self.fp8_clipping:
+            c = self.fp8_clipping
+            extra["fp8_clipped_max"] = round(max(float(v["clipped"].max()) for v in c.values()), 9)
+            extra["fp8_peak_max"] = round(max(float(v["peak"].max()) for v in c.values()), 6)
+            extra |= {f"fp8_clipped.{n}": round(float(v["clipped"].max()), 9) for n, v in sorted(c.items())}
         return {"tolerance": self.tolerance, **extra}
 
 
@@ -52,7 +60,11 @@ def reference_phase(m: ModelResult) -> ReferenceResult:
     outputs, tolerance = reference.reference_and_tolerance(m.graph, m.data)
     fp16 = compare.fp16_activations(m.graph, m.data)
     err = None if fp16 is None else round(compare.rms_rel_error(m.graph, outputs, fp16), 9)
-    return ReferenceResult(outputs, tolerance, fp16_outputs=fp16, fp8_activation_error=err)
+    clip = None
+    if any(op.kind == "cast" for op in m.graph.ops):    # one more evaluation, observing each cast's input
+        from .models.calibrate import clipping
+        clip = clipping(m.graph, m.data)[0]
+    return ReferenceResult(outputs, tolerance, fp16_outputs=fp16, fp8_activation_error=err, fp8_clipping=clip)
 
 
 def target_of(cfg) -> Target:

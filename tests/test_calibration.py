@@ -213,3 +213,14 @@ def test_clipped_fraction_is_a_plain_count():
     assert want["ln2"][1] > 0 and want["ln2"][0] == 0
     m = r.metrics()
     assert m["fp8_clipped.ln2"] == round(max(want["ln2"]), 9) == m["fp8_clipped_max"] and m["fp8_peak_max"] > 1
+
+
+def test_more_calibration_photos_than_there_are_is_a_config_error():
+    from compiler.target import ConfigError
+    with pytest.raises(ConfigError, match=r"model.calibration=7: there are 6 calibration photos"):
+        vit.build(dict(TOWER, calibration=7))
+    with pytest.raises(ConfigError, match="model.fp8_calibration='noise'"):
+        vit.build(dict(TOWER, fp8_calibration="noise"))
+    with pytest.raises(ConfigError, match="model.fp8_fallback_error=0"):
+        vit.build(dict(TOWER, fp8_fallback_error=0))
+    vit.build(dict(TOWER, calibration=7, fp8_calibration="seeded", layers=1))       # seeded: as many as asked

@@ -1,14 +1,20 @@
-"""Offline calibration of FP8 activation scales (model.fp8_scales=calibrated, least_error).
+"""Offline calibration of FP8 activation scales (model.fp8_scales=calibrated, least_error),
+the f16 fallback (model.fp8_fallback) and what the casts clip (the reference phase's figures).
 
-The host evaluates the model as the device runs it (the reference's ops, f16 rounding,
-the FP8 casts) on calibration inputs that are NOT the trial's input, and takes each
-cast's scale per layer from the largest |x| it meets there: scale_i = headroom ·
-amax_i / FP8_MAX. Each calibration input is evaluated with casts scaled by its own
-amax so far; the scales kept are the largest over the inputs. The casts saturate,
-so an input whose activations exceed headroom · amax clips there: calibration trades
-that risk for mantissa (e4m3 keeps 3 bits of mantissa only down to 2^-6 of 448; a
-scale far above the data pushes it into subnormals and to zero). Costs 0 device cycles
-and one host evaluation of the Repeat body per calibration input.
+Calibration inputs (calibration_inputs): for a tower, real photos: the first
+`model.calibration` of photos.CALIBRATION, through the model's own eval transform, never
+the trial's input nor a held-out photo (model.fp8_calibration=seeded: seeded uniform-noise
+images instead, the scales before issue #23: fitted to noise, layer 0's attention-output
+cast clipped real photos at up to 1.85x its range and the outputs erred 4-10 % at 4 layers);
+the encoder alone (no image) takes seeded tokens. The host evaluates the model as the device
+runs it (the reference's ops, f16 rounding, the FP8 casts) on them, and takes each cast's
+scale per layer from the largest |x| it meets there: scale_i = headroom · amax_i / FP8_MAX.
+Each calibration input is evaluated with casts scaled by its own amax so far; the scales
+kept are the largest over the inputs. The casts saturate, so an input whose activations
+exceed headroom · amax clips there: calibration trades that risk for mantissa (e4m3 keeps
+3 bits of mantissa only down to 2^-6 of 448; a scale far above the data pushes it into
+subnormals and to zero). Costs 0 device cycles and one host evaluation of the model per
+calibration input (two with centring).
 
 least_error (least_error_scales): a floor only bounds the scale from below; where in a
 binade the scale sits decides which values e4m3's grid holds exactly, and so the rounding
@@ -16,11 +22,25 @@ error (e4m3's relative grid repeats every binade, so a scale and twice it err al
 subnormals and saturation). Each cast's scale per layer is 2^(k + j/STEPS): j the step whose
 rounding of the cast's inputs errs least (squared error summed over the calibration inputs),
 k the smallest integer with the scale >= headroom · amax / FP8_MAX over them (so it clips
-like `calibrated`). Against the static bounds, and without centring (models/centering.py,
-which runs before it), the outputs' rms error against FP16 activations is lower by
-1.18 ± 0.41 % of itself over 16 seeds at 27 layers (lower on 12), by 0.38 ± 0.09 % over 24
-seeds at 4 layers (on 20; experiments/fp8_scales/README.md). The
-f16 histogram (_f16_histogram) makes the search cost one pass over each cast input."""
+like `calibrated`). The f16 histogram (_f16_histogram) makes the search cost one pass over
+each cast input. (Its gain over the static bounds, measured on noise images only:
+experiments/fp8_scales/README.md.)
+
+Fallback (least_error's `errors`, keep_in_f16): e4m3 errs by ~2.6 % of each value, so a cast
+whose input is mostly a part common to every token (the attention output: its rows are
+convex combinations of V's rows, and on a photo's smooth regions nearly equal) rounds that
+common part and leaves an error large against what differs between tokens, which is what the
+next layers and the head read. The calibration pass measures, per cast, the rms rounding error
+at the chosen scales over the rms of the input less its per-channel mean over the real rows
+(over every layer and calibration input); a cast over model.fp8_fallback_error (0.1) is taken
+out and its matmul reads the f16 input (FP16 x FP8, at the f16 rate, which the planner
+prices). On the photos at 4 So400m layers: attention output 0.25, GELU 0.066, LayerNorm
+outputs 0.038 / 0.046 (centred); the attention output alone was 3.5 -> 0.8 % of the
+embedding's error on `moon` (experiments/fp8_scales/README.md).
+
+Clipping (clipping): per cast and layer, the fraction of the real rows' elements over the
+cast's range and the largest |x| / range, on any input: the reference phase reports them
+for the trial's input (reference.fp8_clipped_max, fp8_peak_max, fp8_clipped.<cast>)."""
 
 from __future__ import annotations
 
@@ -174,9 +194,6 @@ def calibration_inputs(c, d: dict, T: int, B: int) -> list[dict]:
     own (uniform pixels in the normalised range, or N(0, 1) tokens)."""
     from .image import load_batch
     seeded = not c.tower or c.fp8_calibration == "seeded"
-    if not seeded and c.calibration > len(photos.CALIBRATION):
-        raise ValueError(f"model.calibration={c.calibration}: there are {len(photos.CALIBRATION)} calibration "
-                         f"photos ({', '.join(photos.CALIBRATION)})")
     mean, std = d.get("mean", MEAN), d.get("std", STD)
     if not seeded:
         names = photos.CALIBRATION[:c.calibration]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir import Graph, Repeat, Tensor
+from . import photos
 from .attention import attention_ops, padded
 from .calibrate import calibrate, calibration_inputs, keep_in_f16, least_error_scales
 from .centering import NORMS, center
@@ -101,6 +102,9 @@ class VitConfig:
             raise ValueError(f"model.fp8_scales={self.fp8_scales!r}: not one of least_error, calibrated, bound")
         if self.fp8_calibration not in ("photos", "seeded"):
             raise ValueError(f"model.fp8_calibration={self.fp8_calibration!r}: not one of photos, seeded")
+        if self.fp8_activations and self.fp8_calibration == "photos" and self.calibration > len(photos.CALIBRATION):
+            raise ValueError(f"model.calibration={self.calibration}: there are {len(photos.CALIBRATION)} "
+                             f"calibration photos ({', '.join(photos.CALIBRATION)}; model.fp8_calibration=photos)")
         if self.fp8_centering not in CENTRED and self.fp8_centering != "none":
             raise ValueError(f"model.fp8_centering={self.fp8_centering!r}: not one of {', '.join(CENTRED)}, none")
         if not self.fp8_fallback_error > 0:

@@ -34,12 +34,12 @@ from compiler.models.image import MEAN, STD  # noqa: E402
 BOUNDS = {"embedding": 0.03, "features": 0.05}         # issue #23 C's acceptance, per photo
 VARIANTS = {                                            # label -> model keys over the default's
     "default": {},
-    "seeded": dict(fp8_calibration="seeded", calibration=1),     # the scales before: a noise image
+    "seeded": dict(fp8_calibration="seeded", calibration=1, fp8_fallback=False),   # the default before: a noise image
     "no-fallback": dict(fp8_fallback=False),
     "bound": dict(fp8_scales="bound"),
     "calibrated": dict(fp8_scales="calibrated"),
     "uncentred": dict(fp8_centering="none"),
-    "centre-attn": dict(fp8_centering="norms+attn"),
+    "centre-attn": dict(fp8_centering="norms+attn", fp8_fallback=False),
     "headroom-1.5": dict(fp8_headroom=1.5),
     "headroom-3": dict(fp8_headroom=3.0),
     "calibration-3": dict(calibration=3),

@@ -144,8 +144,9 @@ def test_fallback_takes_out_the_casts_over_the_limit_and_its_ablation_keeps_them
     spec = dict(TOWER, fp8_scales="least_error", calibration=1)
     g0, d0 = vit.build(dict(spec, fp8_fallback=False))
     assert {op.inputs[0] for op in g0.ops if op.kind == "cast"} == {"ln1", "attn", "ln2", "gelu"}
-    assert "fp8_fallback" not in g0.meta
+    assert "fp8_fallback" not in g0.meta and set(g0.meta["fp8_cast_error"]) == {"ln1", "attn", "ln2", "gelu"}
     err = token_errors(g0, d0, samples(spec, d0))
+    assert g0.meta["fp8_cast_error"] == pytest.approx(err, abs=1e-6)      # what calibration measured (6 decimals)
     order = sorted(err, key=err.get)
     assert err["attn"] == max(err.values())           # the attention output: most of it common to every token
     for k in range(1, 4):                              # a limit between each pair of measured errors

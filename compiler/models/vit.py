@@ -314,6 +314,7 @@ def build(cfg: dict):
         else:
             errors = {}
             least_error_scales(g, data, samples, c.fp8_headroom, errors)
+            g.meta["fp8_cast_error"] = {n: round(e, 6) for n, e in sorted(errors.items())}
             if c.fp8_fallback:
                 g.meta["fp8_fallback"] = sorted(n for n, e in errors.items() if e > c.fp8_fallback_error)
                 g = keep_in_f16(g, g.meta["fp8_fallback"])

@@ -43,6 +43,7 @@ VARIANTS = {                                            # label -> model keys ov
     "headroom-1.5": dict(fp8_headroom=1.5),
     "headroom-3": dict(fp8_headroom=3.0),
     "calibration-3": dict(calibration=3),
+    "limit-0.1": dict(fp8_fallback_error=0.1),   # at 27 layers: attn and gelu in f16
     "attn-only": dict(fp8_fallback=False),      # + only the attention output's cast kept in f16 (POST)
 }
 POST = {"attn-only": lambda g: keep_in_f16(g, ["attn"])}

@@ -118,7 +118,9 @@ def main(argv):
                          ("calibrated (centred), per layer, headroom 2", dict(fp8_scales="calibrated"), None),
                          ("least error (not centred), headroom 2", dict(fp8_centering="none"), None),
                          ("least error (centred), headroom 2", dict(fp8_scales="least_error"), None),
-                         ("own input amax, headroom 1", dict(fp8_scales="bound"), own_amax)])
+                         ("own input amax, headroom 1", dict(fp8_scales="bound"), own_amax),
+                         ("today's default: least error (centred), 6 calibration photos, f16 fallback",
+                          dict(fp8_calibration="photos", calibration=6, fp8_fallback=True), None)])
         return fixture(argv)
     layers = int(arg(argv, "--layers", 4))
     heads = [float(h) for h in arg(argv, "--headroom", "2").split(",")]

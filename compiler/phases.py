@@ -38,9 +38,17 @@ class ReferenceResult:
     fp8_activation_error: float | None = None   # ... and the rms error of `outputs` against them
     model_outputs: dict | None = None     # a tower's: the independent timm model's (compiler/model_check.py)
     layers: dict | None = None            # every Repeat iteration's layer output and its tolerance (tolerance.py)
+    # ... and what each cast clipped on the trial's input (models/calibrate.py clipping): cast input ->
+    # {"clipped": [count] fraction of real elements over 448 · scale, "peak": [count] max |x| / (448 · scale)}
+    fp8_clipping: dict | None = None
 
     def metrics(self) -> dict:
         extra = {} if self.fp8_activation_error is None else {"fp8_activation_error": self.fp8_activation_error}
+        if self.fp8_clipping:
+            c = self.fp8_clipping
+            extra["fp8_clipped_max"] = round(max(float(v["clipped"].max()) for v in c.values()), 9)
+            extra["fp8_peak_max"] = round(max(float(v["peak"].max()) for v in c.values()), 6)
+            extra |= {f"fp8_clipped.{n}": round(float(v["clipped"].max()), 9) for n, v in sorted(c.items())}
         return {"tolerance": self.tolerance, **extra}
 
 
@@ -54,8 +62,12 @@ def reference_phase(m: ModelResult) -> ReferenceResult:
     outputs, tolerance, layers = checkpoints.reference_checkpoints(m.graph, m.data)
     fp16 = compare.fp16_activations(m.graph, m.data)
     err = None if fp16 is None else round(compare.rms_rel_error(m.graph, outputs, fp16), 9)
+    clip = None
+    if any(op.kind == "cast" for op in m.graph.ops):    # one more evaluation, observing each cast's input
+        from .models.calibrate import clipping
+        clip = clipping(m.graph, m.data)[0]
     return ReferenceResult(outputs, tolerance, fp16_outputs=fp16, fp8_activation_error=err, layers=layers,
-                           model_outputs=model_check.model_outputs(m.graph, m.data))
+                           model_outputs=model_check.model_outputs(m.graph, m.data), fp8_clipping=clip)
 
 
 def target_of(cfg) -> Target:

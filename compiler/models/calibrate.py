@@ -1,14 +1,20 @@
-"""Offline calibration of FP8 activation scales (model.fp8_scales=calibrated, least_error).
+"""Offline calibration of FP8 activation scales (model.fp8_scales=calibrated, least_error),
+the f16 fallback (model.fp8_fallback) and what the casts clip (the reference phase's figures).
 
-The host evaluates the model as the device runs it (the reference's ops, f16 rounding,
-the FP8 casts) on calibration inputs that are NOT the trial's input, and takes each
-cast's scale per layer from the largest |x| it meets there: scale_i = headroom ·
-amax_i / FP8_MAX. Each calibration input is evaluated with casts scaled by its own
-amax so far; the scales kept are the largest over the inputs. The casts saturate,
-so an input whose activations exceed headroom · amax clips there: calibration trades
-that risk for mantissa (e4m3 keeps 3 bits of mantissa only down to 2^-6 of 448; a
-scale far above the data pushes it into subnormals and to zero). Costs 0 device cycles
-and one host evaluation of the Repeat body per calibration input.
+Calibration inputs (calibration_inputs): for a tower, real photos: the first
+`model.calibration` of photos.CALIBRATION, through the model's own eval transform, never
+the trial's input nor a held-out photo (model.fp8_calibration=seeded: seeded uniform-noise
+images instead, the scales before issue #23: fitted to noise, layer 0's attention-output
+cast clipped real photos at up to 1.85x its range and the outputs erred 4-10 % at 4 layers);
+the encoder alone (no image) takes seeded tokens. The host evaluates the model as the device
+runs it (the reference's ops, f16 rounding, the FP8 casts) on them, and takes each cast's
+scale per layer from the largest |x| it meets there: scale_i = headroom · amax_i / FP8_MAX.
+Each calibration input is evaluated with casts scaled by its own amax so far; the scales
+kept are the largest over the inputs. The casts saturate, so an input whose activations
+exceed headroom · amax clips there: calibration trades that risk for mantissa (e4m3 keeps
+3 bits of mantissa only down to 2^-6 of 448; a scale far above the data pushes it into
+subnormals and to zero). Costs 0 device cycles and one host evaluation of the model per
+calibration input (two with centring).
 
 least_error (least_error_scales): a floor only bounds the scale from below; where in a
 binade the scale sits decides which values e4m3's grid holds exactly, and so the rounding
@@ -16,11 +22,27 @@ error (e4m3's relative grid repeats every binade, so a scale and twice it err al
 subnormals and saturation). Each cast's scale per layer is 2^(k + j/STEPS): j the step whose
 rounding of the cast's inputs errs least (squared error summed over the calibration inputs),
 k the smallest integer with the scale >= headroom · amax / FP8_MAX over them (so it clips
-like `calibrated`). Against the static bounds, and without centring (models/centering.py,
-which runs before it), the outputs' rms error against FP16 activations is lower by
-1.18 ± 0.41 % of itself over 16 seeds at 27 layers (lower on 12), by 0.38 ± 0.09 % over 24
-seeds at 4 layers (on 20; experiments/fp8_scales/README.md). The
-f16 histogram (_f16_histogram) makes the search cost one pass over each cast input."""
+like `calibrated`). The f16 histogram (_f16_histogram) makes the search cost one pass over
+each cast input. (Its gain over the static bounds, measured on noise images only:
+experiments/fp8_scales/README.md.)
+
+Fallback (least_error's `errors`, keep_in_f16): e4m3 errs by ~2.6 % of each value, so a cast
+whose input is mostly a part common to every token (the attention output: its rows are
+convex combinations of V's rows, and on a photo's smooth regions nearly equal) rounds that
+common part and leaves an error large against what differs between tokens, which is what the
+next layers and the head read. The calibration pass measures, per cast, the rms rounding error
+at the chosen scales over the rms of the input less its per-channel mean over the real rows
+(over every layer and calibration input); a cast over model.fp8_fallback_error (0.15) is taken
+out and its matmul reads the f16 input (FP16 x FP8, at the f16 rate, which the planner
+prices). On the 6 photos, So400m, 4 layers: attention output 0.249, GELU 0.066, LayerNorm
+outputs 0.038 / 0.046 (centred); 27 layers: 0.678, 0.102, 0.060 / 0.067. 0.15 is the
+log-midpoint of the gap between 0.102 and 0.249 (assumed; calibration figures only): the
+attention output, and only it, stays f16. Alone it was 3.5 -> 0.8 % of the embedding's error
+on `moon` at 4 layers (experiments/fp8_scales/README.md).
+
+Clipping (clipping): per cast and layer, the fraction of the real rows' elements over the
+cast's range and the largest |x| / range, on any input: the reference phase reports them
+for the trial's input (reference.fp8_clipped_max, fp8_peak_max, fp8_clipped.<cast>)."""
 
 from __future__ import annotations
 
@@ -30,7 +52,9 @@ import numpy as np
 
 from .. import exact
 from ..ir import Graph, Op
+from . import photos
 from .gemm import FP8, FP8_MAX
+from .image import MEAN, STD
 
 STEPS = 16     # candidate scales per binade, 2^(1/16) = 4.4 % apart (assumed; as scan.py scans)
 
@@ -84,19 +108,25 @@ def _set_scales(g: Graph, per_layer: dict[int, list]) -> dict[str, tuple]:
     return out
 
 
-def least_error_scales(g: Graph, data: dict, samples: list[dict], headroom: float | None) -> dict[str, tuple]:
+def least_error_scales(g: Graph, data: dict, samples: list[dict], headroom: float | None,
+                       errors: dict | None = None) -> dict[str, tuple]:
     """Set every cast's per-layer scale to the least-error one (module docstring) and
     return {cast output: scales}. The floor is headroom × the calibration amax / FP8_MAX,
     or with headroom None the cast's scale as built (experiments/fp8_scales: the static
     bounds as the floor). The samples are evaluated one after another, each with the
     casts at the scales chosen from the samples so far and itself (later layers see the
-    earlier casts' chosen rounding)."""
+    earlier casts' chosen rounding). `errors`, if given, receives {cast input: the rms
+    rounding error at the chosen scales, over every layer and sample, relative to the rms
+    of the input's token-to-token part} (token_error: what model.fp8_fallback reads)."""
     L = g.repeat.count if g.repeat else 1
     casts = [n for n, op in enumerate(g.ops) if op.kind == "cast"]
     sq = {n: np.zeros((L, STEPS)) for n in casts}       # squared error per layer and step
     amax = {n: np.zeros(L) for n in casts}
+    varying = {n: np.zeros(L) for n in casts}           # energy of the token-to-token part
     built = {n: np.broadcast_to(np.asarray(g.ops[n].attr("scale"), np.float64), (L,))   # headroom None's floor
              for n in casts} if headroom is None else {}
+    from ..compare import real_rows
+    keep = {n: real_rows(g, g.ops[n].inputs[0]) for n in casts}
 
     def floor_of(n, i, top):
         return float(built[n][i]) if headroom is None else headroom * top / FP8_MAX or 1.0
@@ -107,18 +137,25 @@ def least_error_scales(g: Graph, data: dict, samples: list[dict], headroom: floa
     def rewrite(n, op, i, env):
         if op.kind != "cast":
             return op
-        v, w = _f16_histogram(env[op.inputs[0]])
+        x = env[op.inputs[0]]
+        v, w = _f16_histogram(x)
         top = float(np.abs(v).max(initial=0.0))
         amax[n][i] = max(amax[n][i], top)
         for j in range(STEPS):
             s = _step_above(floor_of(n, i, top), j)
             q = np.clip(v / s, -FP8_MAX, FP8_MAX).astype(FP8).astype(np.float64) * s
             sq[n][i, j] += exact.fsum64(w * np.square(q - v))    # not BLAS's dot: it varies by CPU (issue #24)
+        r = np.asarray(x[keep[n]], np.float64)
+        varying[n][i] += exact.fsum64(np.square(r - r.mean(0)).ravel())
         return dataclasses.replace(op, attrs=_with_scale(op, scale_of(n, i)))
 
     from .. import reference
     for inputs in samples:
         reference.evaluate(g, {**data, **inputs}, rewrite=rewrite)
+    if errors is not None:
+        for n in casts:
+            chosen = sq[n][np.arange(L), np.argmin(sq[n], axis=1)].sum()
+            errors[g.ops[n].inputs[0]] = float(np.sqrt(chosen / max(varying[n].sum(), 1e-300)))
     return _set_scales(g, {n: [scale_of(n, i) for i in range(L)] for n in casts})
 
 
@@ -137,3 +174,91 @@ def _f16_histogram(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     v = bits.view(np.float16).astype(np.float64)
     fin = np.isfinite(v)
     return v[fin], counts[bits[fin]].astype(np.float64)
+
+
+def photo_pixels(name: str, size: int, crop_pct: float, mean, std, interpolation: str = "bicubic") -> np.ndarray:
+    """[3, size, size] float32: bundled photo `name` (photos.py) through the model's own eval
+    transform (image.load_image of `photo:NAME`), exactly as the trial's input would be."""
+    from .image import load_image
+    return load_image(photos.PREFIX + name, size, crop_pct, mean, std, interpolation)
+
+
+def calibration_inputs(c, d: dict, T: int, B: int) -> list[dict]:
+    """The calibration inputs, shaped as the trial's input, never the trial's input:
+    a tower (model.fp8_calibration=photos, the default) takes the first `model.calibration`
+    photos of photos.CALIBRATION (never a held-out one), B to an input (the last input's
+    free slots repeat its first photos); fp8_calibration=seeded (and the encoder alone,
+    which has no image) takes `model.calibration` seeded inputs of a seed stream of their
+    own (uniform pixels in the normalised range, or N(0, 1) tokens)."""
+    from .image import load_batch
+    seeded = not c.tower or c.fp8_calibration == "seeded"
+    mean, std = d.get("mean", MEAN), d.get("std", STD)
+    if not seeded:
+        names = photos.CALIBRATION[:c.calibration]
+        groups = [names[j:j + B] for j in range(0, len(names), B)]
+        groups = [(g * B)[:B] for g in groups]
+    out = []
+    for j in range(c.calibration if seeded else len(groups)):
+        rng = np.random.default_rng([c.seed, 0xCA1, j])
+        if not c.tower:
+            x = np.zeros((T, d["width"]), np.float16)
+            x[:d["tokens"]] = rng.standard_normal((d["tokens"], d["width"]))
+            out.append({"x": x})
+            continue
+        crop = d.get("crop_pct", 1.0)
+        if seeded:
+            out.append(tower_input(load_batch("", B, d["image"], crop, mean, std, rng), d, T))
+        else:
+            out.append(tower_input([photo_pixels(n, d["image"], crop, mean, std, d.get("interpolation") or "bicubic")
+                                     for n in groups[j]], d, T))
+    return out
+
+
+def tower_input(images: list, d: dict, T: int) -> dict:
+    """{"pixels": f16 [B·T, 3·P·P]}: images [3, S, S] as the tower's input rows (image b's
+    patches at rows b·T + the class token's row, as vit.patch_embedding lays them out)."""
+    from .image import patch_rows
+    cls, P = int(d["pool"] == "token"), d["patch"]
+    pix = np.zeros((len(images) * T, 3 * P * P), np.float16)
+    for b, im in enumerate(images):
+        rows = patch_rows(im, P)
+        pix[b * T + cls:b * T + cls + len(rows)] = rows
+    return {"pixels": pix}
+
+
+def clipping(g: Graph, data: dict, inputs: dict | None = None) -> tuple[dict, dict]:
+    """What the casts clip on `data` (with `inputs` in place of the trial's): per cast input
+    name, "clipped": float64 [count] the fraction of its real rows' elements (per Repeat
+    iteration) whose |x| exceeds the cast's range 448 · scale, which the saturating cast
+    clips to it, and "peak": float64 [count] the largest |x| / (448 · scale) (> 1: clipped).
+    One host evaluation of the graph as the device runs it (FP8 casts included); returns
+    those figures and the graph's outputs (f16) of that evaluation."""
+    from .. import reference
+    from ..compare import real_rows
+    L = g.repeat.count if g.repeat else 1
+    out = {op.inputs[0]: {"clipped": np.zeros(L), "peak": np.zeros(L)} for op in g.ops if op.kind == "cast"}
+
+    def look(n, op, i, env):
+        if op.kind == "cast":
+            x = np.abs(env[op.inputs[0]][real_rows(g, op.inputs[0])]) / op.attr("scale")
+            out[op.inputs[0]]["clipped"][i] = np.count_nonzero(x > FP8_MAX) / max(x.size, 1)
+            out[op.inputs[0]]["peak"][i] = float(x.max(initial=0.0)) / FP8_MAX
+        return op
+
+    env = reference.evaluate(g, {**data, **(inputs or {})}, keep={t.name for t in g.of_kind("output")}, rewrite=look)
+    return out, reference.outputs(g, env)
+
+
+def keep_in_f16(g: Graph, inputs: list[str]) -> Graph:
+    """g with the casts of `inputs` (cast input names) taken out: their readers read the f16
+    input instead, so those matmuls run FP16 x FP8 (the planner prices the f16 rate); the
+    Repeat's body range shifted to match."""
+    gone = {j for j, op in enumerate(g.ops) if op.kind == "cast" and op.inputs[0] in inputs}
+    src = {g.ops[j].outputs[0]: g.ops[j].inputs[0] for j in gone}
+    ops = [dataclasses.replace(op, inputs=tuple(src.get(n, n) for n in op.inputs))
+           for j, op in enumerate(g.ops) if j not in gone]
+    rep = g.repeat
+    if rep:
+        before = lambda k: k - sum(j < k for j in gone)
+        rep = dataclasses.replace(rep, first=before(rep.first), stop=before(rep.stop) if rep.stop else 0)
+    return dataclasses.replace(g, ops=ops, repeat=rep, tensors={n: t for n, t in g.tensors.items() if n not in src})

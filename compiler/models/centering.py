@@ -5,7 +5,9 @@ carry a large per-channel part common to every token. Subtracting each channel's
 before the cast, and adding it back exactly through the next matmul's bias, leaves the cast
 only the token-to-token part to round: smaller, so its absolute errors are smaller. At 27
 layers the outputs' rms error against FP16 activations falls 9.3 ± 0.5 % below the static
-bounds' over 16 seeds, on every seed; 7.5 ± 0.2 % at 4 layers (experiments/fp8_scales).
+bounds' over 16 seeds, on every seed; 7.5 ± 0.2 % at 4 layers (experiments/fp8_scales; those
+figures: seeded noise images for both calibration and trial). On held-out photos, calibrated
+on the CALIBRATION photos: experiments/fp8_scales/README.md.
 
 Free on the device: each offset folds into parameters the block already has, so the graph,
 its ops and cycles do not change (centring runs only on the host, at build time):
@@ -15,12 +17,14 @@ its ops and cycles do not change (centring runs only on the host, at build time)
   of V's rows (softmax rows sum to 1), so V's bias -= m_a moves them by -m_a; proj's bias
   += m_a·W_proj. Not the default: the attention output's common part is the image's own,
   so a new image's attn, less the calibration image's mean, leaves a part the scale fitted to
-  the centred calibration data does not hold, and the cast clips (at 27 layers, seed 0: up
-  to 9.9× its range; 4.93 % rms against the static bounds' 4.03 %; the norms alone 3.77 %).
+  the centred calibration data does not hold, and the cast clips (noise images, 27 layers,
+  seed 0: up to 9.9× its range; 4.93 % rms against the static bounds' 4.03 %; the norms
+  alone 3.77 %). By default the attention output's cast is kept in f16 instead
+  (model.fp8_fallback, calibrate.py).
 GELU's output (fc2's input) has no parameter to fold into and is cast as it is. In exact
 arithmetic the model is the same function; each changed parameter is rounded to f16 once.
-m is per layer and channel: the mean over the real rows of the calibration inputs (never the
-trial's), evaluated with FP16 activations. The parameters as given stay in the data under
+m is per layer and channel: the mean over the real rows of the calibration inputs (the
+CALIBRATION photos for a tower; never the trial's input), evaluated with FP16 activations. The parameters as given stay in the data under
 compare.ORIGINAL + name: the trial's error is measured against the model as given."""
 from __future__ import annotations
 

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir import Graph, Repeat, Tensor
+from . import photos
 from .attention import attention_ops, padded
-from .calibrate import calibrate, least_error_scales
+from .calibrate import calibrate, calibration_inputs, keep_in_f16, least_error_scales
 from .centering import NORMS, center
 from .config import check_positive, model_config
 from .export import META, arch_meta
@@ -72,8 +73,14 @@ class VitConfig:
     fp8_activations: bool = False  # cast the inputs of QKV, proj, fc1, fc2 to FP8, one scale per layer:
     fp8_scales: str = "least_error"  # least_error (the least error on calibration inputs, >= headroom ·
                                     # their amax) | calibrated (headroom · their amax) | bound (any input)
-    calibration: int = 1           # least_error, calibrated: seeded calibration inputs (never the trial's)
+    calibration: int = 6           # least_error, calibrated: calibration inputs (never the trial's; at most 6 photos)
+    fp8_calibration: str = "photos"  # photos: the first `calibration` of photos.CALIBRATION (never a held-out
+                                     # photo) | seeded: seeded images (the encoder alone: always seeded tokens)
     fp8_headroom: float = 2.0      # scale >= headroom · calibration amax / 448 (the casts saturate above it)
+    fp8_fallback: bool = True      # least_error: keep in f16 the casts whose calibration rounding error, relative
+                                   # to their input's token-to-token part, exceeds fp8_fallback_error (their
+                                   # matmul runs FP16 x FP8, at the f16 rate; calibrate.least_error_scales)
+    fp8_fallback_error: float = 0.15  # (calibrate.py: between the errors of the casts kept and taken out)
     fp8_centering: str = "norms"   # least_error, calibrated: cast the LayerNorm outputs (QKV's, fc1's input)
                                    # less their per-channel calibration means, folded into biases | norms+attn
                                    # (proj's input too: clips on new images) | none (models/centering.py)
@@ -107,8 +114,15 @@ class VitConfig:
         check_preprocess(self.crop_pct, self.interpolation, self.mean, self.std)
         if self.fp8_scales not in ("least_error", "calibrated", "bound"):
             raise ValueError(f"model.fp8_scales={self.fp8_scales!r}: not one of least_error, calibrated, bound")
+        if self.fp8_calibration not in ("photos", "seeded"):
+            raise ValueError(f"model.fp8_calibration={self.fp8_calibration!r}: not one of photos, seeded")
+        if self.fp8_activations and self.fp8_calibration == "photos" and self.calibration > len(photos.CALIBRATION):
+            raise ValueError(f"model.calibration={self.calibration}: there are {len(photos.CALIBRATION)} "
+                             f"calibration photos ({', '.join(photos.CALIBRATION)}; model.fp8_calibration=photos)")
         if self.fp8_centering not in CENTRED and self.fp8_centering != "none":
             raise ValueError(f"model.fp8_centering={self.fp8_centering!r}: not one of {', '.join(CENTRED)}, none")
+        if not self.fp8_fallback_error > 0:
+            raise ValueError(f"model.fp8_fallback_error={self.fp8_fallback_error!r}: must be > 0")
         if not self.fp8_headroom >= 1:
             raise ValueError(f"model.fp8_headroom={self.fp8_headroom!r}: must be >= 1 (below 1 clips the "
                              f"calibration data itself)")
@@ -311,29 +325,16 @@ def build(cfg: dict):
         samples = calibration_inputs(c, d, T, B)
         if c.fp8_centering != "none":
             center(g, data, samples, CENTRED[c.fp8_centering])
-        fit = least_error_scales if c.fp8_scales == "least_error" else calibrate
-        fit(g, data, samples, c.fp8_headroom)
+        if c.fp8_scales == "calibrated":
+            calibrate(g, data, samples, c.fp8_headroom)
+        else:
+            errors = {}
+            least_error_scales(g, data, samples, c.fp8_headroom, errors)
+            g.meta["fp8_cast_error"] = {n: round(e, 6) for n, e in sorted(errors.items())}
+            if c.fp8_fallback:
+                g.meta["fp8_fallback"] = sorted(n for n, e in errors.items() if e > c.fp8_fallback_error)
+                g = keep_in_f16(g, g.meta["fp8_fallback"])
     return g, data
-
-
-def calibration_inputs(c, d, T, B) -> list[dict]:
-    """`model.calibration` seeded inputs, shaped as the trial's input, from a seed
-    stream of their own: never the trial's input (seeded or a file)."""
-    out = []
-    for j in range(c.calibration):
-        rng = np.random.default_rng([c.seed, 0xCA1, j])
-        if not c.tower:
-            x = np.zeros((T, d["width"]), np.float16)
-            x[:d["tokens"]] = rng.standard_normal((d["tokens"], d["width"]))
-            out.append({"x": x})
-            continue
-        cls, P = int(d["pool"] == "token"), d["patch"]
-        pix = np.zeros((B * T, 3 * P * P), np.float16)
-        for b, im in enumerate(load_batch("", B, d["image"], d["crop_pct"], d["mean"], d["std"], rng)):
-            rows = patch_rows(im, P)
-            pix[b * T + cls:b * T + cls + len(rows)] = rows
-        out.append({"pixels": pix})
-    return out
 
 
 _BLOCK_PARAMS = {k.split(".", 2)[2] for k in timm_shapes(0, 4, 4)}

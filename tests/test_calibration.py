@@ -55,7 +55,7 @@ def test_calibration_reads_only_calibration_photos_never_the_trials_input(tmp_pa
     np.save(tmp_path / "x.npy", calibrate.photo_pixels(photos.DEFAULT, 28, 1.0, (0.5,) * 3, (0.5,) * 3))
     opened, fed = [], []
     load, evaluate = photos.load, reference.evaluate
-    monkeypatch.setattr(photos, "load", lambda name: opened.append(name) or load(name))
+    monkeypatch.setattr(photos, "load", lambda spec: opened.append(photos.name_of(spec) if photos.is_photo(spec) else spec) or load(spec))
     monkeypatch.setattr(reference, "evaluate", lambda g, d, *a, **k: fed.append(d["pixels"]) or evaluate(g, d, *a, **k))
     g, data = vit.build(dict(TOWER, fp8_scales=scales_, calibration=n, input=str(tmp_path / "x.npy")))
     assert np.array_equal(data["pixels"], trial)

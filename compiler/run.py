@@ -7,13 +7,14 @@ default policy.check=rows reads every iteration on sampled rows)."""
 from __future__ import annotations
 
 import io
+import math
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .target import Target
+from .target import DTYPE_BYTES, Target
 
 
 @dataclass
@@ -31,6 +32,7 @@ class RunResult:
     tolerance: float = 0.0
     validated: bool = False
     readback: dict = field(default_factory=dict)   # ReadBack.metrics(): ops_checked, ops_failed, ...
+    throughput: dict = field(default_factory=dict)  # a tower's latency_ms and images_per_s (throughput())
     model: dict = field(default_factory=dict)      # a tower's check against the independent model (model_check.check)
     outputs: dict = field(default_factory=dict)    # graph output name -> float32, the device's
     reference: dict = field(default_factory=dict)  # the same names, the reference's
@@ -40,6 +42,7 @@ class RunResult:
         if self.rejection:
             return {"validated": False}
         return {"cycles": self.cycles, "cycles_per_layer": self.cycles_per_layer, "ms": round(self.ms, 6),
+                **self.throughput,
                 "host_cycles": self.host_cycles,
                 "max_abs_error": self.max_abs_error, "rms_rel_error": self.rms_rel_error,
                 **({} if self.rms_rel_error_vs_fp16 is None else
@@ -76,6 +79,21 @@ def model_check(ref, g, got16: dict) -> dict:
         return {}
     from . import model_check as mc
     return mc.check(g, got16, ref.model_outputs)
+
+
+def throughput(g, t: Target, cycles: int) -> dict:
+    """A tower's latency (first image in to last output out: the input images over the host
+    link, the program, the outputs back; the weights are resident, loaded once, so not
+    counted) and images per second with batches run back to back, nothing overlapped (a
+    floor: a host link that streams the next batch during compute would only raise it).
+    {} for a graph that is not a tower (no `images` in its meta)."""
+    images = g.meta.get("images")
+    if not images:
+        return {}
+    from .sim.load import host_cycles
+    size = lambda kind: sum(math.prod(x.shape) * DTYPE_BYTES[x.dtype] for x in g.of_kind(kind))
+    total = cycles + host_cycles(t, size("input"), size("output"))
+    return {"latency_ms": round(total / t.clock_hz * 1e3, 6), "images_per_s": round(images * t.clock_hz / total, 3)}
 
 
 class _Streams(Mapping):
@@ -152,4 +170,5 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
                      rms_rel_error_vs_fp16=None if fp16 is None else round(rms_rel_error(g, got16, fp16), 9),
                      tolerance=ref.tolerance,
                      validated=bool(err <= ref.tolerance and per_op_ok and model.get("ok", True)),
-                     readback=rbm, model=model, outputs=outputs, reference=refs)
+                     readback=rbm, model=model, throughput=throughput(g, t, int(r.total_cycles)),
+                     outputs=outputs, reference=refs)

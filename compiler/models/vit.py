@@ -233,6 +233,7 @@ def build(cfg: dict):
     g.meta["ignored_tensors"] = ignored
     if c.tower:
         g.meta[META] = arch_meta(c, d)     # the independent model's (compiler/model_check.py): from the config
+        g.meta["images"] = B               # per run: run's images_per_s and latency_ms count them
     data = {}
     if c.tower:
         patch_embedding(g, data, c, d, w, rng, T, B)

@@ -57,7 +57,8 @@ def plot_data(place_res, run_res, ops: list | None = None) -> dict:
 
 
 # the headline's figures and the phase result they come from (docs/architecture.md §6)
-HEADLINE = (("cycles", "run"), ("cycles_per_layer", "run"), ("ms", "run"), ("max_abs_error", "run"),
+HEADLINE = (("cycles", "run"), ("cycles_per_layer", "run"), ("ms", "run"), ("latency_ms", "run"),
+            ("images_per_s", "run"), ("max_abs_error", "run"),
             ("tolerance", "run"), ("model_rms_rel_error", "run"), ("model_cosine", "run"),
             ("min_free_bytes", "place"))
 

@@ -115,7 +115,10 @@ def reference_checkpoints(g: Graph, data: dict) -> tuple[dict, float, dict | Non
         tol = [FP8_MARGIN * max(gap(q, i) for q in range(1, len(envs))) for i in range(n)]
     else:          # reference_and_tolerance's rule, per checkpoint
         worst += MARGIN * diff(envs[1]) + reference.last_rounding(env, [t.name for t in outs])
-        tol = [MARGIN * gap(1, i) for i in range(n)]
+        # + one f16 unit of the layer's largest value, as reference_and_tolerance adds for the
+        # outputs (both round last; 2 x the gap alone was 4 % short at iteration 9 of
+        # tests/test_resident_depth.py's 17-layer MLP)
+        tol = [MARGIN * gap(1, i) + reference.last_rounding({"x": got[0][i][keep_rows]}, ["x"]) for i in range(n)]
     spread = [max(gap(q, i) for q in range(1, len(envs))) for i in range(n)]
     layers = {"values": np.stack([got[0][i] for i in range(n)]), "tolerance": np.asarray(tol),
               "spread": np.asarray(spread)}       # the largest difference a draw shows (FP8_MARGIN's unit)

@@ -142,7 +142,7 @@ def test_memory_estimate_grows_with_the_sizes_and_counts_the_27_layer_tower_belo
         assert sum(precheck.host_bytes(compose(m)["model"])[1].values()) > 1e12, m
 
 
-@pytest.mark.parametrize("model", [overrides(), overrides(layers=1, image=112, batch=2),
+@pytest.mark.parametrize("model", [overrides(), overrides(layers=1, image=112, batch=2, input="[photo:rocket,photo:coins]"),
                                    ["model=gemm", "model.m=256", "model.k=512", "model.n=256"],
                                    ["model=mlp", "model.tokens=64", "model.width=256", "model.hidden=512", "model.repeat=3"],
                                    ["model=attention", "model.tokens=256"]],

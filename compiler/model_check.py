@@ -23,7 +23,24 @@ e4m3 roundings (u = 2^-4) at the 4 matmul inputs of each layer. At 4 So400m laye
 0.23 % (features) / 0.26 % (embedding), measured 0.10 % / 0.07 %; FP8 14.4 %, measured
 4.2 % / 1.1 % (experiments/timm_check/README.md). The FP8 bound is loose by design: it
 takes every cast's error as reaching the output whole, where the residual stream dilutes
-it; it still fails what clips or mis-scales a cast (errors of order 1)."""
+it; it still fails what clips or mis-scales a cast (errors of order 1).
+
+That a-priori bound is several times the measured error, so it passed model-definition bugs
+whose effect is of the order of the rounding (GELU's tanh form, a missing position table,
+LayerNorm's eps, a zero MAP latent; experiments/planted), and with FP8 activations the
+device's FP8 error buried every one. So the check (DESIGN §7a, three levels of correct)
+compares the graph's FP16-activation evaluation -- the reference's f16-rounded outputs, or
+with FP8 activations the same graph without its casts (`fp16_outputs`) -- with the model,
+under a data-driven bound: MARGIN times that evaluation's measured f16 rounding noise (the
+rms relative difference between it and the unrounded evaluation of the same graph, output
+by output), at least MARGIN times one f16 rounding (FLOOR) and at most the a-priori FP16
+bound above (a sanity ceiling). A correct graph's rounded evaluation lies from the model by
+about its own rounding noise (the unrounded one is within f32 of the model), so the ratio is
+near 1; a bug adds its own difference in quadrature. MARGIN: measured,
+experiments/model_margin/measure.py (README there). The device is held to the
+FP16-activation evaluation by the other checks: end to end (FP16), and with FP8 activations
+the FP8 accuracy budget (`fp8_accuracy`: rms relative error of the device's outputs against
+`fp16_outputs`, per output, within policy.fp8_budget)."""
 from __future__ import annotations
 
 import math
@@ -38,6 +55,9 @@ U16, U8 = 2.0 ** -11, 2.0 ** -4          # unit roundoff: f16 (10 mantissa bits)
 PER_LAYER_F16, PER_LAYER_FP8 = 16, 4
 EMBED_F16, FEATURES_F16 = 3, 1
 HEAD_F16 = {"map": 16, "token": 2}
+MARGIN = 1.5           # on the measured rounding noise (module docstring; experiments/model_margin)
+FLOOR = U16 / math.sqrt(3)    # one f16 rounding's rms relative error: the noise is at least that
+UNROUNDED = 1 / 32     # the unrounded evaluation against the model: a fraction of the f16 noise (f32 vs f64 only)
 
 
 def sig(x: float, digits: int = DIGITS) -> float:
@@ -82,14 +102,68 @@ def arch_of(a: dict) -> timm_model.Arch:
     return timm_model.Arch(heads=a["heads"], depth=a["depth"], pool=a["pool"], patch=a["patch"], **fixed)
 
 
-def bound(g, name: str) -> float:
-    """The rms relative error allowed for output `name` (module docstring)."""
+def bound(g, name: str, fp8: bool | None = None) -> float:
+    """The a-priori rms relative error of output `name` (module docstring); `fp8`: with FP8
+    activations (None: the graph's own mode)."""
     a = g.meta[META]
     n16 = EMBED_F16 + PER_LAYER_F16 * a["depth"] + FEATURES_F16
     if name != "features":
         n16 += HEAD_F16[a["pool"]]
-    n8 = PER_LAYER_FP8 * a["depth"] if a["fp8_activations"] else 0
+    fp8 = a["fp8_activations"] if fp8 is None else fp8
+    n8 = PER_LAYER_FP8 * a["depth"] if fp8 else 0
     return math.sqrt(n16 * U16 ** 2 / 3 + n8 * U8 ** 2 / 3)
+
+
+def data_bound(g, name: str, noise: float) -> float:
+    """The bound on the rounded evaluation of output `name`: MARGIN x its measured rounding
+    noise, floored at MARGIN x one rounding, at most the a-priori FP16 bound."""
+    return min(bound(g, name, fp8=False), MARGIN * max(noise, FLOOR))
+
+
+def _rms_rel(got, want) -> float:
+    """rms(got - want) / rms(want), float64, exactly rounded sums (math.fsum): no BLAS or
+    SIMD order reaches a stored figure; inf when got is not finite."""
+    got, want = np.asarray(got, np.float64).ravel(), np.asarray(want, np.float64).ravel()
+    if not np.isfinite(got).all():
+        return float("inf")
+    ww = math.fsum(want * want)
+    return math.sqrt(math.fsum((got - want) ** 2) / ww) if ww > 0 else 0.0
+
+
+def _cosine(got, want) -> float:
+    got, want = np.asarray(got, np.float64).ravel(), np.asarray(want, np.float64).ravel()
+    if not np.isfinite(got).all():
+        return float("nan")
+    return math.fsum(got * want) / math.sqrt(math.fsum(got * got) * math.fsum(want * want))
+
+
+def fp16_evaluations(g, data: dict, rounded: dict | None = None, unrounded: dict | None = None) -> tuple[dict, dict]:
+    """The graph's FP16-activation evaluation, f16-rounded and unrounded (f32) outputs: given
+    (the reference's two) for a graph without casts; with FP8 activations, the same graph
+    with its casts taken out (compare.without_casts), on the device's own parameters (any
+    host-side folding keeps the function, and the independent model is fed the same)."""
+    if rounded is not None and unrounded is not None:
+        return rounded, unrounded
+    from . import reference
+    from .compare import without_casts
+    h = without_casts(g)
+    keep = {t.name for t in h.of_kind("output")}
+    return tuple({n: np.asarray(e[n], dt) for n in sorted(keep)} for e, dt in
+                 ((reference.evaluate(h, data, True, keep), np.float16),
+                  (reference.evaluate(h, data, False, keep), np.float32)))
+
+
+def figures(g, rounded: dict, unrounded: dict, model: dict) -> dict:
+    """Per output, over real rows: the rounded evaluation's rms relative error and cosine
+    against the model, the unrounded one's rms relative error, and the rounding noise
+    (rounded against unrounded). Rounded to DIGITS: what the reference result stores."""
+    out = {}
+    for n in sorted(model):
+        k = real_rows(g, n)
+        r, u, m = (np.asarray(x[n])[k] for x in (rounded, unrounded, model))
+        out[n] = {"rms_rel_error": sig(_rms_rel(r, m)), "cosine": sig(_cosine(r, m), 6),
+                  "unrounded_rms_rel_error": sig(_rms_rel(u, m)), "noise": sig(_rms_rel(r, u))}
+    return out
 
 
 def real_rows(g, name: str) -> np.ndarray:
@@ -101,28 +175,24 @@ def real_rows(g, name: str) -> np.ndarray:
     return np.arange(rows) % T < a["tokens"]
 
 
-def check(g, device: dict, model: dict) -> dict:
-    """Per output: rms relative error and cosine of the device's against the model's over
-    real rows, the bound, and `ok`; plus the worst figures and, when it fails, `failed`:
-    one line naming "model" and the figures."""
-    figs, bad = {}, []
-    for name in sorted(model):
-        keep = real_rows(g, name)
-        got = np.asarray(device[name], np.float64)[keep].ravel()
-        want = np.asarray(model[name], np.float64)[keep].ravel()
-        finite = bool(np.isfinite(got).all())
-        # correctly rounded sums (math.fsum): no BLAS or SIMD order reaches a stored figure
-        ww = math.fsum(want * want)
-        rms = math.sqrt(math.fsum((got - want) ** 2) / ww) if finite else float("inf")
-        cos = math.fsum(got * want) / math.sqrt(math.fsum(got * got) * ww) if finite else float("nan")
-        b = bound(g, name)
-        ok = finite and rms <= b
-        figs[name] = {"rms_rel_error": sig(rms), "cosine": sig(cos, 6), "bound": sig(b), "ok": ok}
+def check(g, figs: dict) -> dict:
+    """`figures` against the bounds: per output the rounded evaluation within
+    data_bound(noise) of the model and the unrounded one within UNROUNDED x noise, `ok`;
+    plus the worst figures and, when it fails, `failed`: one line naming "model" and the
+    figures."""
+    out, bad = {}, []
+    for name in sorted(figs):
+        f = figs[name]
+        b, bu = sig(data_bound(g, name, f["noise"])), sig(UNROUNDED * max(f["noise"], FLOOR))
+        ok = f["rms_rel_error"] <= b and f["unrounded_rms_rel_error"] <= bu
+        out[name] = {**f, "bound": b, "unrounded_bound": bu, "ok": ok}
         if not ok:
-            bad.append(f"{name} rms {sig(rms):.4g} > bound {sig(b):.4g} (cosine {sig(cos, 6):.6g})")
-    res = {"outputs": figs, "ok": not bad,
-           "rms_rel_error": max(f["rms_rel_error"] for f in figs.values()),
-           "cosine": min(f["cosine"] for f in figs.values())}
+            bad.append(f"{name} rms {f['rms_rel_error']:.4g} (bound {b:.4g} = {MARGIN} x noise {f['noise']:.4g}), "
+                       f"unrounded {f['unrounded_rms_rel_error']:.4g} (bound {bu:.4g}), cosine {f['cosine']:.6g}")
+    res = {"outputs": out, "ok": not bad,
+           "rms_rel_error": max(f["rms_rel_error"] for f in out.values()),
+           "cosine": min(f["cosine"] for f in out.values())}
     if bad:
-        res["failed"] = "model: the device's output differs from the independent timm model: " + "; ".join(bad)
+        res["failed"] = ("model: the graph's FP16-activation evaluation differs from the independent timm model: "
+                         + "; ".join(bad))
     return res

@@ -38,6 +38,7 @@ class ReferenceResult:
     fp8_activation_error: float | None = None   # ... and the rms error of `outputs` against them
     model_outputs: dict | None = None     # a tower's: the independent timm model's (compiler/model_check.py)
     layers: dict | None = None            # every Repeat iteration's layer output and its tolerance (tolerance.py)
+    model_figures: dict | None = None     # a tower's: its FP16-activation evaluation against the model (model_check.figures)
 
     def metrics(self) -> dict:
         extra = {} if self.fp8_activation_error is None else {"fp8_activation_error": self.fp8_activation_error}
@@ -51,11 +52,19 @@ def model_phase(cfg):
 
 def reference_phase(m: ModelResult) -> ReferenceResult:
     from . import compare, model_check, tolerance as checkpoints
-    outputs, tolerance, layers = checkpoints.reference_checkpoints(m.graph, m.data)
-    fp16 = compare.fp16_activations(m.graph, m.data)
-    err = None if fp16 is None else round(compare.rms_rel_error(m.graph, outputs, fp16), 9)
+    g, tower = m.graph, model_check.applies(m.graph)
+    fp8 = checkpoints.casts(g)
+    unrounded = {} if tower and not fp8 else None
+    outputs, tolerance, layers = checkpoints.reference_checkpoints(g, m.data, unrounded)
+    fp16 = compare.fp16_activations(g, m.data)
+    err = None if fp16 is None else round(compare.rms_rel_error(g, outputs, fp16), 9)
+    model = model_check.model_outputs(g, m.data)
+    figs = None
+    if model is not None:       # the FP16-activation evaluation against the model (model_check.py)
+        r, u = model_check.fp16_evaluations(g, m.data, *((None, None) if fp8 else (outputs, unrounded)))
+        figs = model_check.figures(g, r, u, model)
     return ReferenceResult(outputs, tolerance, fp16_outputs=fp16, fp8_activation_error=err, layers=layers,
-                           model_outputs=model_check.model_outputs(m.graph, m.data))
+                           model_outputs=model, model_figures=figs)
 
 
 def target_of(cfg) -> Target:

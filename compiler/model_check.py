@@ -58,6 +58,7 @@ HEAD_F16 = {"map": 16, "token": 2}
 MARGIN = 1.5           # on the measured rounding noise (module docstring; experiments/model_margin)
 FLOOR = U16 / math.sqrt(3)    # one f16 rounding's rms relative error: the noise is at least that
 UNROUNDED = 1 / 32     # the unrounded evaluation against the model: a fraction of the f16 noise (f32 vs f64 only)
+WEIGHT_BOUND = 0.1     # a weight tensor the device holds vs its source: rms relative (e4m3: <= 2^-4/sqrt(3) = 3.6 %)
 
 
 def sig(x: float, digits: int = DIGITS) -> float:
@@ -166,6 +167,40 @@ def figures(g, rounded: dict, unrounded: dict, model: dict) -> dict:
     return out
 
 
+def source_weights(g):
+    """The weights the model is defined with, under timm's names: the config's file, or
+    the seeded tensors the model phase drew (models/vit.py, lazily per tensor)."""
+    from .models import vit
+    a = g.meta[META]
+    dims = dict(width=a["width"], hidden=a["hidden"], patch=a["patch"], tokens=a["tokens"], pool=a["pool"])
+    shapes = vit.block_shapes(a["depth"], a["width"], a["hidden"]) | vit.tower_shapes(dims, a["classes"])
+    if a["weights"]:
+        return vit.load_weights(a["weights"], shapes)[0]
+    return vit.seeded_weights(a["seed"], a["depth"], a["width"], a["hidden"], shapes)
+
+
+def weights_check(g, data: dict) -> dict:
+    """The weights the device holds (models/export.py: dequantized, under timm's names,
+    the parameters as given before any function-preserving host fold) against their
+    source, tensor by tensor: the worst rms relative error. The independent model runs on
+    the device's weights (so only activations differ); this is what holds those to the
+    model's definition (a position table or a MAP latent never loaded fails here)."""
+    from .compare import ORIGINAL
+    given = {n[len(ORIGINAL):]: v for n, v in data.items() if n.startswith(ORIGINAL)}
+    held, src = TimmState(g, {**data, **given}), source_weights(g)
+    worst, name = 0.0, ""
+    for key in sorted(held):
+        if key == "cls_token":           # the class token's row folds cls_token, pos_embed[0], bias (export.py)
+            continue
+        got, want = held[key], np.asarray(src[key], np.float64)
+        if key == "pos_embed" and g.meta[META]["pool"] == "token":
+            got, want = got[:, 1:], want[:, 1:]
+        e = _rms_rel(got, want)
+        if not e <= worst:
+            worst, name = e, key
+    return {"tensors": len(held), "worst": name, "rms_rel_error": sig(worst), "bound": WEIGHT_BOUND}
+
+
 def real_rows(g, name: str) -> np.ndarray:
     a = g.meta[META]
     rows = g.tensors[name].shape[0]
@@ -175,11 +210,11 @@ def real_rows(g, name: str) -> np.ndarray:
     return np.arange(rows) % T < a["tokens"]
 
 
-def check(g, figs: dict) -> dict:
+def check(g, figs: dict, weights: dict | None = None) -> dict:
     """`figures` against the bounds: per output the rounded evaluation within
     data_bound(noise) of the model and the unrounded one within UNROUNDED x noise, `ok`;
-    plus the worst figures and, when it fails, `failed`: one line naming "model" and the
-    figures."""
+    `weights` (weights_check) within WEIGHT_BOUND; plus the worst figures and, when it
+    fails, `failed`: one line naming "model" and the figures."""
     out, bad = {}, []
     for name in sorted(figs):
         f = figs[name]
@@ -189,10 +224,13 @@ def check(g, figs: dict) -> dict:
         if not ok:
             bad.append(f"{name} rms {f['rms_rel_error']:.4g} (bound {b:.4g} = {MARGIN} x noise {f['noise']:.4g}), "
                        f"unrounded {f['unrounded_rms_rel_error']:.4g} (bound {bu:.4g}), cosine {f['cosine']:.6g}")
-    res = {"outputs": out, "ok": not bad,
+    if weights is not None and not weights["rms_rel_error"] <= weights["bound"]:
+        bad.append(f"weight {weights['worst']} rms {weights['rms_rel_error']:.4g} from its source "
+                   f"(bound {weights['bound']:.4g})")
+    res = {"outputs": out, "ok": not bad, **({"weights": weights} if weights is not None else {}),
            "rms_rel_error": max(f["rms_rel_error"] for f in out.values()),
            "cosine": min(f["cosine"] for f in out.values())}
     if bad:
-        res["failed"] = ("model: the graph's FP16-activation evaluation differs from the independent timm model: "
+        res["failed"] = ("model: the graph's FP16-activation evaluation or weights differ from the timm model's: "
                          + "; ".join(bad))
     return res

@@ -39,6 +39,7 @@ class ReferenceResult:
     model_outputs: dict | None = None     # a tower's: the independent timm model's (compiler/model_check.py)
     layers: dict | None = None            # every Repeat iteration's layer output and its tolerance (tolerance.py)
     model_figures: dict | None = None     # a tower's: its FP16-activation evaluation against the model (model_check.figures)
+    model_weights: dict | None = None     # ... and the device's weights against their source (model_check.weights_check)
 
     def metrics(self) -> dict:
         extra = {} if self.fp8_activation_error is None else {"fp8_activation_error": self.fp8_activation_error}
@@ -64,7 +65,8 @@ def reference_phase(m: ModelResult) -> ReferenceResult:
         r, u = model_check.fp16_evaluations(g, m.data, *((None, None) if fp8 else (outputs, unrounded)))
         figs = model_check.figures(g, r, u, model)
     return ReferenceResult(outputs, tolerance, fp16_outputs=fp16, fp8_activation_error=err, layers=layers,
-                           model_outputs=model, model_figures=figs)
+                           model_outputs=model, model_figures=figs,
+                           model_weights=model_check.weights_check(g, m.data) if tower else None)
 
 
 def target_of(cfg) -> Target:
@@ -107,7 +109,8 @@ def _lower(pl, s, cfg, mp):
 
 def _run(lo, m, ref, cfg, mp):
     from .run import run
-    return run(lo, m, target_of(cfg), policy_of(cfg).check, ref=ref)
+    p = policy_of(cfg)
+    return run(lo, m, target_of(cfg), p.check, ref=ref, fp8_budget=(p.fp8_budget_embedding, p.fp8_budget_features))
 
 
 def _report(m, p, e, pl, s, r, cfg, mp):

@@ -60,7 +60,7 @@ def test_model_kind_leaves_the_device_checks_quiet(trial):
     assert set(o["by"]) <= {"model"}, o
 
 
-@pytest.mark.parametrize("name", ["GELU tanh for erf"])
+@pytest.mark.parametrize("name", ["GELU tanh for erf", "MAP head latent zero"])
 def test_model_kind_is_caught_by_the_model_check(trial, name):
     """A model-definition bug (the builder patched: device, reference and every device check
     agree) fails the run by the independent-model check alone, in both activation modes:

@@ -192,12 +192,18 @@ def weights_check(g, data: dict) -> dict:
     for key in sorted(held):
         if key == "cls_token":           # the class token's row folds cls_token, pos_embed[0], bias (export.py)
             continue
+        if key not in src:               # a parameter the model does not define
+            worst, name = float("inf"), f"{key} (not in the model)"
+            continue
         got, want = held[key], np.asarray(src[key], np.float64)
         if key == "pos_embed" and g.meta[META]["pool"] == "token":
             got, want = got[:, 1:], want[:, 1:]
         e = _rms_rel(got, want)
         if not e <= worst:
             worst, name = e, key
+    missing = sorted(set(src) - set(held) - {"cls_token"})
+    if missing:                          # a weight the model defines and the device never holds
+        worst, name = float("inf"), f"{missing[0]} (not held)"
     return {"tensors": len(held), "worst": name, "rms_rel_error": sig(worst), "bound": WEIGHT_BOUND}
 
 
@@ -228,8 +234,8 @@ def check(g, figs: dict, weights: dict | None = None) -> dict:
         bad.append(f"weight {weights['worst']} rms {weights['rms_rel_error']:.4g} from its source "
                    f"(bound {weights['bound']:.4g})")
     res = {"outputs": out, "ok": not bad, **({"weights": weights} if weights is not None else {}),
-           "rms_rel_error": max(f["rms_rel_error"] for f in out.values()),
-           "cosine": min(f["cosine"] for f in out.values())}
+           "rms_rel_error": max((f["rms_rel_error"] for f in out.values()), default=0.0),
+           "cosine": min((f["cosine"] for f in out.values()), default=1.0)}
     if bad:
         res["failed"] = ("model: the graph's FP16-activation evaluation or weights differ from the timm model's: "
                          + "; ".join(bad))

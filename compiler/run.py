@@ -86,8 +86,11 @@ def model_check(ref, g) -> dict:
 def fp8_accuracy(g, got16: dict, fp16: dict | None, budgets: dict) -> dict:
     """FP8 activations: per output, the rms relative error (real rows) of the device's
     outputs against the same model with FP16 activations (the reference's twin), within
-    its budget (`budgets`: output name -> rms; policy.fp8_budget_*); {} without casts."""
-    if fp16 is None:
+    its budget (`budgets`: output name -> rms; policy.fp8_budget_*); {} without casts, and
+    for a graph that is not a whole tower (encoder blocks on seeded tokens: the budgets are
+    stated for a model's embedding / logits and features, DESIGN §7a)."""
+    from .model_check import applies
+    if fp16 is None or not applies(g):
         return {}
     from .compare import rms_rel_error
     out = {n: {"rms_rel_error": round(rms_rel_error(g, {n: got16[n]}, {n: fp16[n]}), 9), "budget": budgets[n]}

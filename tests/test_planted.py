@@ -69,3 +69,13 @@ def test_model_kind_is_caught_by_the_model_check(trial, name):
     the device holds, so only the weights' check against their source sees it."""
     o = plants.outcome(trial, plants.BY_NAME[name], None)
     assert o["caught"] and o["by"] == ["model"], o
+
+
+def test_clipping_fp8_casts_fail_the_fp8_accuracy_budget(trial):
+    """FP8 activation scales /16 (they clip): device and reference clip alike, and the casts
+    are out of the model check's FP16-activation twin; the FP8 accuracy budget (device vs
+    that twin, policy.fp8_budget_*) fails it, naming "fp8 accuracy"."""
+    if not trial["cfg"]["model"].get("fp8_activations"):
+        pytest.skip("FP8 activations only")
+    o = plants.outcome(trial, plants.BY_NAME["FP8 clipping activation scales (1/16)"], None)
+    assert o["caught"] and o["by"] == ["fp8 accuracy"], o

@@ -290,3 +290,14 @@ def test_fp8_budget_must_be_a_positive_number(key, value):
     from compiler.target import ConfigError
     with pytest.raises(ConfigError, match=f"policy.{key}"):
         Policy.from_dict({key: value})
+
+
+def test_headline_names_every_failed_check():
+    """metrics/trial.json's `invalid` is run.failed: the FP8 budget's line too, not only the model's."""
+    from types import SimpleNamespace
+
+    from compiler.report import headline
+    line = "end to end; fp8 accuracy: ... embedding rms 0.99 > 0.03"
+    run = SimpleNamespace(validated=False, failed=line, model={}, metrics=lambda: {})
+    h = headline(None, SimpleNamespace(metrics=lambda: {}), run)
+    assert h["status"] == "invalid" and h["invalid"] == line

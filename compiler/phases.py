@@ -41,6 +41,8 @@ class ReferenceResult:
     # ... and what each cast clipped on the trial's input (models/calibrate.py clipping): cast input ->
     # {"clipped": [count] fraction of real elements over 448 · scale, "peak": [count] max |x| / (448 · scale)}
     fp8_clipping: dict | None = None
+    model_figures: dict | None = None     # a tower's: its FP16-activation evaluation against the model (model_check.figures)
+    model_weights: dict | None = None     # ... and the device's weights against their source (model_check.weights_check)
 
     def metrics(self) -> dict:
         extra = {} if self.fp8_activation_error is None else {"fp8_activation_error": self.fp8_activation_error}
@@ -59,15 +61,24 @@ def model_phase(cfg):
 
 def reference_phase(m: ModelResult) -> ReferenceResult:
     from . import compare, model_check, tolerance as checkpoints
-    outputs, tolerance, layers = checkpoints.reference_checkpoints(m.graph, m.data)
-    fp16 = compare.fp16_activations(m.graph, m.data)
-    err = None if fp16 is None else round(compare.rms_rel_error(m.graph, outputs, fp16), 9)
+    g, tower = m.graph, model_check.applies(m.graph)
+    fp8 = checkpoints.casts(g)
+    unrounded = {} if tower and not fp8 else None
+    outputs, tolerance, layers = checkpoints.reference_checkpoints(g, m.data, unrounded)
+    fp16 = compare.fp16_activations(g, m.data)
+    err = None if fp16 is None else round(compare.rms_rel_error(g, outputs, fp16), 9)
+    model = model_check.model_outputs(g, m.data)
+    figs = None
+    if model is not None:       # the FP16-activation evaluation against the model (model_check.py)
+        r, u = model_check.fp16_evaluations(g, m.data, *((None, None) if fp8 else (outputs, unrounded)))
+        figs = model_check.figures(g, r, u, model)
     clip = None
-    if any(op.kind == "cast" for op in m.graph.ops):    # one more evaluation, observing each cast's input
+    if fp8:                     # one more evaluation, observing each cast's input
         from .models.calibrate import clipping
-        clip = clipping(m.graph, m.data)[0]
+        clip = clipping(g, m.data)[0]
     return ReferenceResult(outputs, tolerance, fp16_outputs=fp16, fp8_activation_error=err, layers=layers,
-                           model_outputs=model_check.model_outputs(m.graph, m.data), fp8_clipping=clip)
+                           model_outputs=model, model_figures=figs, fp8_clipping=clip,
+                           model_weights=model_check.weights_check(g, m.data) if tower else None)
 
 
 def target_of(cfg) -> Target:
@@ -110,7 +121,8 @@ def _lower(pl, s, cfg, mp):
 
 def _run(lo, m, ref, cfg, mp):
     from .run import run
-    return run(lo, m, target_of(cfg), policy_of(cfg).check, ref=ref)
+    p = policy_of(cfg)
+    return run(lo, m, target_of(cfg), p.check, ref=ref, fp8_budget=(p.fp8_budget_embedding, p.fp8_budget_features))
 
 
 def _report(m, p, e, pl, s, r, cfg, mp):

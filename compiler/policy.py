@@ -26,6 +26,8 @@ class Policy:
     grid: str = ""                    # force one GEMM grid "GMxGNxGK[/SP]" (tests, studies); "" = search
     check: str = "rows"               # run's read-back op by op: rows (every iteration, sampled rows) | all | last_iteration | sampled
     place: dict = field(default_factory=dict)  # compiler.place.PlaceConfig overrides
+    fp8_budget_embedding: float = 0.03  # FP8 activations: the run's embedding / logits rms vs the FP16-activation twin
+    fp8_budget_features: float = 0.05   # ... and its features' (experiments/model_margin: So400m 4 layers, astronaut)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Policy":
@@ -42,6 +44,10 @@ class Policy:
             v = getattr(p, k)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ConfigError(f"policy.{k}={v!r}: must be a non-negative integer")
+        for k in ("fp8_budget_embedding", "fp8_budget_features"):
+            v = getattr(p, k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise ConfigError(f"policy.{k}={v!r}: must be a positive number (an rms relative error)")
         if p.check not in CHECKS:
             raise ConfigError(f"policy.check={p.check!r}: expected {', '.join(CHECKS)}")
         if p.grid and not p.grid_dims:

@@ -34,6 +34,8 @@ class RunResult:
     readback: dict = field(default_factory=dict)   # ReadBack.metrics(): ops_checked, ops_failed, ...
     throughput: dict = field(default_factory=dict)  # a tower's latency_ms and images_per_s (throughput())
     model: dict = field(default_factory=dict)      # a tower's check against the independent model (model_check.check)
+    fp8_accuracy: dict = field(default_factory=dict)   # FP8 activations: per output, the device vs the FP16 twin (budgets)
+    failed: str = ""                               # not validated: the checks that failed, "; "-separated, each named
     outputs: dict = field(default_factory=dict)    # graph output name -> float32, the device's
     reference: dict = field(default_factory=dict)  # the same names, the reference's
     rejection: object = None
@@ -48,7 +50,9 @@ class RunResult:
                 **({} if self.rms_rel_error_vs_fp16 is None else
                    {"rms_rel_error_vs_fp16_activations": self.rms_rel_error_vs_fp16}),
                 "tolerance": self.tolerance, **self.readback, **_model_metrics(self.model),
-                "validated": self.validated, "supersteps": len(self.cycles_per_step)}
+                **({"fp8_accuracy": self.fp8_accuracy} if self.fp8_accuracy else {}),
+                "validated": self.validated, **({"failed": self.failed} if self.failed else {}),
+                "supersteps": len(self.cycles_per_step)}
 
     def output_npz(self) -> bytes:
         """artifacts/run/output.npz: every graph output as float32 (`<name>`, the device's;
@@ -73,12 +77,30 @@ def _model_metrics(m: dict) -> dict:
     return {"model_rms_rel_error": m["rms_rel_error"], "model_cosine": m["cosine"], "model_check": m}
 
 
-def model_check(ref, g, got16: dict) -> dict:
-    """The device's outputs against the independent model's ({} without one)."""
-    if getattr(ref, "model_outputs", None) is None:
+def model_check(ref, g) -> dict:
+    """The graph's FP16-activation evaluation against the independent model's ({} without
+    one); the device is held to that evaluation by the other checks (model_check.py)."""
+    if getattr(ref, "model_figures", None) is None:
         return {}
     from . import model_check as mc
-    return mc.check(g, got16, ref.model_outputs)
+    return mc.check(g, ref.model_figures, getattr(ref, "model_weights", None))
+
+
+def fp8_accuracy(g, got16: dict, fp16: dict | None, budgets: dict) -> dict:
+    """FP8 activations: per output, the rms relative error (real rows) of the device's
+    outputs against the same model with FP16 activations (the reference's twin), within
+    its budget (`budgets`: output name -> rms; policy.fp8_budget_*); {} without casts, and
+    for a graph that is not a whole tower (encoder blocks on seeded tokens: the budgets are
+    stated for a model's embedding / logits and features, DESIGN §7a)."""
+    from .model_check import applies
+    if fp16 is None or not applies(g):
+        return {}
+    from .compare import rms_rel_error
+    out = {n: {"rms_rel_error": round(rms_rel_error(g, {n: got16[n]}, {n: fp16[n]}), 9), "budget": budgets[n]}
+           for n in sorted(fp16)}
+    for f in out.values():
+        f["ok"] = f["rms_rel_error"] <= f["budget"]
+    return out
 
 
 def throughput(g, t: Target, cycles: int) -> dict:
@@ -120,13 +142,15 @@ class _Streams(Mapping):
 
 
 def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = None, inject=None,
-        ref=None) -> RunResult:
+        ref=None, fp8_budget: tuple[float, float] = (0.03, 0.05)) -> RunResult:
     """`ref`: the reference phase's result (outputs and tolerance); None computes it here.
     Per-layer cycles come from the profile: the supersteps of the Repeat body's last iteration.
     `check` (rows | all | last_iteration | sampled) chooses the ops read back (readback.py).
     Fault-injection tests may replace host streams (`streams`: name -> array) or write
     placed bytes after a superstep (`inject(step, memory)`, before it is read back);
-    the checks always hold the device to the model's data."""
+    the checks always hold the device to the model's data. `fp8_budget`: (embedding or
+    logits, features) rms relative error allowed against the FP16-activation twin
+    (policy.fp8_budget_embedding, policy.fp8_budget_features)."""
     if lower_res.rejection:
         return RunResult(rejection=lower_res.rejection)
     from . import sim      # here, not at the top: reading a RunResult (report) needs no simulator
@@ -160,7 +184,17 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     fp16 = ref.fp16_outputs
     rbm = rb.metrics() if rb else {"ops_checked": 0, "ops_failed": 0}
     per_op_ok = rbm["ops_checked"] > 0 and rbm["ops_failed"] == 0 and rbm.get("layers_failed", 0) == 0
-    model = model_check(ref, g, got16)
+    model = model_check(ref, g)
+    acc = fp8_accuracy(g, got16, fp16, {n: fp8_budget[n == "features"] for n in ref.outputs})
+    failed = [name for name, ok in (("per-op", per_op_ok), ("end to end", err <= ref.tolerance),
+                                    ("model", model.get("ok", True)),
+                                    ("fp8 accuracy", all(f["ok"] for f in acc.values()))) if not ok]
+    if "model" in failed:
+        failed[failed.index("model")] = model["failed"]
+    if "fp8 accuracy" in failed:
+        failed[failed.index("fp8 accuracy")] = "fp8 accuracy: the device's output differs from the FP16-activation " \
+            "twin's beyond its budget: " + "; ".join(f"{n} rms {f['rms_rel_error']:.4g} > {f['budget']:.4g}"
+                                                    for n, f in acc.items() if not f["ok"])
     b0, b1 = lower_res.body                               # the last iteration of the body
     last = b0 + (count - 1) * (b1 - b0)
     return RunResult(cycles=int(r.total_cycles), cycles_per_layer=int(sum(r.step_cycles[last:last + b1 - b0])),
@@ -169,6 +203,6 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
                      ms=r.total_cycles / t.clock_hz * 1e3, max_abs_error=err, rms_rel_error=round(rms_rel, 9),
                      rms_rel_error_vs_fp16=None if fp16 is None else round(rms_rel_error(g, got16, fp16), 9),
                      tolerance=ref.tolerance,
-                     validated=bool(err <= ref.tolerance and per_op_ok and model.get("ok", True)),
+                     validated=not failed, failed="; ".join(failed), fp8_accuracy=acc,
                      readback=rbm, model=model, throughput=throughput(g, t, int(r.total_cycles)),
                      outputs=outputs, reference=refs)

@@ -71,15 +71,20 @@ def casts(g: Graph) -> bool:
     return any(op.kind == "cast" for op in g.ops)
 
 
-def reference_checkpoints(g: Graph, data: dict) -> tuple[dict, float, dict | None]:
+def reference_checkpoints(g: Graph, data: dict, unrounded: dict | None = None) -> tuple[dict, float, dict | None]:
     """(outputs, tolerance, layers): the reference's graph outputs (f16) and the max abs
     error allowed on any of them, as reference.reference_and_tolerance returns them; and,
     for a graph with a Repeat, layers = {"values": f16 [count, rows, cols], the layer output
     of every iteration, "tolerance": float64 [count], "spread": float64 [count], the largest
-    difference a draw shows there} (None without a Repeat)."""
+    difference a draw shows there} (None without a Repeat). `unrounded`, if given, receives
+    the unrounded (f32) evaluation's graph outputs: with the rounded ones, the f16 rounding
+    noise the model check's bound is a multiple of (compiler/model_check.py)."""
     rep = g.repeat
     if rep is None or not rep.carried:
         out, tol = reference.reference_and_tolerance(g, data)
+        if unrounded is not None:
+            env = reference.evaluate(g, data, False, {t.name for t in g.of_kind("output")})
+            unrounded.update({t.name: np.asarray(env[t.name], np.float32) for t in g.of_kind("output")})
         return out, tol, None
     last = g.ops[-1]
     name = rep.carried[0][0]
@@ -122,4 +127,6 @@ def reference_checkpoints(g: Graph, data: dict) -> tuple[dict, float, dict | Non
     spread = [max(gap(q, i) for q in range(1, len(envs))) for i in range(n)]
     layers = {"values": np.stack([got[0][i] for i in range(n)]), "tolerance": np.asarray(tol),
               "spread": np.asarray(spread)}       # the largest difference a draw shows (FP8_MARGIN's unit)
+    if unrounded is not None:
+        unrounded.update({t.name: np.asarray(envs[1][t.name], np.float32) for t in outs})
     return reference.outputs(g, env), worst, layers

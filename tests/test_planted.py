@@ -58,3 +58,24 @@ def test_model_kind_leaves_the_device_checks_quiet(trial):
     written from timm's definition ("model") may fail it."""
     o = plants.outcome(trial, plants.BY_NAME["q and k swapped"], None)
     assert set(o["by"]) <= {"model"}, o
+
+
+@pytest.mark.parametrize("name", ["GELU tanh for erf", "MAP head latent zero"])
+def test_model_kind_is_caught_by_the_model_check(trial, name):
+    """A model-definition bug (the builder patched: device, reference and every device check
+    agree) fails the run by the independent-model check alone, in both activation modes:
+    GELU's tanh form errs by less than the f16 rounding noise, so only the unrounded
+    evaluation's bound (model_check.UNROUNDED) sees it; a zero MAP latent is in the weights
+    the device holds, so only the weights' check against their source sees it."""
+    o = plants.outcome(trial, plants.BY_NAME[name], None)
+    assert o["caught"] and o["by"] == ["model"], o
+
+
+def test_clipping_fp8_casts_fail_the_fp8_accuracy_budget(trial):
+    """FP8 activation scales /16 (they clip): device and reference clip alike, and the casts
+    are out of the model check's FP16-activation twin; the FP8 accuracy budget (device vs
+    that twin, policy.fp8_budget_*) fails it, naming "fp8 accuracy"."""
+    if not trial["cfg"]["model"].get("fp8_activations"):
+        pytest.skip("FP8 activations only")
+    o = plants.outcome(trial, plants.BY_NAME["FP8 clipping activation scales (1/16)"], None)
+    assert o["caught"] and o["by"] == ["fp8 accuracy"], o

@@ -264,3 +264,40 @@ def test_model_bytes_same_on_a_generic_cpu(tmp_path):
     m = model_phase(dict(model=fixture_model("siglip", input="photo:astronaut")))
     o = model_check.model_outputs(m.graph, m.data)
     assert r.stdout.strip() == hashlib.sha256(b"".join(o[k].tobytes() for k in sorted(o))).hexdigest()
+
+
+# --- the model check's parts: the weights held against their source, the FP8 budget -------
+
+@pytest.mark.parametrize("fp8", [False, True])
+def test_weights_held_are_checked_against_their_source(fp8):
+    """The independent model runs on the device's weights, so a weight the builder never
+    loads (zero on the device) passes it; the weights check holds them to their source
+    (the seeded tensors) and fails exactly the tensor changed, in both activation modes."""
+    m = model_phase(dict(model=dict(TOWERS["siglip"], fp8_activations=fp8)))
+    clean = model_check.weights_check(m.graph, m.data)
+    assert 0 < clean["rms_rel_error"] <= clean["bound"], clean          # FP8 / f16 weight rounding only
+    for name in ("attn_pool.latent", "pos_embed"):
+        data = dict(m.data, **{name: np.zeros_like(m.data[name])})
+        w = model_check.weights_check(m.graph, data)
+        assert w["worst"] == name and w["rms_rel_error"] == 1.0, w
+        assert not model_check.check(m.graph, {}, w)["ok"]
+
+
+@pytest.mark.parametrize("key", ["fp8_budget_embedding", "fp8_budget_features"])
+@pytest.mark.parametrize("value", [0, -0.1, "3%", True])
+def test_fp8_budget_must_be_a_positive_number(key, value):
+    from compiler.policy import Policy
+    from compiler.target import ConfigError
+    with pytest.raises(ConfigError, match=f"policy.{key}"):
+        Policy.from_dict({key: value})
+
+
+def test_headline_names_every_failed_check():
+    """metrics/trial.json's `invalid` is run.failed: the FP8 budget's line too, not only the model's."""
+    from types import SimpleNamespace
+
+    from compiler.report import headline
+    line = "end to end; fp8 accuracy: ... embedding rms 0.99 > 0.03"
+    run = SimpleNamespace(validated=False, failed=line, model={}, metrics=lambda: {})
+    h = headline(None, SimpleNamespace(metrics=lambda: {}), run)
+    assert h["status"] == "invalid" and h["invalid"] == line

@@ -31,7 +31,9 @@ def arch_meta(c, d: dict) -> dict:
     return dict(preset=c.preset, heads=d["heads"], depth=c.layers, pool=d["pool"], gelu=c.gelu, eps=float(c.eps),
                 patch=d["patch"],
                 image=d["image"], tokens=d["tokens"], width=d["width"], batch=c.batch,
-                fp8_activations=bool(c.fp8_activations))
+                fp8_activations=bool(c.fp8_activations),
+                # where the weights come from (the model check holds the device's to them)
+                hidden=d["hidden"], classes=c.classes, seed=c.seed, weights=c.weights)
 
 
 class TimmState(Mapping):

@@ -81,7 +81,8 @@ def headline(rej, place_res, run_res) -> dict:
     if rej:
         return {"status": "rejected", "rejected": rejection_figures(rej)}
     src = {"run": run_res.metrics(), "place": place_res.metrics()}
-    failed = (getattr(run_res, "model", None) or {}).get("failed")      # the model check's one line
+    # the failed checks in one line (run.failed: per-op, end to end, model: ..., fp8 accuracy: ...)
+    failed = getattr(run_res, "failed", "") or (getattr(run_res, "model", None) or {}).get("failed")
     return {"status": "ok" if run_res.validated else "invalid",
             **{k: src[p][k] for k, p in HEADLINE if src[p].get(k) is not None},
             **({"invalid": failed} if failed else {})}

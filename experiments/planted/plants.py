@@ -16,9 +16,9 @@ program-wide kinds (a relocation stride, overlapping buffers) act from iteration
     outcome(trial, kind, layer) -> {"caught": bool, "by": [...], "op", "iteration", "tile", ...}
 
 The checks a run reports: `op read-back` (ops_failed > 0, compiler/readback.py), `end to
-end` (max_abs_error > tolerance), `model` (the timm-model check; counted when the run
-reports `model_rms_rel_error` and is not validated although the other two passed, or says
-so itself), `machine` (the simulator refused the program: MachineFault)."""
+end` (max_abs_error > tolerance), `layer output`, `model` (the timm-model check: the run's
+`failed` line names "model:"), `fp8 accuracy` (the device against the FP16-activation twin
+beyond policy.fp8_budget_*), `machine` (the simulator refused the program: MachineFault)."""
 from __future__ import annotations
 
 import dataclasses
@@ -29,7 +29,7 @@ import numpy as np
 
 from compiler import isa
 from compiler.lower import lower
-from compiler.phases import compile_trial, target_of
+from compiler.phases import compile_trial, policy_of, target_of
 from compiler.run import run
 from compiler.sim import MachineFault
 from model_plants import (attention_scale, clipping_scale, gelu_tanh, layernorm_eps, map_latent,  # noqa: E402
@@ -466,9 +466,15 @@ TOWER = dict(name="vit", preset="custom", scope="tower", width=32, hidden=64, he
              layers=3)           # 9 tokens (+1 masked padding row), 3 layers: a first, a middle and a last
 
 
+# FP8 accuracy budgets of the tiny tower (policy.fp8_budget_*; the defaults are the So400m
+# tower's): its 32-wide FP8 casts err more, measured up to 9.7 % (embedding) / 8.9 % (features)
+# against the FP16-activation twin over 3 seeds x 3 photos (experiments/model_margin/README.md)
+TINY_FP8_BUDGET = dict(fp8_budget_embedding=0.2, fp8_budget_features=0.2)
+
+
 def trial(target: dict, fp8: bool, model: dict | None = None, check: str | None = None) -> dict:
     cfg = dict(model=dict(model or TOWER, **({"fp8_activations": True} if fp8 else {})), target=target,
-               policy={} if check is None else {"check": check})
+               policy=({} if check is None else {"check": check}) | ({} if model else TINY_FP8_BUDGET))
     r = compile_trial(cfg)
     r["cfg"] = cfg
     return r
@@ -483,9 +489,10 @@ def checks_failed(m: dict) -> list[str]:
         by.append("end to end")
     if m.get("layers_failed", 0) > 0:
         by.append("layer output")
-    if m.get("model_validated") is False or "model" in str(m.get("failed", "")) or \
-            ("model_rms_rel_error" in m and not m.get("validated") and not by):
+    if "model:" in m.get("failed", ""):
         by.append("model")
+    if "fp8 accuracy" in m.get("failed", ""):
+        by.append("fp8 accuracy")
     return by
 
 
@@ -499,8 +506,10 @@ def outcome(r: dict, kind: Kind, layer: int | None) -> dict:
                 res = compile_trial(cfg)["run"]
         else:
             p = kind.plant(r, layer)
+            pol = policy_of(cfg)
             res = run(p.lower or r["lower"], r["model"], target_of(cfg), cfg["policy"].get("check", "all"),
-                      p.streams, p.inject, ref=r["reference"])
+                      p.streams, p.inject, ref=r["reference"],
+                      fp8_budget=(pol.fp8_budget_embedding, pol.fp8_budget_features))
     except MachineFault as e:
         return dict(caught=True, by=["machine"], op="-", iteration=e.step, tile=e.tile, error=None, bound=None,
                     message=str(e))

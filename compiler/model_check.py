@@ -28,7 +28,7 @@ it; it still fails what clips or mis-scales a cast (errors of order 1).
 That a-priori bound is several times the measured error, so it passed model-definition bugs
 whose effect is of the order of the rounding (GELU's tanh form, a missing position table,
 LayerNorm's eps, a zero MAP latent; experiments/planted), and with FP8 activations the
-device's FP8 error buried every one. So the check (DESIGN §7a, three levels of correct)
+device's FP8 error buried every one. So the check (three levels of correct: per op, graph, model)
 compares the graph's FP16-activation evaluation -- the reference's two (f16-rounded and
 unrounded), or with FP8 activations the same graph without its casts on the device's own
 parameters (not `fp16_outputs`, whose parameters are as given before centering's folds: it

@@ -91,7 +91,7 @@ def fp8_accuracy(g, got16: dict, fp16: dict | None, budgets: dict) -> dict:
     outputs against the same model with FP16 activations (the reference's twin), within
     its budget (`budgets`: output name -> rms; policy.fp8_budget_*); {} without casts, and
     for a graph that is not a whole tower (encoder blocks on seeded tokens: the budgets are
-    stated for a model's embedding / logits and features, DESIGN §7a)."""
+    stated for a model's embedding / logits and features)."""
     from .model_check import applies
     if fp16 is None or not applies(g):
         return {}

@@ -170,7 +170,7 @@ def test_default_fallback_compiles_validates_and_costs_fewer_errors():
     runs = {}
     for fb in (True, False):
         cfg = dict(model=dict(TOWER, fp8_scales="least_error", fp8_fallback=fb), target=target_cfg("tiny"),
-                   policy={})
+                   policy=dict(fp8_budget_embedding=0.2, fp8_budget_features=0.2))   # a tiny tower's (plants.TINY_FP8_BUDGET)
         runs[fb] = compile_trial(cfg)
     assert runs[True]["model"].graph.meta["fp8_fallback"] == ["attn"]
     for r in runs.values():

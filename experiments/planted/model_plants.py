@@ -104,8 +104,8 @@ def clipping_scale(cfg):
     from compiler.models import vit
 
     def wrap(old):
-        def fit(g, data, samples, headroom):
-            out = old(g, data, samples, headroom)
+        def fit(g, data, samples, headroom, *rest):
+            out = old(g, data, samples, headroom, *rest)
             from compiler.models.calibrate import _set_scales
             per = {n: [s / 16 for s in (op.attr("scale") if isinstance(op.attr("scale"), tuple)
                                          else (op.attr("scale"),))]

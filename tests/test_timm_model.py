@@ -24,13 +24,7 @@ from compiler.phases import compile_trial, model_phase
 from conftest import REPO
 from helpers import target_cfg
 
-FIX = REPO / "tests" / "fixtures" / "timm"
-TOWERS = {
-    "siglip": dict(name="vit", preset="custom", scope="tower", width=64, hidden=172, heads=2, image=56, patch=14,
-                   layers=2, pool="map", gelu="erf"),
-    "b16": dict(name="vit", preset="custom", scope="tower", width=64, hidden=256, heads=2, image=64, patch=16,
-                layers=2, pool="token", classes=12, gelu="erf"),
-}
+from test_tower_timm import FIX, TOWERS   # the fixture's two towers
 ARCH = {"siglip": timm_model.Arch(2, 2, "map", patch=14), "b16": timm_model.Arch(2, 2, "token", patch=16)}
 
 

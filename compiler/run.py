@@ -141,9 +141,9 @@ class _Streams(Mapping):
         return len(self.names)
 
 
-def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = None, inject=None,
-        ref=None, fp8_budget: tuple[float, float] = (0.03, 0.05)) -> RunResult:
-    """`ref`: the reference phase's result (outputs and tolerance); None computes it here.
+def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = None, inject=None, *,
+        ref, fp8_budget: tuple[float, float] = (0.03, 0.05)) -> RunResult:
+    """`ref`: the reference phase's result (outputs, tolerance, the model's figures).
     Per-layer cycles come from the profile: the supersteps of the Repeat body's last iteration.
     `check` (rows | all | last_iteration | sampled) chooses the ops read back (readback.py).
     Fault-injection tests may replace host streams (`streams`: name -> array) or write
@@ -157,9 +157,6 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     from .readback import ReadBack, checked_iterations
     from .compare import real_rows, rms_rel_error
     prog, g = lower_res.program, model.graph
-    if ref is None:
-        from .phases import reference_phase
-        ref = reference_phase(model)
     count = g.repeat.count if g.repeat else 1
     checked_iterations(check, count)                      # a bad value fails before the run
     streams = _Streams(prog.in_streams, streams or {}, model.data)

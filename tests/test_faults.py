@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from compiler.lower import lower
-from compiler.phases import compile_trial, model_phase, target_of
+from compiler.phases import compile_trial, model_phase, reference_phase, target_of
 from compiler.place import validate
 from compiler.place.phase import support_problem_of
 from compiler.run import run
@@ -20,6 +20,11 @@ CFG = cfg(m=40, k=128, n=72, dtype="fp8", policy={"grid": "2x2x4"})
 @pytest.fixture(scope="module")
 def trial():
     return compile_trial(CFG)
+
+
+def run_model(lo, t=None):
+    m = model_phase(CFG)
+    return run(lo, m, t or target_of(CFG), ref=reference_phase(m))
 
 
 def _rows(tg, name, tile):
@@ -39,7 +44,7 @@ def test_overlapping_live_buffers_fail_validation(trial):
     assert tg.req["start"][recv] < tg.req["end"][p]          # both live in superstep 3
     addr[recv] = addr[p]                                      # the allocator "bug"
     pl, lo = _relower(trial, addr)
-    res = run(lo, model_phase(CFG), target_of(CFG))
+    res = run_model(lo)
     assert not res.validated and res.max_abs_error > res.tolerance
     problem, rows = support_problem_of(pl, 0, target_of(CFG))
     errors = validate(problem, addr[rows])
@@ -49,7 +54,7 @@ def test_overlapping_live_buffers_fail_validation(trial):
 def test_machine_refuses_over_cap_table(trial):
     _, lo = _relower(trial, trial["place"].placement.addr, cap=16)
     with pytest.raises(MachineFault, match="cap"):
-        run(lo, model_phase(CFG), target_of(CFG))
+        run_model(lo)
 
 
 def test_machine_refuses_misaligned_operand(trial):
@@ -59,7 +64,7 @@ def test_machine_refuses_misaligned_operand(trial):
     addr[b] += 4                                              # MATMUL b needs 16-byte alignment
     _, lo = _relower(trial, addr)
     with pytest.raises(MachineFault, match="align"):
-        run(lo, model_phase(CFG), target_of(CFG))
+        run_model(lo)
 
 
 def test_machine_refuses_code_outside_region0(trial):
@@ -69,4 +74,4 @@ def test_machine_refuses_code_outside_region0(trial):
     pl = dataclasses.replace(trial["place"], placement=dataclasses.replace(trial["place"].placement, support=sup))
     lo = lower(pl, trial["schedule"], t, 81920)
     with pytest.raises(MachineFault, match="region 0"):
-        run(lo, model_phase(CFG), t)
+        run_model(lo, t)

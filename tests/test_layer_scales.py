@@ -66,7 +66,7 @@ def test_scale_entry_of_layer_1_holding_layer_0s_is_caught(trial):
     table = prog.table.copy()
     table[at + 4:at + 8] = table[at:at + 4]                                      # layer 1's := layer 0's
     lo = dataclasses.replace(r["lower"], program=dataclasses.replace(prog, table=table))
-    res = run(lo, r["model"], target_of(cfg))
+    res = run(lo, r["model"], target_of(cfg), ref=r["reference"])
     f = res.metrics().get("first_failed_op")
     assert not res.validated and f["iteration"] == 1 and f["tile"] == t, f
     assert f["op"] == np.asarray(tg.names)[tg.req["name"][k["r2"][j]]].removesuffix(".p")

@@ -50,7 +50,7 @@ def test_host_rearrangement_is_what_makes_it_right(mlp):
     (no rearrangement) computes garbage, so the panel order really is read."""
     lo = mlp["lower"]
     bad = dataclasses.replace(lo, program=dataclasses.replace(lo.program, in_panels={}))
-    res = run(bad, model_phase({**MLP, "policy": {}}), target_of(MLP))
+    res = run(bad, model_phase({**MLP, "policy": {}}), target_of(MLP), ref=mlp["reference"])
     assert not res.validated and res.max_abs_error > 10 * res.tolerance
 
 

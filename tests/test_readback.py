@@ -31,7 +31,7 @@ def trial(request):
 
 def rerun(trial, streams=None, inject=None, lower_res=None, check="all"):
     cfg, r = trial
-    return run(lower_res or r["lower"], r["model"], target_of(cfg), check, streams, inject)
+    return run(lower_res or r["lower"], r["model"], target_of(cfg), check, streams, inject, ref=r["reference"])
 
 
 def zeroed(r, name, index=np.s_[...]):
@@ -119,7 +119,7 @@ def assert_stride_zero_caught(cfg, r, at, tile, op):
     table = prog.table.copy()
     table[at:at + 4] = 0
     lo = dataclasses.replace(r["lower"], program=dataclasses.replace(prog, table=table))
-    res = run(lo, r["model"], target_of(cfg))
+    res = run(lo, r["model"], target_of(cfg), ref=r["reference"])
     assert_caught(res, op, iteration=1)
     assert res.metrics()["first_failed_op"]["tile"] == tile
 

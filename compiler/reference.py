@@ -60,6 +60,7 @@ from .ir import Graph, member
 from .models.gemm import FP8, FP8_MAX, dequantize
 
 F16_UNIT = 2.0 ** -11   # unit roundoff of float16
+MARGIN = 2.0            # reference_and_tolerance's factor on the measured rounding difference
 
 
 def round_to_f16(x: np.ndarray) -> np.ndarray:
@@ -529,14 +530,24 @@ def reference_and_tolerance(g: Graph, data: dict) -> tuple[dict, float]:
         # cores now (no bit depends on BLAS's threads: exact.matmul_f32)
         threadpool_limits(2, user_api="blas")
         env, unrounded = fut[0].result(), fut[-1].result()
+    return outputs(g, env), output_tolerance(g, env, [unrounded] if noise else [])
+
+
+def output_tolerance(g: Graph, env: dict, others: list, margin: float = MARGIN, last_unit: bool = True) -> float:
+    """The rule of reference_and_tolerance's docstring, for the rounded evaluation `env`:
+    the final matmul's rounding bound, plus `margin` x the largest difference between `env`'s
+    outputs and those of any evaluation in `others` (the unrounded one; with FP8 activations
+    also nudged twins, compiler/tolerance.py), plus (`last_unit`) one f16 unit of the largest
+    output."""
+    last, outs = g.ops[-1], [t.name for t in g.of_kind("output")]
     worst = 0.0
     if last.kind == "matmul":
         a, b = (np.abs(env[n]) for n in last.inputs)
         worst = 3 * F16_UNIT * float(matmul(last, a, b).max())
-    if noise:
-        outs = [t.name for t in g.of_kind("output")]
-        worst += 2 * max(float(np.abs(env[n] - unrounded[n]).max()) for n in outs) + last_rounding(env, outs)
-    return outputs(g, env), worst
+    if others:
+        diff = max(max(float(np.abs(env[n] - e[n]).max()) for n in outs) for e in others)
+        worst += margin * diff + (last_rounding(env, outs) if last_unit else 0.0)
+    return worst
 
 
 def last_rounding(env: dict, outs) -> float:

@@ -29,7 +29,7 @@ from . import reference
 from .compare import real_rows
 from .ir import Graph
 
-MARGIN = 2.0     # reference.reference_and_tolerance's factor on the measured rounding difference
+MARGIN = reference.MARGIN
 # FP8 activations (the graph casts): the difference above is one draw of how far FP8 rounding
 # decisions that flip (an input within rounding noise of an e4m3 midpoint) carry a result, and
 # one draw is a poor estimate of the largest (issue #23: 0.054 at a layer where the device
@@ -107,19 +107,14 @@ def reference_checkpoints(g: Graph, data: dict, unrounded: dict | None = None) -
     env, n = envs[0], rep.count
     for q, e in enumerate(envs):
         got[q][n - 1] = e[name].astype(np.float16 if q != 1 else np.float32)
-    outs = list(g.of_kind("output"))
-    diff = lambda e: max(float(np.abs(env[t.name] - e[t.name]).max()) for t in outs)
-    worst = 0.0
-    if last.kind == "matmul":
-        a, b = (np.abs(env[x]) for x in last.inputs)
-        worst = 3 * reference.F16_UNIT * float(reference.matmul(last, a, b).max())
+    # the outputs: reference_and_tolerance's rule (FP8: over every draw, no last unit)
+    worst = reference.output_tolerance(g, env, envs[1:], FP8_MARGIN, False) if fp8 else \
+        reference.output_tolerance(g, env, envs[1:2])
     keep_rows = real_rows(g, name)
     gap = lambda q, i: float(np.abs(got[0][i][keep_rows].astype(np.float64) - got[q][i][keep_rows]).max(initial=0.0))
     if fp8:        # the largest difference any draw shows, times the measured margin
-        worst += FP8_MARGIN * max(diff(e) for e in envs[1:])
         tol = [FP8_MARGIN * max(gap(q, i) for q in range(1, len(envs))) for i in range(n)]
     else:          # reference_and_tolerance's rule, per checkpoint
-        worst += MARGIN * diff(envs[1]) + reference.last_rounding(env, [t.name for t in outs])
         # + one f16 unit of the layer's largest value, as reference_and_tolerance adds for the
         # outputs (both round last; 2 x the gap alone was 4 % short at iteration 9 of
         # tests/test_resident_depth.py's 17-layer MLP)
@@ -128,5 +123,5 @@ def reference_checkpoints(g: Graph, data: dict, unrounded: dict | None = None) -
     layers = {"values": np.stack([got[0][i] for i in range(n)]), "tolerance": np.asarray(tol),
               "spread": np.asarray(spread)}       # the largest difference a draw shows (FP8_MARGIN's unit)
     if unrounded is not None:
-        unrounded.update({t.name: np.asarray(envs[1][t.name], np.float32) for t in outs})
+        unrounded.update({t.name: np.asarray(envs[1][t.name], np.float32) for t in g.of_kind("output")})
     return reference.outputs(g, env), worst, layers

@@ -39,7 +39,9 @@ _trials: list[tuple[str, dict]] = []     # (overrides, summary) of each job of t
 _sweep: list[Path] = []                  # the multirun's sweep directory (its jobs' parent)
 
 
-def trial(cfg: dict, out_dir: Path) -> dict:
+def trial(cfg: dict, out_dir: Path, run=run_phase) -> dict:
+    """Every phase in-process into `out_dir`; `run(name, results, cfg, mapper)` computes a phase
+    (pipeline/sweep.py passes one that reuses phases already in the store)."""
     validate(cfg, "overrides")
     res, host = {}, {}
     with Executor(ExecutorConfig.from_dict(cfg["executor"])) as ex:
@@ -50,7 +52,7 @@ def trial(cfg: dict, out_dir: Path) -> dict:
                 if name == "report":
                     res[name] = report(*(res[u] for u in PHASES[name][0]), target_of(cfg), host=host)
                 else:
-                    res[name] = run_phase(name, res, cfg, mapper)
+                    res[name] = run(name, res, cfg, mapper)
             host[name] = {"elapsed_s": round(mon.elapsed_s, 3), "peak_rss_mib": round(mon.peak_rss_mib, 2)}
     rep = res["report"]
     out_dir.mkdir(parents=True, exist_ok=True)

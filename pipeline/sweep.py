@@ -9,9 +9,9 @@ point is composed and checked here before anything runs (pipeline/config.py: tri
 check_overrides). Where the trials run is the `executor` group, which every point must share:
 `cluster` sends each trial to the scheduler at `executor.address`; `processes` starts a loopback
 cluster of `executor.workers` processes for the sweep; `sync`/`threads` run the trials one after
-another in this process (as --multirun does). One trial is one task (pipeline/fanout.py
-map_reduce: a bounded window, a trial whose worker died is rerun elsewhere); on a worker its own
-fan-out runs inside that worker process (`--trial-threads`), as parallelism comes from workers.
+another in this process (as --multirun does). One trial is one task (a trial whose worker died
+is rerun on another by the scheduler); on a worker its own fan-out runs inside that worker
+process (`--trial-threads`): a sweep's parallelism is its workers.
 
 Nothing computed twice. Every phase but report (whose profile carries this run's host figures)
 is stored when it finishes, under a key of (phase, the compiler's code version, what the phase
@@ -41,16 +41,17 @@ import sys
 import tempfile
 import time
 import traceback
+import uuid
 from pathlib import Path
 
 import yaml
-from distributed import KilledWorker
 
 from compiler.phases import run_phase
 from compiler.target import ConfigError
 
 from .config import REPO, check_overrides, compose, trials_of
-from .fanout import Executor, ExecutorConfig, map_reduce
+from .fanout import Executor, ExecutorConfig
+from .progress import Progress
 from .inputs import KEYS as INPUT_KEYS
 from .stages import CODE, StoreError, write_atomic
 from .store import MISSING, Store, code_version, task_key
@@ -207,6 +208,8 @@ def run_trial(item: tuple) -> dict:
 
 def _write_trial(d: Path, cfg: dict, rec: dict) -> None:
     for rel, data in rec["files"].items():
+        if Path(rel).is_absolute() or ".." in Path(rel).parts:
+            raise ValueError(f"trial {rec['index']}: a worker returned the file {rel!r}, outside its directory")
         write_atomic(d / rel, data)
     write_atomic(d / "config.yaml", yaml.safe_dump(cfg, sort_keys=False).encode())
     meta = {k: rec[k] for k in ("overrides", "host", "pid", "phases", "error")}
@@ -231,6 +234,41 @@ def spread(points: list[tuple[str, dict]]) -> list[int]:
     return sorted(range(len(points)), key=lambda i: (rank[i], i))
 
 
+def _failed(item: tuple, error: str) -> dict:
+    return {"index": item[0], "overrides": item[1], "host": None, "pid": None, "phases": {}, "summary": None,
+            "error": error, "files": {}}
+
+
+def dispatch(client, items: list[tuple], gather) -> None:
+    """Every trial to `client`'s cluster at once, in `items`' order (the scheduler starts them
+    in that order), each gathered as it finishes; no client: one after another here. A trial
+    whose worker dies is rerun by the scheduler on another; one that killed
+    `distributed.scheduler.allowed-failures` + 1 workers (out of memory?) is an error row, and
+    the sweep goes on."""
+    with Progress(len(items), "sweep", unit="trials") as prog:
+        if client is None:
+            for item in items:
+                gather(run_trial(item))
+                prog.update()
+            return
+        from distributed import as_completed
+        run = uuid.uuid4().hex[:8]
+        futures = {client.submit(run_trial, item, key=f"trial-{run}-{item[0]}", pure=False): item for item in items}
+        try:
+            for fut in as_completed(list(futures), loop=client.loop):
+                item = futures.pop(fut)
+                try:
+                    rec = fut.result()
+                except Exception as e:      # KilledWorker; or cancelled (the scheduler restarted)
+                    rec = _failed(item, f"{type(e).__name__}: {' '.join(str(e).split())}")
+                fut.release()
+                gather(rec)
+                prog.update()
+        finally:
+            if futures:
+                client.cancel(list(futures))
+
+
 def sweep(args: list[str], out: Path, *, phase_store: bool = True, trial_threads: int = 1,
           spread_models: bool = True, stream=None) -> tuple[list[dict], str]:
     """Run every point of the sweep; write each trial under `out` as it arrives and the table
@@ -248,14 +286,14 @@ def sweep(args: list[str], out: Path, *, phase_store: bool = True, trial_threads
     items = [(i, points[i][0], points[i][1], opts) for i in order]
     out.mkdir(parents=True, exist_ok=True)
 
-    def gather(acc, _, rec):
+    recs: dict[int, dict] = {}
+
+    def gather(rec):
         i = rec["index"]
         _write_trial(out / str(i), points[i][1], rec)
-        rec = {k: v for k, v in rec.items() if k != "files"}
+        recs[i] = rec = {k: v for k, v in rec.items() if k != "files"}
         line = f"error: {rec['error']}" if rec["error"] else headline_line(rec["summary"])
         print(f"[{i}] {label(rec['overrides']) or '-'}: {line}", file=stream, flush=True)
-        acc[i] = rec
-        return acc
 
     Store(points[0][1]["store"])        # unwritable: one line now, not one per trial
     ex = Executor(ExecutorConfig.from_dict(ex_cfg))
@@ -270,7 +308,7 @@ def sweep(args: list[str], out: Path, *, phase_store: bool = True, trial_threads
             where = f"{ex.client.scheduler.address} ({len(ex.client.scheduler_info()['workers'])} workers now)"
         print(f"sweep: {len(items)} trials on {where}; store {points[0][1]['store']}; trials in {out}",
               file=stream, flush=True)
-        recs = map_reduce(run_trial, items, gather, {}, executor=ex, label="sweep", unit="trials")
+        dispatch(ex.client, items, gather)
     recs = [recs[i] for i in range(len(items))]
     rows = [(label(r["overrides"]), r["summary"] or {"status": "error"}) for r in recs]
     text = table(rows)
@@ -320,10 +358,7 @@ def main(argv: list[str]) -> int:
     except (ConfigError, StoreError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KilledWorker as e:   # a trial's workers kept dying (distributed.scheduler.allowed-failures)
-        print(f"error: sweep stopped: {e}; the trials written so far are in {out}", file=sys.stderr)
-        return 1
-    return 1 if any(r["error"] for r in recs) else 0
+        return 1 if any(r["error"] for r in recs) else 0
 
 
 if __name__ == "__main__":

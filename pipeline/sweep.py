@@ -284,7 +284,6 @@ def sweep(args: list[str], out: Path, *, phase_store: bool = True, trial_threads
     opts = {"phase_store": phase_store, "inner": inner, "code": code_version(SWEEP_CODE)}
     order = spread(points) if spread_models else range(len(points))
     items = [(i, points[i][0], points[i][1], opts) for i in order]
-    out.mkdir(parents=True, exist_ok=True)
 
     recs: dict[int, dict] = {}
 
@@ -303,6 +302,7 @@ def sweep(args: list[str], out: Path, *, phase_store: bool = True, trial_threads
         raise ConfigError(f"executor.address={ex_cfg.get('address')}: cannot reach the scheduler "
                           f"({' '.join(str(e).split()) or type(e).__name__})") from None
     with ex:
+        out.mkdir(parents=True, exist_ok=True)
         where = "this process"
         if ex.client is not None:
             where = f"{ex.client.scheduler.address} ({len(ex.client.scheduler_info()['workers'])} workers now)"
@@ -311,7 +311,7 @@ def sweep(args: list[str], out: Path, *, phase_store: bool = True, trial_threads
         dispatch(ex.client, items, gather)
     recs = [recs[i] for i in range(len(items))]
     rows = [(label(r["overrides"]), r["summary"] or {"status": "error"}) for r in recs]
-    text = table(rows)
+    text = table(rows) + "".join(f"\n\ntrial {i}: error: {r['error']}" for i, r in enumerate(recs) if r["error"])
     write_atomic(out / TABLE, (text + "\n").encode())
     done = [p[0] for r in recs for p in r["phases"].values()]
     print(f"\n{text}\n  table: {out / TABLE}\n  phases: {done.count('computed')} computed, "
@@ -364,5 +364,6 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
     # run as pipeline.sweep, not __main__: the task function then travels to the workers by
     # name (imported there from the same checkout), not by value as a copy of this script's
-    from pipeline.sweep import main as _main
-    sys.exit(_main(sys.argv[1:]))
+    # (this file imported under its name: not an import loop)
+    import importlib
+    sys.exit(importlib.import_module("pipeline.sweep").main(sys.argv[1:]))

@@ -186,3 +186,49 @@ def test_sweep_bad_input_is_one_line(args, message, tmp_path):
         sw.sweep(args, tmp_path / "s")
     assert not (tmp_path / "s").exists()
 
+
+
+class Crash(WorkerPlugin):
+    """Every attempt of a trial with model.m == M dies (os._exit) computing its plan phase."""
+
+    def __init__(self, m: int):
+        self.m = m
+
+    def setup(self, worker):
+        import pipeline.sweep as mod
+        real, m = mod.compute_phase, self.m
+
+        def crashing(key, name, res, cfg, mapper):
+            if name == "plan" and cfg["model"]["m"] == m:
+                os._exit(1)
+            return real(key, name, res, cfg, mapper)
+
+        mod.compute_phase = crashing
+
+
+def test_a_trial_that_kills_its_workers_is_an_error_row(tmp_path, capsys):
+    """distributed.scheduler.allowed-failures exhausted (here 0: the first death) for one trial:
+    its row says KilledWorker, the others run, the sweep ends normally."""
+    import dask
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    # worker-saturation 1.0: the scheduler hands a worker one trial at a time (the others wait
+    # queued there), so the death counts against the crashing trial alone
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0,
+                          "distributed.scheduler.worker-saturation": 1.0}), \
+            LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                         dashboard_address=None, local_directory=str(tmp_path / "dask"),
+                         scheduler_kwargs={"dashboard": False}) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        client.register_plugin(Crash(96), name="crash")
+        recs, text = sw.sweep(["executor=cluster", f"executor.address={cluster.scheduler_address}",
+                               f"store={tmp_path / 'store'}", "model=gemm", "target=tiny", "model.m=32,96,48"],
+                              tmp_path / "s")
+    assert recs[1]["error"].startswith("KilledWorker") and recs[1]["summary"] is None
+    assert [r["error"] for r in recs[::2]] == [None, None] and [r["summary"]["status"] for r in recs[::2]] == ["ok"] * 2
+    rows = [r for r in text.splitlines()[2:] if r.startswith("| ")]
+    assert "\n\ntrial 1: error: KilledWorker" in text and "trial 0" not in text
+    assert [r.split(" | ")[1:3] for r in rows] == [["model=gemm target=tiny model.m=32", "ok"],
+                                                   ["model=gemm target=tiny model.m=96", "error"],
+                                                   ["model=gemm target=tiny model.m=48", "ok"]]
+    assert "[1] model=gemm target=tiny model.m=96: error: KilledWorker" in capsys.readouterr().out
+    assert json.loads((tmp_path / "s" / "1" / "sweep.json").read_text())["error"].startswith("KilledWorker")

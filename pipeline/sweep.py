@@ -26,8 +26,8 @@ trial as pipeline.trial writes it, plus its composed config.yaml and sweep.json 
 each phase computed or reused, with its store key); trials.md, the table, at the top. A worker
 that runs other code than this checkout is refused (an error row).
 
-File map: CLI and options; expand() the sweep; phase keys and the stored phase runner; run_trial
-(on a worker); sweep() (dispatch, gather, write); main.
+File map: expand() the sweep's points; phase_key and stored_phases (the phase store); run_trial
+(one trial, on a worker); label, spread, dispatch and sweep() (on the client); the CLI (main).
 """
 from __future__ import annotations
 
@@ -51,8 +51,8 @@ from compiler.target import ConfigError
 
 from .config import REPO, check_overrides, compose, trials_of
 from .fanout import Executor, ExecutorConfig
-from .progress import Progress
 from .inputs import KEYS as INPUT_KEYS
+from .progress import Progress
 from .stages import CODE, StoreError, write_atomic
 from .store import MISSING, Store, code_version, task_key
 from .trial import TABLE, headline_line, table, trial
@@ -331,7 +331,7 @@ died, a second sweep, or a trial sharing a model computes only what is not store
 examples:
   python -m pipeline.sweep executor=processes model=gemm target=tiny model.m=32,64,96,128
   python -m pipeline.sweep executor=cluster executor.address=tcp://10.0.0.5:8786 \\
-      store=file:///mnt/shared/tessera-store target=ipu21 model.layers=4,16,27 \\
+      store=file:///shared/tessera-store target=ipu21 model.layers=4,16,27 \\
       policy.exchange_table_cap=65536,81920
 See docs/cluster.md."""
 

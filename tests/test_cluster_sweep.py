@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import cloudpickle
+import dask
 import pytest
 from distributed import Client, LocalCluster, WorkerPlugin
 
@@ -70,9 +71,10 @@ def _records(out: Path, n: int) -> list[dict]:
 def test_sweep_on_a_cluster_survives_a_killed_worker(tmp_path):
     out, store, ledger, hold = tmp_path / "sweep", tmp_path / "store", tmp_path / "ledger", tmp_path / "hold"
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None, local_directory=str(tmp_path / "dask"),
-                      scheduler_kwargs={"dashboard": False}) as cluster, \
+    with dask.config.set({"temporary-directory": str(tmp_path / "dask")}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                         dashboard_address=None, local_directory=str(tmp_path / "dask"),
+                         scheduler_kwargs={"dashboard": False}) as cluster, \
             Client(cluster, set_as_default=False) as client:
         client.register_plugin(Ledger(str(ledger), str(hold)), name="ledger")
         cmd = [sys.executable, "-m", "pipeline.sweep", "--dir", str(out), "executor=cluster",
@@ -209,12 +211,12 @@ class Crash(WorkerPlugin):
 def test_a_trial_that_kills_its_workers_is_an_error_row(tmp_path, capsys):
     """distributed.scheduler.allowed-failures exhausted (here 0: the first death) for one trial:
     its row says KilledWorker, the others run, the sweep ends normally."""
-    import dask
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     # worker-saturation 1.0: the scheduler hands a worker one trial at a time (the others wait
     # queued there), so the death counts against the crashing trial alone
     with dask.config.set({"distributed.scheduler.allowed-failures": 0,
-                          "distributed.scheduler.worker-saturation": 1.0}), \
+                          "distributed.scheduler.worker-saturation": 1.0,
+                          "temporary-directory": str(tmp_path / "dask")}), \
             LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
                          dashboard_address=None, local_directory=str(tmp_path / "dask"),
                          scheduler_kwargs={"dashboard": False}) as cluster, \

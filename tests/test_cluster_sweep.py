@@ -157,6 +157,15 @@ def test_phase_keys_name_what_a_phase_reads(tmp_path):
     assert sw.phase_key("model", {**vit, "model": {**vit["model"], "input": str(b)}}) != ka
 
 
+def test_trials_sharing_a_model_are_submitted_apart():
+    points = [(f"m={m} cap={c}", compose(["model=gemm", "target=tiny", f"model.m={m}",
+                                          f"policy.exchange_table_cap={c}"]))
+              for m in (32, 48) for c in (65536, 16, 8)]
+    assert sw.spread(points) == [0, 3, 1, 4, 2, 5]
+    assert sw.label("executor=cluster executor.address=tcp://h:1 store=/s model.m=32 +experiment=x") == \
+        "model.m=32 +experiment=x"
+
+
 def test_sweep_in_process_shares_and_reuses_phases(tmp_path, capsys):
     args = ["executor=sync", f"store={tmp_path / 'store'}", "model=gemm", "target=tiny", "model.m=32,48",
             "policy.exchange_table_cap=65536,16"]

@@ -243,3 +243,15 @@ def test_a_trial_that_kills_its_workers_is_an_error_row(tmp_path, capsys):
                                                    ["model=gemm target=tiny model.m=48", "ok"]]
     assert "[1] model=gemm target=tiny model.m=96: error: KilledWorker" in capsys.readouterr().out
     assert json.loads((tmp_path / "s" / "1" / "sweep.json").read_text())["error"].startswith("KilledWorker")
+
+
+def test_a_worker_with_other_code_runs_nothing(tmp_path):
+    cfg = sw.expand(["model=gemm", "target=tiny", f"store={tmp_path / 'store'}"])[0][1]
+    rec = sw.run_trial((0, "model=gemm", cfg, {"code": "0" * 64, "inner": None, "phase_store": True}))
+    assert rec["summary"] is None and rec["phases"] == {} and rec["error"].startswith("worker ")
+    assert "runs other code than the sweep's checkout" in rec["error"]
+    assert not (tmp_path / "store").exists()
+    bad = {**rec, "files": {"../escape.txt": b"x"}}
+    with pytest.raises(ValueError, match="outside its directory"):
+        sw._write_trial(tmp_path / "t", cfg, bad)
+    assert not (tmp_path / "escape.txt").exists()

@@ -73,7 +73,7 @@ def test_multirun_flag_after_overrides_prints_a_table(repo):
 OUTSIDE = [r"\.\./", r"DESIGN", r"/work/", r"shared/"]
 
 
-@pytest.mark.parametrize("name", ["README.md", "dvc.yaml", "docs/architecture.md", "docs/results.md"])
+@pytest.mark.parametrize("name", ["README.md", "dvc.yaml", "docs/architecture.md", "docs/results.md", "docs/cluster.md"])
 def test_docs_point_inside_the_repository(name):
     text = (REPO / name).read_text()
     for pat in OUTSIDE:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import yaml
 
+from . import costs
+
 # Region classes of an allocation request (also used by the ISA operand specs).
 STANDARD = 0     # either region
 INTERLEAVED = 1  # region 1 only: 128-bit loads need the interleaved region
@@ -39,8 +41,7 @@ class Target:
     amp_panel_elems: dict     # b dtype -> micro-panel height: MATMUL reads such b only as panels
     amp_in_group: dict        # dtype -> input channels (k) one AMP pass consumes
     amp_out_group: dict       # dtype -> output channels (n) one AMP pass produces
-    amp_overhead_cycles: int  # per MATMUL invocation (the AMP vertex's fixed cost)
-    amp_weight_load_bytes_per_cycle: int   # loading a pass's weights into the AMP
+    amp_weight_load_bytes_per_cycle: int   # convUnitCoeffLoadBytesPerCycle: loading a pass's weights
     vector_bytes_per_cycle: int
     copy_bytes_per_cycle: int
     kernel_overhead_cycles: int
@@ -79,6 +80,10 @@ class Target:
         if not ok:
             raise ConfigError(f"{where}: inconsistent memory map (regions must be whole elements, "
                               f"region 1 whole element pairs)")
+        for d, r in self.amp_macs_per_cycle.items():   # a pass's row: in x out MACs in whole cycles
+            if r <= 0 or (self.amp_in_group[d] * self.amp_out_group[d]) % r:
+                raise ConfigError(f"{where}: amp_macs_per_cycle.{d} must divide amp_in_group.{d} x "
+                                  f"amp_out_group.{d} (the AMP's cycles per row)")
 
     # ---- memory map -------------------------------------------------------
     @property
@@ -111,16 +116,12 @@ class Target:
         return a if self.amp_macs_per_cycle[a] < self.amp_macs_per_cycle[dtype] else dtype
 
     def matmul_cycles(self, m, k, n, dtype: str, dtype_a: str | None = None):
-        """AMP passes over whole channel groups (k rounded up to the input group, n
-        to the output group; a ragged block pays for the padding), each pass loading
-        its group of weights then streaming the m rows at the AMP rate; plus the
-        invocation's fixed cost. Accepts numpy arrays for m, k, n."""
-        d = self.amp_dtype(dtype, dtype_a)
-        gi, go = self.amp_in_group[d], self.amp_out_group[d]
-        passes = -(-k // gi) * -(-n // go)
-        load = -(-(gi * go * DTYPE_BYTES[d]) // self.amp_weight_load_bytes_per_cycle)
-        stream = -(-(m * gi * go) // self.amp_macs_per_cycle[d])
-        return self.amp_overhead_cycles + passes * (load + stream)
+        """PopLibs' estimate of the AMP vertex (ConvPartial1x1Out) for this product, term
+        by term in compiler/costs.py: 6 workers splitting the m rows, per-pass worker
+        loops, partials zeroing, weight loads per pass over whole channel groups (a ragged
+        block pays for the padding), supervisor loops, the f32 -> f16 output cast.
+        Accepts numpy arrays for m, k, n."""
+        return costs.matmul_cycles(self, m, k, n, self.amp_dtype(dtype, dtype_a))
 
     # Kernel costs below accept numpy arrays (the simulator applies them to whole batches).
     def _vec(self, nbytes):

@@ -18,11 +18,19 @@ The machine, as docs/architecture.md §2 states it:
 - an exchange phase: each tile sends at most, and receives at most,
   `exchange_bytes_per_cycle`, whatever its neighbours do; the phase lasts as long as
   its busiest sender or receiver plus `exchange_phase_cycles`;
-- the AMP (MATMUL) runs at the rate of the slower operand type; it works in passes of
-  whole channel groups (`amp_in_group` of k, `amp_out_group` of n: a ragged block pays
-  for the padding); each pass first loads its weights (in_group x out_group elements at
-  `amp_weight_load_bytes_per_cycle`), then streams the m rows; plus `amp_overhead_cycles`
-  per invocation;
+- a MATMUL costs what PopLibs estimates for the AMP vertex Poplar would run for it
+  (poplinCycleEstimators.cpp ConvPartial1x1Out -> PerformanceEstimation.hpp
+  getConvPartial1x1SupervisorCycleEstimate; read again for this file, see mm_cycles): the
+  type is the slower operand's (`amp_macs_per_cycle`); k in groups of `amp_in_group`, n in
+  groups of `amp_out_group` (= the conv units; ragged groups pay whole); the m rows split
+  over the `workers` as ConvUtil.cpp's partitionConvPartialByWorker does (worker w: rows
+  floor(w m / W) .. floor((w+1) m / W)); each pass costs W x its slowest worker (or
+  W x its fastest + 14), a worker's time by its rows (core loop of in x out / rate cycles
+  a row); passes load weights (out_group x in_group x element bytes at
+  `amp_weight_load_bytes_per_cycle`); the first k group zeroes the partials; supervisor
+  loop overheads per k and n group; half/float activations accumulate f32 partials and
+  pay a separate f32 -> f16 cast (ConvPlan.cpp estimateCastCycles, with the 64-bit
+  `vector_bytes_per_cycle`); FP8 x FP8 runs the QUARTER vertex (half partials, no cast);
 - every other kernel costs `kernel_overhead_cycles` plus, for each of its passes over
   memory, the bytes it reads and writes at `vector_bytes_per_cycle` (a COPY at
   `copy_bytes_per_cycle`) and its exp/tanh/erf/rsqrt evaluations at
@@ -69,6 +77,55 @@ class _Figures:
         return self.f[k]
 
 
+def _worker_time(rows, name, first, row_cycles, units):
+    """One worker context's cycles in one AMP pass over `rows` output rows
+    (PerformanceEstimation.hpp, the 1x1 inner-loop estimates; `first`: the pass that
+    zeroes the partials). int64[n, W]."""
+    r = rows
+    if name == "fp8":                                # ...InnerLoopCycleEstimateQuarter
+        save = 5 if first else 0
+        by_rows = np.where(r >= 3, 29 - save + row_cycles * (r - 3),
+                           np.choose(np.minimum(r, 2), [0, 17 - save, 22 - save]))
+        return 20 + by_rows
+    if name == "f32":                                # ...HalfFloat, float activations
+        zero = 8 if units == 16 else 4              # cycles to zero a row's partials
+        z = 1 if first else 0
+        big = 46 + z * (2 + zero * r) + row_cycles * (r - 3)
+        return np.where(r >= 3, big, np.choose(np.minimum(r, 2), [24, 47 + z * (2 + zero), 46 + z * (2 + 2 * zero)]))
+    # half activations, float partials: the path PopLibs shares with 16 half-partial units,
+    # one cycle shorter on the zeroing pass, minus 7 cycles of retained worker state
+    nz = 0 if first else 1
+    big = 37 + nz + row_cycles * (r - 3)
+    return np.where(r >= 3, big, np.choose(np.minimum(r, 2), [21 + nz, 32 + nz, 41 + nz])) - 7
+
+
+def mm_cycles(m, k, n, name, f: _Figures) -> np.ndarray:
+    """The ConvPartial1x1Out estimate (module docstring) of MATMULs m x k x n run as `name`."""
+    m, k, n = (np.asarray(x, np.int64) for x in (m, k, n))
+    W = f.workers
+    gi, go, rate = f.amp_in_group[name], f.amp_out_group[name], f.amp_macs_per_cycle[name]
+    row_cycles = gi * go // rate
+    k_groups, n_groups = _up(k, gi), _up(n, go)
+    cut = (m[:, None] * np.arange(W + 1)) // W       # partitionConvPartialByWorker
+    rows = np.diff(cut, axis=1)
+    passes = []
+    for first in (True, False):
+        t = _worker_time(rows, name, first, row_cycles, go)
+        passes.append(np.maximum(W * t.max(1), W * t.min(1) + 14))
+    zero_pass, pass_ = passes
+    load = go * gi * BYTES[isa.DTYPES[name]] // f.amp_weight_load_bytes_per_cycle
+    if name == "fp8":                                # ...OuterLoopCycleEstimateQuarter
+        per_n = (6 * W + 10) + (20 * W + 11 + load + zero_pass) + (k_groups - 1) * (17 * W + 6 + load + pass_)
+        return 46 + 2 * W + 9 + n_groups * per_n
+    # ...OuterLoopCycleEstimateHalfFloat, float partials, one conv group, one pass per n group
+    kept = 0 if name == "f32" else W * (7 + 3 * (k_groups - 1))
+    sup = 50 + kept + 13 + 11 + n_groups * (25 + load + zero_pass) \
+        + (k_groups - 1) * (15 + n_groups * (25 + load + pass_))
+    share = _up(m * n, W)                            # ConvPlan.cpp estimateCastCycles
+    cast = W * (26 + np.maximum(_up(share, f.vector_bytes_per_cycle // 4), _up(share, f.vector_bytes_per_cycle // 2)))
+    return sup + cast
+
+
 def kernel_cycles(op, w, f: _Figures) -> np.ndarray:
     """Cycles of kernel instructions: op int64[n], w int64[n, INSTR_WORDS]."""
     K, V, X = f.kernel_overhead_cycles, f.vector_bytes_per_cycle, f.transcendental_elems_per_cycle
@@ -87,12 +144,7 @@ def kernel_cycles(op, w, f: _Figures) -> np.ndarray:
         d = np.where(ra < rb, a, b)                      # the slower operand's type
         for c in np.unique(d):
             s = i[d == c]
-            name = DNAME[int(c)]
-            gi, go, r = f.amp_in_group[name], f.amp_out_group[name], f.amp_macs_per_cycle[name]
-            m, k, n = w[s, 4], w[s, 5], w[s, 6]
-            passes = _up(k, gi) * _up(n, go)
-            load = -(-(gi * go * BYTES[int(c)]) // f.amp_weight_load_bytes_per_cycle)
-            out[s] = f.amp_overhead_cycles + passes * (load + _up(m * gi * go, r))
+            out[s] = mm_cycles(w[s, 4], w[s, 5], w[s, 6], DNAME[int(c)], f)
     i = at(isa.COPY)
     out[i] = K + _up(w[i, 3] * w[i, 4], f.copy_bytes_per_cycle)
     i = at(isa.ADD)

@@ -1,0 +1,119 @@
+"""MATMUL cycles = PopLibs' ConvPartial1x1Out estimate (compiler/costs.py).
+
+Three kinds of check, none sharing code with compiler/costs.py:
+- hand transcriptions: the figures worked term by term in experiments/costs/README.md;
+- the oracle (compiler/sim/oracle.py, its own reading of PopLibs) equals target.py on a
+  brute-force grid of shapes and types;
+- every term of compiler/costs.py, mutated, makes that grid disagree."""
+import numpy as np
+import pytest
+import yaml
+
+from compiler import costs, isa
+from compiler.sim import oracle
+from compiler.target import ConfigError, Target
+from helpers import REPO
+
+IPU21 = yaml.safe_load((REPO / "conf" / "target" / "ipu21.yaml").read_text())
+
+# (m, k, n, b dtype, a dtype) -> cycles, each worked by hand in experiments/costs/README.md
+HAND = {
+    (82, 192, 128, "fp8", "f16"): 54509,   # the default trial's dominant shape: runs as f16
+    (82, 192, 128, "fp8", "fp8"): 33883,   # the same with FP8 activations: the QUARTER vertex
+    (12, 16, 16, "f16", "f16"): 643,       # equal workers: the 14-cycle tag cost decides the pass
+    (3, 40, 20, "f16", "f16"): 1634,       # idle workers, ragged k and n groups
+    (20, 8, 8, "f32", "f32"): 787,         # the float loop (8 cycles a row), 8 conv units
+    (5, 64, 48, "fp8", "fp8"): 2356,       # QUARTER with an idle worker
+    (1, 16, 16, "f16", "f16"): 491,        # one row
+}
+
+
+@pytest.mark.parametrize("shape", list(HAND))
+def test_hand_transcriptions(shape):
+    m, k, n, db, da = shape
+    assert int(Target.from_dict(IPU21).matmul_cycles(m, k, n, db, da)) == HAND[shape]
+
+
+def _grid():
+    m, k, n = np.meshgrid(np.arange(1, 97), [1, 8, 15, 16, 17, 32, 33, 100, 192],
+                          [1, 2, 8, 9, 16, 17, 40, 128], indexing="ij")
+    return m.ravel(), k.ravel(), n.ravel()
+
+
+PAIRS = [("f16", None), ("fp8", None), ("fp8", "f16"), ("f16", "fp8"), ("f32", None)]
+
+
+def _disagreements(fig: dict) -> int:
+    t, f = Target.from_dict(fig), oracle._Figures(fig)
+    m, k, n = _grid()
+    bad = 0
+    for db, da in PAIRS:
+        w = np.zeros((len(m), isa.INSTR_WORDS), np.int64)
+        w[:, 0] = isa.MATMUL | isa.DTYPES[db] << 8 | (isa.DTYPES[da] << 16 if da else 0)
+        w[:, 4], w[:, 5], w[:, 6] = m, k, n
+        got = oracle.kernel_cycles(np.full(len(m), isa.MATMUL), w, f)
+        bad += int(np.sum(got != np.asarray(t.matmul_cycles(m, k, n, db, da))))
+    return bad
+
+
+@pytest.mark.parametrize("target", ["ipu21", "tiny"])
+def test_oracle_equals_target_on_a_grid(target):
+    fig = yaml.safe_load((REPO / "conf" / "target" / f"{target}.yaml").read_text())
+    assert _disagreements(fig) == 0
+
+
+def test_scalar_and_array_calls_agree():
+    t = Target.from_dict(IPU21)
+    m, k, n = _grid()
+    arr = t.matmul_cycles(m, k, n, "f16")
+    i = np.arange(0, len(m), 97)
+    assert [int(t.matmul_cycles(int(m[j]), int(k[j]), int(n[j]), "f16")) for j in i] == arr[i].tolist()
+
+
+def _ceil_split(m, workers):           # rows ceil(m/W) each to the first workers
+    m = np.asarray(m, np.int64)[..., None]
+    q = -(-m // workers)
+    return np.clip(m - np.arange(workers) * q, 0, q)
+
+
+_orig = {name: getattr(costs, name) for name in dir(costs) if name.startswith("amp_")}
+MUTANTS = {
+    "worker split: ceil rows first": ("amp_worker_rows", _ceil_split),
+    "half worker: no retention saving": ("amp_worker_cycles_half_float",
+                                         lambda e, z, fa, u, c: _orig["amp_worker_cycles_half_float"](e, z, fa, u, c)
+                                         + (0 if fa else 7)),
+    "half worker: zeroing free": ("amp_worker_cycles_half_float",
+                                  lambda e, z, fa, u, c: _orig["amp_worker_cycles_half_float"](e, False, fa, u, c)),
+    "float worker: core loop 4": ("amp_worker_cycles_half_float",
+                                  lambda e, z, fa, u, c: _orig["amp_worker_cycles_half_float"](e, z, fa, u, 4 if fa else c)),
+    "quarter worker: no zeroing saving": ("amp_worker_cycles_quarter",
+                                          lambda e, z, c: _orig["amp_worker_cycles_quarter"](e, False, c)),
+    "quarter worker: no start-up": ("amp_worker_cycles_quarter",
+                                    lambda e, z, c: _orig["amp_worker_cycles_quarter"](e, z, c) - 20),
+    "pass: no tag cost": ("amp_pass_cycles", lambda w, W: np.asarray(w).max(-1) * W),
+    "pass: the mean worker": ("amp_pass_cycles", lambda w, W: np.asarray(w).sum(-1) + 14),
+    "weight load: 64-bit": ("amp_weight_load_cycles", lambda u, g, b, r: u * g * b // (r // 2)),
+    "half supervisor: overhead 55": ("amp_supervisor_half_float",
+                                     lambda *a: _orig["amp_supervisor_half_float"](*a) + 5),
+    "half supervisor: no state retention": (
+        "amp_supervisor_half_float",
+        lambda gi, go, L, z, nz, W, fa: _orig["amp_supervisor_half_float"](gi, go, L, z, nz, W, True)),
+    "quarter supervisor: one in-group": ("amp_supervisor_quarter",
+                                         lambda gi, go, L, z, nz, W: _orig["amp_supervisor_quarter"](1, go, L, z, nz, W)),
+    "output cast: none": ("amp_output_cast_cycles", lambda m, n, W, v: 0),
+    "output cast: 128-bit data path": ("amp_output_cast_cycles",
+                                       lambda m, n, W, v: _orig["amp_output_cast_cycles"](m, n, W, 2 * v)),
+}
+
+
+@pytest.mark.parametrize("mutant", list(MUTANTS))
+def test_each_mutated_term_is_caught(mutant, monkeypatch):
+    assert _disagreements(IPU21) == 0
+    attr, fn = MUTANTS[mutant]
+    monkeypatch.setattr(costs, attr, fn)
+    assert _disagreements(IPU21) > 0
+
+
+def test_rate_must_give_whole_cycles_per_row():
+    with pytest.raises(ConfigError, match="amp_macs_per_cycle.f32"):
+        Target.from_dict(dict(IPU21, amp_macs_per_cycle=dict(IPU21["amp_macs_per_cycle"], f32=7)))

@@ -25,6 +25,8 @@ HAND = {
     (20, 8, 8, "f32", "f32"): 787,         # the float loop (8 cycles a row), 8 conv units
     (5, 64, 48, "fp8", "fp8"): 2356,       # QUARTER with an idle worker
     (1, 16, 16, "f16", "f16"): 491,        # one row
+    (82, 72, 74, "f16", "f16"): 16085,     # the default trial's attention products (ragged k and n)
+    (1, 64, 16, "fp8", "f16"): 1229,       # a one-row block of the default trial: overheads only
 }
 
 

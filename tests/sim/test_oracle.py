@@ -93,6 +93,22 @@ MUTANTS = {
 }
 
 
+COST_TERMS = {       # compiler/costs.py terms changed behind the oracle's back, end to end
+    "no f32 -> f16 output cast": ("amp_output_cast_cycles", lambda m, n, W, v: 0),
+    "weights loaded 64 bits a cycle": ("amp_weight_load_cycles", lambda u, g, b, r: u * g * b // (r // 2)),
+}
+
+
+@pytest.mark.parametrize("term", list(COST_TERMS))
+def test_a_changed_matmul_term_is_caught_end_to_end(term, monkeypatch):
+    from compiler import costs
+    r = compiled(WORKLOADS["vit"])
+    expected = oracle.step_cycles(r["lower"].program).tolist()
+    attr, fn = COST_TERMS[term]
+    monkeypatch.setattr(costs, attr, fn)
+    assert simulate(r).step_cycles.tolist() != expected
+
+
 @pytest.mark.parametrize("mutant", list(MUTANTS))
 def test_a_changed_rate_in_target_py_is_caught(mutant, monkeypatch):
     """The simulator charges from target.py; change one of its costs after compiling

@@ -154,3 +154,37 @@ def matmul_cycles(t, m, k, n, dtype: str):
     inner_nz = amp_pass_cycles(amp_worker_cycles_half_float(rows, False, fa, go_n, core), W)
     return (amp_supervisor_half_float(in_groups, out_groups, loads, inner_z, inner_nz, W, fa)
             + amp_output_cast_cycles(m, n, W, t.vector_bytes_per_cycle))
+
+
+# ---- ADD: out = src0 + nsrc1 partials, f16 (the residual add and a k-split's reduction) ----------
+# Two sources are popops' binary ADD, more (or one) a strided reduction of equal-size partials.
+# Both split the elements over the workers: BinaryOp1D by its own ceil(n / workers); the
+# reduction by one worker vertex per context, each ceil(n / workers) outputs (assumed: popops'
+# ReductionConnection.cpp splits outputs between workers in vector-width grains; the even split
+# is this model's reading). The partials' stride is 8-byte aligned (the simulator requires it),
+# so the reduction's loop takes a whole 4-half vector per pass.
+
+def add_binary_cycles(nelem, workers: int, vector_bytes: int):
+    """BinaryOp1D ADD half (popopsCycleEstimators.cpp MAKE_PERF_ESTIMATOR_NAME(BinaryOp1D)):
+    a worker runs 26 cycles plus binaryOpInnerLoopCycles: binaryOpPerfInfo {ADD, HALF} = 1 cycle
+    a vector + 2 (hasExternalCodelet) per vector of 4 halves; x workers, +
+    basicOpSupervisorOverhead 11 (popops/PerformanceEstimation.cpp)."""
+    per_worker = -(-_i64(nelem) // workers)
+    vectors = -(-per_worker // (vector_bytes // 2))
+    return workers * (26 + (1 + 2) * vectors) + 11
+
+
+def add_reduce_cycles(nelem, sources, workers: int, vector_bytes: int):
+    """getCyclesEstimateForStridedReduce (popops reduction/CycleEstimationFunctions.cpp), half
+    partials to half out, ADD, not update, one outer stride: entry/exit 4 + loop setup 11, then
+    per loop of 4 outputs 3 + (1 + 7 storing the half result) + 3 + (sources - 1) cycles; one
+    such worker vertex per context."""
+    per_worker = -(-_i64(nelem) // workers)
+    loops = -(-per_worker // (vector_bytes // 2))
+    return workers * (4 + 11 + loops * (3 + 8 + 3 + (_i64(sources) - 1)))
+
+
+def add_cycles(nelem, nsrc1, workers: int, vector_bytes: int):
+    sources = _i64(nsrc1) + 1
+    return np.where(sources == 2, add_binary_cycles(nelem, workers, vector_bytes),
+                    add_reduce_cycles(nelem, sources, workers, vector_bytes))

@@ -154,6 +154,11 @@ class Target:
     def rowscale_cycles(self, rows, cols, add):
         return self.kernel_overhead_cycles + self._vec(rows * cols * (4 + 2 * (add != 0)) + 4 * rows)
 
+    def add_cycles(self, nelem, nsrc1):
+        """ADD of 1 + nsrc1 f16 sources (compiler/costs.py: popops' BinaryOp1D for two, its
+        strided reduction otherwise)."""
+        return costs.add_cycles(nelem, nsrc1, self.workers, self.vector_bytes_per_cycle)
+
     def vector_cycles(self, nbytes):
         return self.kernel_overhead_cycles + -(-nbytes // self.vector_bytes_per_cycle)
 

@@ -31,13 +31,16 @@ The machine, as docs/architecture.md §2 states it:
   loop overheads per k and n group; half/float activations accumulate f32 partials and
   pay a separate f32 -> f16 cast (ConvPlan.cpp estimateCastCycles, with the 64-bit
   `vector_bytes_per_cycle`); FP8 x FP8 runs the QUARTER vertex (half partials, no cast);
+- an ADD of two f16 sources costs what popops estimates for BinaryOp1D ADD (per worker 26 +
+  3 cycles per 4-half vector of its ceil(n/W) elements, x W, + 11); of one or three and more
+  sources, its strided reduction (getCyclesEstimateForStridedReduce: per worker 15 + per vector
+  of 4 outputs 13 + sources, x W);
 - every other kernel costs `kernel_overhead_cycles` plus, for each of its passes over
   memory, the bytes it reads and writes at `vector_bytes_per_cycle` (a COPY at
   `copy_bytes_per_cycle`) and its exp/tanh/erf/rsqrt evaluations at
   `transcendental_elems_per_cycle`, each pass rounded up to whole cycles. Per element
   of f16 data (2 B): GELU reads and writes (4 B) and evaluates once; BIAS reads x,
-  writes y (4 B) plus the bias row once; ADD reads its 1 + nsrc1 sources and writes
-  (2 B each); CAST reads the source width and writes the destination width; LAYERNORM
+  writes y (4 B) plus the bias row once; CAST reads the source width and writes the destination width; LAYERNORM
   reads twice (statistics, then normalise) plus γ and β and writes (10 B), one rsqrt
   per row; SOFTMAX reads twice and writes (6 B) with one exp per element; ONLINE_SOFTMAX
   is a SOFTMAX pass plus the state update (one exp per row, 12 B of f32 state per row);
@@ -126,6 +129,16 @@ def mm_cycles(m, k, n, name, f: _Figures) -> np.ndarray:
     return sup + cast
 
 
+def add_cycles(nelem, nsrc1, f: _Figures) -> np.ndarray:
+    """ADD of src0 and nsrc1 partials (f16): two sources as popops' BinaryOp1D ADD, otherwise
+    its strided reduction, every worker taking ceil(nelem / W) elements (module docstring)."""
+    W, lanes = f.workers, f.vector_bytes_per_cycle // 2          # halves per 64-bit vector
+    vecs = _up(_up(nelem, W), lanes)
+    two = W * (26 + 3 * vecs) + 11                    # 26 + (1 cycle + 2 load/store) a vector; supervisor 11
+    many = W * (15 + vecs * (14 + np.asarray(nsrc1, np.int64)))   # 15 set-up; 3 + 8 + 3 + (sources - 1) a vector
+    return np.where(np.asarray(nsrc1) == 1, two, many)
+
+
 def kernel_cycles(op, w, f: _Figures) -> np.ndarray:
     """Cycles of kernel instructions: op int64[n], w int64[n, INSTR_WORDS]."""
     K, V, X = f.kernel_overhead_cycles, f.vector_bytes_per_cycle, f.transcendental_elems_per_cycle
@@ -148,7 +161,7 @@ def kernel_cycles(op, w, f: _Figures) -> np.ndarray:
     i = at(isa.COPY)
     out[i] = K + _up(w[i, 3] * w[i, 4], f.copy_bytes_per_cycle)
     i = at(isa.ADD)
-    out[i] = K + _up(2 * w[i, 5] * (1 + w[i, 4] + 1), V)
+    out[i] = add_cycles(w[i, 5], w[i, 4], f)
     i = at(isa.GELU)
     out[i] = K + _up(4 * w[i, 3], V) + _up(w[i, 3], X)
     i = at(isa.BIAS)

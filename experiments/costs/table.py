@@ -9,7 +9,8 @@ trial's totals from the independent oracle (= the simulator's, tests/sim/test_or
 Compiles model -> plan -> expand -> place -> schedule -> lower (no reference, no
 simulation: the oracle prices the program). `previous` transcribes the cost model this
 change replaced: MATMUL = 50 + k groups x n groups x (weight load + m x in x out / rate),
-f32 at 16 MACs/cycle; the other kernels' costs did not change."""
+f32 at 16 MACs/cycle; ADD = 40 + its bytes read and written at 8 B/cycle; the other kernels'
+costs did not change."""
 from __future__ import annotations
 
 import json
@@ -40,6 +41,11 @@ def previous_matmul(m, k, n, d, f) -> int:
     gi, go = f["amp_in_group"][d], f["amp_out_group"][d]
     load = -(-(gi * go * {"f16": 2, "fp8": 1, "f32": 4}[d]) // f["amp_weight_load_bytes_per_cycle"])
     return 50 + -(-k // gi) * -(-n // go) * (load + -(-(m * gi * go) // rate))
+
+
+def previous_add(nsrc1, nelem) -> int:
+    """The ADD cost at 8ff4b7d: kernel overhead 40 + (2 + nsrc1) x 2 B per element at 8 B/cycle."""
+    return 40 + -(-(2 * nelem * (nsrc1 + 2)) // 8)
 
 
 def compile_program(overrides: list[str]):
@@ -94,6 +100,8 @@ def main(name: str, overrides: list[str]):
             da = isa.DTYPE_NAMES[d2] if d2 else None
             assert now == int(t.matmul_cycles(*shape, isa.DTYPE_NAMES[d], da))   # target.py = oracle
             prev = previous_matmul(*shape, t.amp_dtype(isa.DTYPE_NAMES[d], da), f)
+        if op == isa.ADD:
+            prev = previous_add(*shape)
         tot_now[kind] += n * now
         tot_prev[kind] += n * prev
         rows.append((kind, dt, SHAPE_NAMES[op], shape, n, prev, now))

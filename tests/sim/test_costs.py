@@ -1,4 +1,5 @@
-"""MATMUL cycles = PopLibs' ConvPartial1x1Out estimate (compiler/costs.py).
+"""MATMUL cycles = PopLibs' ConvPartial1x1Out estimate, ADD = popops' BinaryOp1D / strided
+reduction estimates (compiler/costs.py).
 
 Three kinds of check, none sharing code with compiler/costs.py:
 - hand transcriptions: the figures worked term by term in experiments/costs/README.md;
@@ -119,3 +120,55 @@ def test_each_mutated_term_is_caught(mutant, monkeypatch):
 def test_rate_must_give_whole_cycles_per_row():
     with pytest.raises(ConfigError, match="amp_macs_per_cycle.f32"):
         Target.from_dict(dict(IPU21, amp_macs_per_cycle=dict(IPU21["amp_macs_per_cycle"], f32=7)))
+
+
+# (nelem, nsrc1) -> ADD cycles, worked by hand in experiments/costs/README.md
+ADD_HAND = {
+    (640, 1): 653,      # residual add: BinaryOp1D, 107 halves a worker = 27 vectors
+    (576, 22): 5274,    # a 23-way k-split reduction: 96 outputs a worker = 24 loops of 36 cycles
+    (1792, 5): 8640,    # 6 sources: 299 a worker = 75 loops of 19
+    (46, 4): 306,       # 5 sources, 8 a worker = 2 loops of 18
+    (16, 0): 174,       # one source (a copy through the reducer)
+}
+
+
+@pytest.mark.parametrize("shape", list(ADD_HAND))
+def test_add_hand_transcriptions(shape):
+    assert int(Target.from_dict(IPU21).add_cycles(*shape)) == ADD_HAND[shape]
+
+
+def _add_disagreements(fig: dict) -> int:
+    t, f = Target.from_dict(fig), oracle._Figures(fig)
+    n, k = np.meshgrid(np.arange(1, 2500, 3), np.arange(0, 40), indexing="ij")
+    w = np.zeros((n.size, isa.INSTR_WORDS), np.int64)
+    w[:, 0] = isa.ADD | isa.DTYPES["f16"] << 8
+    w[:, 4], w[:, 5] = k.ravel(), n.ravel()
+    got = oracle.kernel_cycles(np.full(n.size, isa.ADD), w, f)
+    return int(np.sum(got != np.asarray(t.add_cycles(n.ravel(), k.ravel()))))
+
+
+@pytest.mark.parametrize("target", ["ipu21", "tiny"])
+def test_add_oracle_equals_target(target):
+    assert _add_disagreements(yaml.safe_load((REPO / "conf" / "target" / f"{target}.yaml").read_text())) == 0
+
+
+ADD_MUTANTS = {
+    "binary: fast path (2 cycles a vector)": ("add_binary_cycles", lambda n, W, v: _orig_add["add_binary_cycles"](n, W, v)
+                                              - W * -(-(-(-np.asarray(n) // W)) // (v // 2))),
+    "binary: no supervisor": ("add_binary_cycles", lambda n, W, v: _orig_add["add_binary_cycles"](n, W, v) - 11),
+    "reduce: update store (+2)": ("add_reduce_cycles", lambda n, s, W, v: _orig_add["add_reduce_cycles"](n, s, W, v)
+                                  + 2 * W * -(-(-(-np.asarray(n) // W)) // (v // 2))),
+    "reduce: one source fewer": ("add_reduce_cycles", lambda n, s, W, v: _orig_add["add_reduce_cycles"](n, np.asarray(s) - 1, W, v)),
+    "reduce: floor split": ("add_reduce_cycles", lambda n, s, W, v: W * (15 + -(-(np.asarray(n) // W) // (v // 2))
+                                                                         * (13 + np.asarray(s)))),
+    "every ADD a reduction": ("add_cycles", lambda n, k, W, v: _orig_add["add_reduce_cycles"](n, np.asarray(k) + 1, W, v)),
+}
+_orig_add = {name: getattr(costs, name) for name in ("add_binary_cycles", "add_reduce_cycles", "add_cycles")}
+
+
+@pytest.mark.parametrize("mutant", list(ADD_MUTANTS))
+def test_each_mutated_add_term_is_caught(mutant, monkeypatch):
+    assert _add_disagreements(IPU21) == 0
+    attr, fn = ADD_MUTANTS[mutant]
+    monkeypatch.setattr(costs, attr, fn)
+    assert _add_disagreements(IPU21) > 0

@@ -188,3 +188,35 @@ def add_cycles(nelem, nsrc1, workers: int, vector_bytes: int):
     sources = _i64(nsrc1) + 1
     return np.where(sources == 2, add_binary_cycles(nelem, workers, vector_bytes),
                     add_reduce_cycles(nelem, sources, workers, vector_bytes))
+
+
+# ---- BIAS: out[r, c] = src[r, c] + bias[c], f16 ---------------------------------------------------
+# popops adds a vector along the inner dimension with BroadcastVectorInner1D ADD (the MultiVertex:
+# the rows are the data blocks, shared between the workers), popopsCycleEstimators.cpp.
+
+def bias_core_cycles(cols, blocks, vector_bytes: int):
+    """vectorInnerAddCoreCycles_half: one worker adding the cols-long bias to `blocks` rows; the
+    path by cols (> 2048 or ragged: scalar, 9 cycles an element; a multiple of 8: two vectors
+    a loop from the accumulators; of 4 with 2+ rows: 2 cycles a row a vector)."""
+    L, b = _i64(cols), _i64(blocks)
+    lanes = vector_bytes // 2
+    scalar = 5 + L * (2 + 9 * b + 3) + 1                                     # ..._half_scalar
+    loops8 = L // (2 * lanes)
+    mult8 = 2 + np.where(b == 1, 3 + 7 * loops8 + 1, 4 + loops8 * (8 + 2 * (b - 1) + 7) + 1)
+    mult4 = 5 + (L // lanes) * (7 + 2 * (b // 2 - 1) + 1 + b % 2 + 5) + 1   # ..._half_multiple_of_4
+    return np.select([b == 0, L > 2048, L % 8 == 0, b < 2, L % 4 == 0],
+                     [1, 3 + scalar, 5 + mult8, 7 + scalar, 9 + mult4], 9 + scalar)
+
+
+def bias_cycles(rows, cols, workers: int, vector_bytes: int):
+    """BroadcastVectorInner1D ADD, not in place: vectorInnerMultiVertexAddCycles (supervisor
+    1 + 6 x 2; the busiest worker: 19, + 4 + 3 for an odd bias length (+1 if no worker has a
+    whole share), + the core) + 6 supervisor and 3 x workers preamble. dataBlockCountPacked
+    = rows // workers << 3 | rows % workers: the busiest worker has one more row if any are
+    left over. (The ADD estimator masks the remainder with 0x3, which drops 4 or 5 left-over
+    rows; its DIVIDE sibling masks with 0x7: this model reads the field whole, as 0x7 does.)"""
+    R, L = _i64(rows), _i64(cols)
+    q, rem = R // workers, R % workers
+    most = q + (rem != 0)
+    worker = 19 + (L % 2) * (4 + (q == 0) + 3) + bias_core_cycles(L, most, vector_bytes)
+    return 1 + 6 * 2 + worker * workers + 6 + 3 * workers

@@ -148,8 +148,8 @@ class Target:
         return self.kernel_overhead_cycles + self._vec(nelem * (src_bytes + dst_bytes))
 
     def bias_cycles(self, rows, cols):
-        """Read src and the bias row, write out (f16)."""
-        return self.kernel_overhead_cycles + self._vec(4 * rows * cols + 2 * cols)
+        """popops' BroadcastVectorInner1D ADD estimate (compiler/costs.py)."""
+        return costs.bias_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle)
 
     def rowscale_cycles(self, rows, cols, add):
         return self.kernel_overhead_cycles + self._vec(rows * cols * (4 + 2 * (add != 0)) + 4 * rows)

@@ -35,12 +35,14 @@ The machine, as docs/architecture.md §2 states it:
   3 cycles per 4-half vector of its ceil(n/W) elements, x W, + 11); of one or three and more
   sources, its strided reduction (getCyclesEstimateForStridedReduce: per worker 15 + per vector
   of 4 outputs 13 + sources, x W);
+- a BIAS costs popops' BroadcastVectorInner1D ADD estimate (vectorInnerMultiVertexAddCycles
+  + its preamble; see bias_cycles);
 - every other kernel costs `kernel_overhead_cycles` plus, for each of its passes over
   memory, the bytes it reads and writes at `vector_bytes_per_cycle` (a COPY at
   `copy_bytes_per_cycle`) and its exp/tanh/erf/rsqrt evaluations at
   `transcendental_elems_per_cycle`, each pass rounded up to whole cycles. Per element
-  of f16 data (2 B): GELU reads and writes (4 B) and evaluates once; BIAS reads x,
-  writes y (4 B) plus the bias row once; CAST reads the source width and writes the destination width; LAYERNORM
+  of f16 data (2 B): GELU reads and writes (4 B) and evaluates once;
+  CAST reads the source width and writes the destination width; LAYERNORM
   reads twice (statistics, then normalise) plus γ and β and writes (10 B), one rsqrt
   per row; SOFTMAX reads twice and writes (6 B) with one exp per element; ONLINE_SOFTMAX
   is a SOFTMAX pass plus the state update (one exp per row, 12 B of f32 state per row);
@@ -139,6 +141,24 @@ def add_cycles(nelem, nsrc1, f: _Figures) -> np.ndarray:
     return np.where(np.asarray(nsrc1) == 1, two, many)
 
 
+def bias_cycles(rows, cols, f: _Figures) -> np.ndarray:
+    """BIAS as popops' BroadcastVectorInner1D ADD (not in place), half: the rows are blocks
+    shared by the W workers, the busiest taking ceil(rows / W); vectorInnerAddCoreCycles_half
+    picks its loop by the bias length L and that block count b."""
+    W, lanes = f.workers, f.vector_bytes_per_cycle // 2
+    L = np.asarray(cols, np.int64)
+    b = _up(rows, W)
+    per_elem = 6 + L * (5 + 9 * b)                   # the scalar loop: 9 cycles an element a row
+    pairs = L // (2 * lanes)                         # multiple of 8: two vectors a pass
+    by8 = np.where(b == 1, 6 + 7 * pairs, 7 + pairs * (13 + 2 * b))
+    quads = L // lanes                               # multiple of 4, 2+ rows
+    by4 = 6 + quads * (11 + 2 * (b // 2) + b % 2)
+    core = np.where(b == 0, 1, np.where(L > 2048, 3 + per_elem, np.where(
+        L % 8 == 0, 5 + by8, np.where(b < 2, 7 + per_elem, np.where(L % 4 == 0, 9 + by4, 9 + per_elem)))))
+    odd = np.where(L % 2 == 1, 7 + (np.asarray(rows, np.int64) < W), 0)
+    return 13 + W * (19 + odd + core) + 6 + 3 * W
+
+
 def kernel_cycles(op, w, f: _Figures) -> np.ndarray:
     """Cycles of kernel instructions: op int64[n], w int64[n, INSTR_WORDS]."""
     K, V, X = f.kernel_overhead_cycles, f.vector_bytes_per_cycle, f.transcendental_elems_per_cycle
@@ -165,8 +185,7 @@ def kernel_cycles(op, w, f: _Figures) -> np.ndarray:
     i = at(isa.GELU)
     out[i] = K + _up(4 * w[i, 3], V) + _up(w[i, 3], X)
     i = at(isa.BIAS)
-    r, c = w[i, 4], w[i, 5]
-    out[i] = K + _up(4 * r * c + 2 * c, V)
+    out[i] = bias_cycles(w[i, 4], w[i, 5], f)
     i = at(isa.CAST)
     src = np.vectorize(BYTES.get)(dt2[i]) if len(i) else 0
     dst = np.vectorize(BYTES.get)(dt[i]) if len(i) else 0

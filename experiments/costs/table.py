@@ -9,8 +9,8 @@ trial's totals from the independent oracle (= the simulator's, tests/sim/test_or
 Compiles model -> plan -> expand -> place -> schedule -> lower (no reference, no
 simulation: the oracle prices the program). `previous` transcribes the cost model this
 change replaced: MATMUL = 50 + k groups x n groups x (weight load + m x in x out / rate),
-f32 at 16 MACs/cycle; ADD = 40 + its bytes read and written at 8 B/cycle; the other kernels'
-costs did not change."""
+f32 at 16 MACs/cycle; ADD = 40 + its bytes read and written at 8 B/cycle; BIAS = 40 + (4 rows
+x cols + 2 cols) B at 8 B/cycle; the other kernels' costs did not change."""
 from __future__ import annotations
 
 import json
@@ -102,6 +102,8 @@ def main(name: str, overrides: list[str]):
             prev = previous_matmul(*shape, t.amp_dtype(isa.DTYPE_NAMES[d], da), f)
         if op == isa.ADD:
             prev = previous_add(*shape)
+        if op == isa.BIAS:
+            prev = 40 + -(-(4 * shape[0] * shape[1] + 2 * shape[1]) // 8)
         tot_now[kind] += n * now
         tot_prev[kind] += n * prev
         rows.append((kind, dt, SHAPE_NAMES[op], shape, n, prev, now))

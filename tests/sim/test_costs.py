@@ -1,5 +1,5 @@
 """MATMUL cycles = PopLibs' ConvPartial1x1Out estimate, ADD = popops' BinaryOp1D / strided
-reduction estimates (compiler/costs.py).
+reduction estimates, BIAS = popops' BroadcastVectorInner1D ADD (compiler/costs.py).
 
 Three kinds of check, none sharing code with compiler/costs.py:
 - hand transcriptions: the figures worked term by term in experiments/costs/README.md;
@@ -172,3 +172,54 @@ def test_each_mutated_add_term_is_caught(mutant, monkeypatch):
     attr, fn = ADD_MUTANTS[mutant]
     monkeypatch.setattr(costs, attr, fn)
     assert _add_disagreements(IPU21) > 0
+
+
+# (rows, cols) -> BIAS cycles, worked by hand in experiments/costs/README.md
+BIAS_HAND = {
+    (10, 64): 1039,     # 2 rows for the busiest worker, bias a multiple of 8: accumulator loop
+    (4, 144): 973,      # one row each for 4 workers
+    (12, 160): 2263,    # 2 rows each
+    (9, 12): 475,       # bias a multiple of 4, 2 rows: the 4-lane loop
+    (1, 5): 697,        # odd bias length, one row: the scalar loop (9 cycles an element)
+}
+
+
+@pytest.mark.parametrize("shape", list(BIAS_HAND))
+def test_bias_hand_transcriptions(shape):
+    assert int(Target.from_dict(IPU21).bias_cycles(*shape)) == BIAS_HAND[shape]
+
+
+def _bias_disagreements(fig: dict) -> int:
+    t, f = Target.from_dict(fig), oracle._Figures(fig)
+    r, c = np.meshgrid(np.arange(1, 40), np.r_[np.arange(1, 300), 2044, 2048, 2049, 2052, 2056, 3000], indexing="ij")
+    w = np.zeros((r.size, isa.INSTR_WORDS), np.int64)
+    w[:, 0] = isa.BIAS | isa.DTYPES["f16"] << 8
+    w[:, 4], w[:, 5] = r.ravel(), c.ravel()
+    got = oracle.kernel_cycles(np.full(r.size, isa.BIAS), w, f)
+    return int(np.sum(got != np.asarray(t.bias_cycles(r.ravel(), c.ravel()))))
+
+
+@pytest.mark.parametrize("target", ["ipu21", "tiny"])
+def test_bias_oracle_equals_target(target):
+    assert _bias_disagreements(yaml.safe_load((REPO / "conf" / "target" / f"{target}.yaml").read_text())) == 0
+
+
+_orig_bias = {name: getattr(costs, name) for name in ("bias_core_cycles", "bias_cycles")}
+BIAS_MUTANTS = {
+    "core: no scalar path": ("bias_core_cycles", lambda L, b, v: np.where(
+        np.asarray(L) % 4 == 0, _orig_bias["bias_core_cycles"](L, b, v), _orig_bias["bias_core_cycles"](4, b, v))),
+    "core: one row a pass less": ("bias_core_cycles",
+                                  lambda L, b, v: _orig_bias["bias_core_cycles"](L, np.maximum(np.asarray(b) - 1, 0), v)),
+    "split: 0x3 mask (PopLibs' ADD estimator as written)": (
+        "bias_cycles", lambda R, L, W, v: _orig_bias["bias_cycles"](np.asarray(R) - np.where(
+            (np.asarray(R) % W) >= 4, 4, 0), L, W, v)),
+    "no preamble": ("bias_cycles", lambda R, L, W, v: _orig_bias["bias_cycles"](R, L, W, v) - 6 - 3 * W),
+}
+
+
+@pytest.mark.parametrize("mutant", list(BIAS_MUTANTS))
+def test_each_mutated_bias_term_is_caught(mutant, monkeypatch):
+    assert _bias_disagreements(IPU21) == 0
+    attr, fn = BIAS_MUTANTS[mutant]
+    monkeypatch.setattr(costs, attr, fn)
+    assert _bias_disagreements(IPU21) > 0

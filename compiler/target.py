@@ -124,35 +124,34 @@ class Target:
         return costs.matmul_cycles(self, m, k, n, self.amp_dtype(dtype, dtype_a))
 
     # Kernel costs below accept numpy arrays (the simulator applies them to whole batches).
-    def _vec(self, nbytes):
-        return -(-nbytes // self.vector_bytes_per_cycle)
-
-    def _tr(self, nelem):
-        return -(-nelem // self.transcendental_elems_per_cycle)
-
+    # Each is the sum of the popops / popnn vertex estimates for the kernel (compiler/costs.py).
     def gelu_cycles(self, nelem):
-        return self.kernel_overhead_cycles + self._vec(4 * nelem) + self._tr(nelem)
+        """popnn's GELU non-linearity vertex (NonLinearitySupervisor)."""
+        return costs.gelu_cycles(nelem, self.workers, self.vector_bytes_per_cycle)
 
     def softmax_cycles(self, rows, cols):
-        """Row max, exp, row sum, scale: two passes over f16 data plus one exp per element."""
-        return self.kernel_overhead_cycles + self._vec(6 * rows * cols) + self._tr(rows * cols)
+        """popnn's stable softmax: scale, row max, subtract, exp, row sum, reciprocal, multiply."""
+        return costs.softmax_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle)
 
     def online_softmax_cycles(self, rows, cols):
-        return self.softmax_cycles(rows, cols) + self._tr(rows) + self._vec(12 * rows)
+        """One flash-attention key block: the softmax steps plus the f32 state updates."""
+        return costs.online_softmax_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle)
 
     def layernorm_cycles(self, rows, cols):
-        """Mean and variance pass, normalise-scale-shift pass; one rsqrt per row."""
-        return self.kernel_overhead_cycles + self._vec(10 * rows * cols) + self._tr(rows)
+        """popnn's layer norm: two row reductions, the statistics, whitening, gamma and beta."""
+        return costs.layernorm_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle)
 
     def cast_cycles(self, nelem, src_bytes, dst_bytes):
-        return self.kernel_overhead_cycles + self._vec(nelem * (src_bytes + dst_bytes))
+        """popops' Cast1D estimate (compiler/costs.py); accepts numpy arrays."""
+        return costs.cast_cycles(nelem, src_bytes, dst_bytes, self.workers, self.vector_bytes_per_cycle)
 
     def bias_cycles(self, rows, cols):
         """popops' BroadcastVectorInner1D ADD estimate (compiler/costs.py)."""
         return costs.bias_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle)
 
     def rowscale_cycles(self, rows, cols, add):
-        return self.kernel_overhead_cycles + self._vec(rows * cols * (4 + 2 * (add != 0)) + 4 * rows)
+        """BroadcastVectorOuterByRow MULTIPLY (+ BinaryOp1D ADD with F_ADD)."""
+        return costs.rowscale_cycles(rows, cols, add, self.workers, self.vector_bytes_per_cycle)
 
     def add_cycles(self, nelem, nsrc1):
         """ADD of 1 + nsrc1 f16 sources (compiler/costs.py: popops' BinaryOp1D for two, its

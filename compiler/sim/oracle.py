@@ -37,16 +37,14 @@ The machine, as docs/architecture.md §2 states it:
   of 4 outputs 13 + sources, x W);
 - a BIAS costs popops' BroadcastVectorInner1D ADD estimate (vectorInnerMultiVertexAddCycles
   + its preamble; see bias_cycles);
-- every other kernel costs `kernel_overhead_cycles` plus, for each of its passes over
-  memory, the bytes it reads and writes at `vector_bytes_per_cycle` (a COPY at
-  `copy_bytes_per_cycle`) and its exp/tanh/erf/rsqrt evaluations at
-  `transcendental_elems_per_cycle`, each pass rounded up to whole cycles. Per element
-  of f16 data (2 B): GELU reads and writes (4 B) and evaluates once;
-  CAST reads the source width and writes the destination width; LAYERNORM
-  reads twice (statistics, then normalise) plus γ and β and writes (10 B), one rsqrt
-  per row; SOFTMAX reads twice and writes (6 B) with one exp per element; ONLINE_SOFTMAX
-  is a SOFTMAX pass plus the state update (one exp per row, 12 B of f32 state per row);
-  ROWSCALE reads x (and the addend with F_ADD) and writes, plus 4 B of f32 scale per row;
+- GELU, SOFTMAX, ONLINE_SOFTMAX, LAYERNORM, ROWSCALE and CAST cost the sum of the popops /
+  popnn vertex estimates their PopLibs counterparts run (see vector_cycles and _cast): popnn's
+  GELU non-linearity; softmax = scale, row max, subtract, exp, row sum, reciprocal, multiply;
+  the online softmax adds the f32 state updates; layer norm = two row reductions, the f32
+  statistics, whitening, gamma and beta; ROWSCALE a multiply by row (+ an ADD); CAST popops'
+  Cast1D. A single row's per-row value is a scalar broadcast, its gamma / beta element-wise;
+- a COPY costs `kernel_overhead_cycles` plus its bytes at `copy_bytes_per_cycle` (Poplar's
+  own copy: assumed);
 - REPEAT costs nothing: its body runs `count` times (relocation moves addresses; the
   oracle re-derives an iteration's costs only if a relocated word is one a cost reads);
 - a MATMUL or CAST flagged F_SCALE_TABLE reads its scale from an f32 of its own tile's
@@ -159,9 +157,110 @@ def bias_cycles(rows, cols, f: _Figures) -> np.ndarray:
     return 13 + W * (19 + odd + core) + 6 + 3 * W
 
 
+# ---- the other vector kernels, as the popops / popnn vertices their counterparts run ---------------
+# Re-read for this file from graphcore/poplibs (popopsCycleEstimators.cpp, popops
+# PerformanceEstimation.cpp, reduction/CycleEstimationFunctions.cpp, popnnCycleEstimators.cpp,
+# the ExprOpUtil perf tables); W worker contexts, 64-bit vectors (4 halves, 2 floats).
+
+def _per_w(n, W):
+    return _up(n, W)
+
+
+def _bin1d(n, W, per_loop, lanes):                    # BinaryOp1D: 26 a worker; supervisor 11
+    return W * (26 + _up(_per_w(n, W), lanes) * per_loop) + 11
+
+
+def _un1d(n, W, per_loop, grain, base):               # UnaryOp1D: base 33 (exp) / 17; + 9 + 11
+    return W * (base + _up(_per_w(n, W), grain) * per_loop) + 20
+
+
+def _scalar1d(n, W, per_loop, grain):                 # BroadcastScalar1D not in place: 20 a worker
+    return W * (20 + _up(_per_w(n, W), grain) * per_loop) + 11
+
+
+def _rows_op(r, c, W, lanes):                         # one value per row, 1-cycle op (+1 overhead)
+    r, c = np.asarray(r, np.int64), np.asarray(c, np.int64)
+    outer = W * (15 + _up(r, W) * (7 + 2 * _up(c, lanes))) + 11      # BroadcastVectorOuterByRow1D
+    return np.where(r == 1, _scalar1d(c, W, 2, lanes), outer)        # a lone row: a scalar broadcast
+
+
+def _reduce_rows(r, c, W, lanes):                     # ContinuousReduce, ceil(r/W) outputs a worker
+    o, c = _up(r, W), np.asarray(c, np.int64)
+    return W * (o * (c // lanes) + 12 * o + 17 + 2 * (c & 1))
+
+
+def _gamma(r, c, W, lanes):                           # x * gamma: BroadcastVectorInner1D MULTIPLY
+    r, L = np.asarray(r, np.int64), np.asarray(c, np.int64)
+    b = r // W + (r % W > 0)
+    groups = L // lanes
+    core = np.where(L % 4 > 0, 3 + 5 + L * (5 + 9 * b),                       # scalar loop
+                    np.where(L > 2044, 7 + 4 + groups * (7 + 2 * b),      # 2 cycles a block
+                             np.where(b < 2, 9 + 4 + groups * (7 + 2 * b),
+                                      9 + 4 + groups * np.where(b == 1, 7, 9 + b))))   # pipelined
+    odd = (L % 2) * (7 + (r < W))
+    inner = 13 + 24 * W + W * (21 + odd + core)
+    return np.where(r == 1, _bin1d(r * L, W, 3, lanes), inner)           # a lone row: element-wise
+
+
+def _gelu(n, W, lanes, op=5):                         # NonLinearitySupervisor, GELU's placeholder 5
+    n = np.asarray(n, np.int64)
+    v = _up(n // lanes, W)
+    body = np.where(v == 0, 0, 3 + 2 * op * v)        # 2 + op + 2op(v-1) + 1 + op
+    rem = n % lanes
+    return 9 + W * (24 + body + np.where(rem >= 2, 2 + op, 0) + np.where(rem % 2 == 1, 3 + op, 0))
+
+
+def _cast_one(e, sb, db, vb):                         # castWorkerCycles, aux-pipeline float path
+    ld, st = vb // sb, vb // db
+    width = min(ld * 2, st)
+    per = max(width // min(width, ld), width // min(width, st))
+    r = e % width
+    checks, bit = 0, 1
+    while bit < width:
+        checks = checks + 1 + 2 * ((r & bit) > 0)
+        bit *= 2
+    return 19 + per * (e // width) + checks
+
+
+def _cast(n, sb, db, W, vb):                          # Cast1D: 19 + W x (max worker + 23)
+    n = np.asarray(n, np.int64)
+    g = _up(n, 4)                                     # 4-element grains (workerElems, ...)
+    big, count = 4 * _up(g, W), np.where(g % W == 0, W, g % W)
+    small = big - 4
+    delta = 4 * g - n
+    last_is_big = np.where(g >= W, count == W, True)  # the worker holding the tail
+    cand = [np.where(last_is_big, big - delta, small - delta),
+            np.where(last_is_big & (count == 1), -1, big),
+            np.where((W - count - (~last_is_big)) > 0, small, -1)]
+    worst = np.max([np.where(c_ < 0, 0, _cast_one(np.maximum(c_, 0), sb, db, vb)) for c_ in cand], axis=0)
+    return 19 + W * (worst + 23)
+
+
+def vector_cycles(op, r, c, add, f: _Figures) -> np.ndarray:
+    """GELU (r = nelem), SOFTMAX, ONLINE_SOFTMAX, LAYERNORM, ROWSCALE of r x c f16."""
+    W, lanes, fl = f.workers, f.vector_bytes_per_cycle // 2, f.vector_bytes_per_cycle // 4
+    r, c = np.asarray(r, np.int64), np.asarray(c, np.int64)
+    n = r * c
+    if op == isa.GELU:
+        return _gelu(r, W, lanes)
+    if op == isa.ROWSCALE:
+        return _rows_op(r, c, W, lanes) + np.where(np.asarray(add) != 0, _bin1d(n, W, 3, lanes), 0)
+    scale = _scalar1d(n, W, 2, lanes)
+    if op == isa.SOFTMAX:     # scale, max, subtract, exp, sum, 1/sum, multiply
+        return (scale + 2 * _reduce_rows(r, c, W, lanes) + 2 * _rows_op(r, c, W, lanes)
+                + _un1d(n, W, 4, 4, 33) + _un1d(r, W, 15, 4, 17))
+    if op == isa.ONLINE_SOFTMAX:   # + f32 state: max, subtract, exp, multiply, add
+        state = _bin1d(r, W, 4, 2) + 3 * _bin1d(r, W, 3, fl) + _un1d(r, W, 6, 2, 33)
+        return scale + 2 * _reduce_rows(r, c, W, lanes) + _rows_op(r, c, W, lanes) + _un1d(n, W, 4, 4, 33) + state
+    # LAYERNORM: sums of x and x^2, mean^2 and the subtraction (f32), var -> invStdDev, whiten, gamma, beta
+    beta = np.where(r == 1, _bin1d(n, W, 3, lanes), bias_cycles(r, c, f))
+    return (2 * _reduce_rows(r, c, W, lanes) + 2 * _bin1d(r, W, 3, fl) + _scalar1d(r, W, 12, 2)
+            + 2 * _rows_op(r, c, W, lanes) + _gamma(r, c, W, lanes) + beta)
+
+
 def kernel_cycles(op, w, f: _Figures) -> np.ndarray:
     """Cycles of kernel instructions: op int64[n], w int64[n, INSTR_WORDS]."""
-    K, V, X = f.kernel_overhead_cycles, f.vector_bytes_per_cycle, f.transcendental_elems_per_cycle
+    K, V = f.kernel_overhead_cycles, f.vector_bytes_per_cycle
     out = np.zeros(len(op), np.int64)
     dt, dt2, fl = (w[:, 0] >> 8) & 0xFF, (w[:, 0] >> 16) & 0xFF, (w[:, 0] >> 24) & 0xFF
 
@@ -183,26 +282,17 @@ def kernel_cycles(op, w, f: _Figures) -> np.ndarray:
     i = at(isa.ADD)
     out[i] = add_cycles(w[i, 5], w[i, 4], f)
     i = at(isa.GELU)
-    out[i] = K + _up(4 * w[i, 3], V) + _up(w[i, 3], X)
+    out[i] = vector_cycles(isa.GELU, w[i, 3], 1, 0, f)
     i = at(isa.BIAS)
     out[i] = bias_cycles(w[i, 4], w[i, 5], f)
     i = at(isa.CAST)
-    src = np.vectorize(BYTES.get)(dt2[i]) if len(i) else 0
-    dst = np.vectorize(BYTES.get)(dt[i]) if len(i) else 0
-    out[i] = K + _up(w[i, 3] * (src + dst), V)
-    i = at(isa.LAYERNORM)
-    r, c = w[i, 5], w[i, 6]
-    out[i] = K + _up(10 * r * c, V) + _up(r, X)
-    i = at(isa.SOFTMAX)
-    r, c = w[i, 3], w[i, 4]
-    out[i] = K + _up(6 * r * c, V) + _up(r * c, X)
-    i = at(isa.ONLINE_SOFTMAX)
-    r, c = w[i, 4], w[i, 5]
-    out[i] = K + _up(6 * r * c, V) + _up(r * c, X) + _up(r, X) + _up(12 * r, V)
-    i = at(isa.ROWSCALE)
-    r, c = w[i, 5], w[i, 6]
-    add = (fl[i] & isa.F_ADD) != 0
-    out[i] = K + _up(r * c * (4 + 2 * add) + 4 * r, V)
+    for s_, d_ in set(zip(dt2[i].tolist(), dt[i].tolist())):     # (source, destination) types
+        j = i[(dt2[i] == s_) & (dt[i] == d_)]
+        out[j] = _cast(w[j, 3], BYTES[s_], BYTES[d_], f.workers, V)
+    for code, (a, b) in ((isa.LAYERNORM, (5, 6)), (isa.SOFTMAX, (3, 4)), (isa.ONLINE_SOFTMAX, (4, 5)),
+                         (isa.ROWSCALE, (5, 6))):
+        i = at(code)
+        out[i] = vector_cycles(code, w[i, a], w[i, b], (fl[i] & isa.F_ADD) != 0, f)
     return out
 
 

@@ -1,5 +1,7 @@
 """MATMUL cycles = PopLibs' ConvPartial1x1Out estimate, ADD = popops' BinaryOp1D / strided
-reduction estimates, BIAS = popops' BroadcastVectorInner1D ADD (compiler/costs.py).
+reduction estimates, BIAS = popops' BroadcastVectorInner1D ADD, GELU / SOFTMAX / ONLINE_SOFTMAX /
+LAYERNORM / ROWSCALE / CAST = the sums of the popops / popnn vertices their counterparts run
+(compiler/costs.py).
 
 Three kinds of check, none sharing code with compiler/costs.py:
 - hand transcriptions: the figures worked term by term in experiments/costs/README.md;
@@ -223,3 +225,122 @@ def test_each_mutated_bias_term_is_caught(mutant, monkeypatch):
     attr, fn = BIAS_MUTANTS[mutant]
     monkeypatch.setattr(costs, attr, fn)
     assert _bias_disagreements(IPU21) > 0
+
+
+# ---- GELU, SOFTMAX, ONLINE_SOFTMAX, LAYERNORM, ROWSCALE, CAST: popops / popnn vertex sums --------
+# (kind, shape) -> cycles, each worked term by term in experiments/costs/README.md
+VEC_HAND = {
+    ("gelu", (2240,)): 5811,             # 94 vectors a worker: 9 + 6 (20 + 943 + 4)
+    ("gelu", (1,)): 201,                 # no vector, one left-over half: 9 + 6 (20 + 4 + 8)
+    ("softmax", (8, 730)): 23359,        # the default trial's attention rows
+    ("layernorm", (1, 1152)): 7853,      # one row: scalar broadcasts and element-wise gamma / beta
+    ("layernorm", (12, 64)): 5043,       # 2 rows a worker: the row and column broadcast vertices
+    ("online_softmax", (82, 74)): 20266,
+    ("rowscale", (82, 64, 1)): 7486,     # multiply by row + BinaryOp1D ADD
+    ("cast", (1000, 2, 1)): 541,         # f16 -> fp8: 8 a loop in 2 cycles
+    ("cast", (1000, 1, 2)): 535,         # fp8 -> f16: 4 a cycle
+    ("cast", (3, 2, 1)): 313,            # one worker, three left-over elements
+}
+
+
+@pytest.mark.parametrize("key", list(VEC_HAND))
+def test_vector_hand_transcriptions(key):
+    kind, shape = key
+    assert int(getattr(Target.from_dict(IPU21), f"{kind}_cycles")(*shape)) == VEC_HAND[key]
+
+
+def _vector_disagreements(fig: dict) -> int:
+    """Oracle vs target.py for every new vector kernel on a grid of shapes (and both casts)."""
+    t, f = Target.from_dict(fig), oracle._Figures(fig)
+    r, c = np.meshgrid(np.r_[1:40, 82, 146, 2049], np.r_[1:80, 127, 128, 730, 1152, 2044, 2048, 2052, 2053],
+                       indexing="ij")
+    r, c = r.ravel(), c.ravel()
+    bad = 0
+    cases = [(isa.LAYERNORM, (5, 6), 0, t.layernorm_cycles(r, c)), (isa.SOFTMAX, (3, 4), 0, t.softmax_cycles(r, c)),
+             (isa.ONLINE_SOFTMAX, (4, 5), 0, t.online_softmax_cycles(r, c)),
+             (isa.ROWSCALE, (5, 6), 0, t.rowscale_cycles(r, c, 0)),
+             (isa.ROWSCALE, (5, 6), isa.F_ADD, t.rowscale_cycles(r, c, 1))]
+    for op, (a, b), flags, expect in cases:
+        w = np.zeros((r.size, isa.INSTR_WORDS), np.int64)
+        w[:, 0] = op | isa.DTYPES["f16"] << 8 | flags << 24
+        w[:, a], w[:, b] = r, c
+        bad += int(np.sum(oracle.kernel_cycles(np.full(r.size, op), w, f) != expect))
+    n = np.arange(1, 3000)
+    w = np.zeros((n.size, isa.INSTR_WORDS), np.int64)
+    w[:, 0], w[:, 3] = isa.GELU | isa.DTYPES["f16"] << 8, n
+    bad += int(np.sum(oracle.kernel_cycles(np.full(n.size, isa.GELU), w, f) != t.gelu_cycles(n)))
+    for src, dst in (("f16", "fp8"), ("fp8", "f16")):
+        w[:, 0] = isa.CAST | isa.DTYPES[dst] << 8 | isa.DTYPES[src] << 16
+        got = oracle.kernel_cycles(np.full(n.size, isa.CAST), w, f)
+        bad += int(np.sum(got != t.cast_cycles(n, costs.DTYPE_BYTES[src], costs.DTYPE_BYTES[dst])))
+    return bad
+
+
+@pytest.mark.parametrize("target", ["ipu21", "tiny"])
+def test_vector_oracle_equals_target(target):
+    assert _vector_disagreements(yaml.safe_load((REPO / "conf" / "target" / f"{target}.yaml").read_text())) == 0
+
+
+def test_cast_mixed_directions_in_one_call():
+    t = Target.from_dict(IPU21)
+    got = t.cast_cycles(np.array([1000, 1000, 3]), np.array([2, 1, 2]), np.array([1, 2, 1])).tolist()
+    assert got == [VEC_HAND[("cast", (1000, 2, 1))], VEC_HAND[("cast", (1000, 1, 2))], VEC_HAND[("cast", (3, 2, 1))]]
+
+
+_ov = {name: getattr(costs, name) for name in (
+    "binary_op_1d_cycles", "unary_op_1d_cycles", "broadcast_scalar_1d_cycles", "broadcast_outer_by_row_cycles",
+    "broadcast_inner_mul_core_half", "broadcast_inner_mul_cycles", "reduce_rows_cycles", "nonlinearity_cycles",
+    "cast_core_cycles", "cast_split", "cast_cycles", "by_row_cycles", "by_col_cycles", "softmax_cycles",
+    "online_softmax_cycles", "layernorm_cycles", "rowscale_cycles")}
+
+
+def _as_written_nonlinearity(n, op, W, v):     # popnn's later `3 + swish ? 1 : 0 + ...`: the worker costs 1
+    n = np.asarray(n, np.int64)
+    rem = n % (v // 2)
+    return 9 + W * (1 + 4 + ((rem & 2) != 0) * (2 + op) + ((rem & 1) != 0) * (3 + op))
+
+
+VEC_MUTANTS = {
+    "BinaryOp1D: worker overhead 25": ("binary_op_1d_cycles", lambda *a: _ov["binary_op_1d_cycles"](*a) - a[3]),
+    "UnaryOp1D: exponent start-up 17": ("unary_op_1d_cycles",
+                                        lambda n, e, b, W, v, x: _ov["unary_op_1d_cycles"](n, e, b, W, v, False)),
+    "UnaryOp1D: no supervisor": ("unary_op_1d_cycles", lambda *a: _ov["unary_op_1d_cycles"](*a) - 20),
+    "BroadcastScalar1D: no codelet overhead": ("broadcast_scalar_1d_cycles", lambda n, e, b, W, v: _ov[
+        "broadcast_scalar_1d_cycles"](n, (e[0], e[1] - 1) if e[0] is None else e, b, W, v)),
+    "outer by row: rows floor-split": ("broadcast_outer_by_row_cycles", lambda r, c, e, W, v: _ov[
+        "broadcast_outer_by_row_cycles"](np.maximum(np.asarray(r) - np.asarray(r) % W, 1), c, e, W, v)),
+    "outer by row: misaligned (25)": ("broadcast_outer_by_row_cycles", lambda r, c, e, W, v: _ov[
+        "broadcast_outer_by_row_cycles"](r, c, e, W, v) + 18 * W * -(-np.asarray(r) // W)),
+    "inner multiply core: never pipelined": ("broadcast_inner_mul_core_half", lambda L, b, v: _ov[
+        "broadcast_inner_mul_core_half"](L, np.minimum(b, 1), v) + 2 * (np.asarray(L) // 4) * (np.asarray(b) - 1)),
+    "inner multiply: no 24 a worker": ("broadcast_inner_mul_cycles",
+                                       lambda r, c, W, v: _ov["broadcast_inner_mul_cycles"](r, c, W, v) - 24 * W),
+    "row reduce: no per-output 12": ("reduce_rows_cycles", lambda r, c, W, v: _ov["reduce_rows_cycles"](r, c, W, v)
+                                     - 12 * W * -(-np.asarray(r) // W)),
+    "GELU: popnn's estimator as written": ("nonlinearity_cycles", _as_written_nonlinearity),
+    "GELU: float op cycles": ("GELU_OP_CYCLES_HALF", 10),
+    "cast core: one cycle a vector": ("cast_core_cycles", lambda n, s, d, v: _ov["cast_core_cycles"](n, 4, 4, v)),
+    "cast split: even elements": ("cast_split", lambda n, W: costs.amp_worker_rows(n, W)),
+    "cast: no worker entry (23)": ("cast_cycles", lambda n, s, d, W, v: _ov["cast_cycles"](n, s, d, W, v) - 23 * W),
+    "by row: one row as a row broadcast": ("by_row_cycles", lambda r, c, op, W, v: _ov[
+        "broadcast_outer_by_row_cycles"](r, c, costs.PERF[(op, "f16")], W, v)),
+    "by column: one row as BroadcastVectorInner": ("by_col_cycles", lambda r, c, op, W, v: np.where(
+        np.asarray(r) == 1, _ov["by_col_cycles"](np.asarray(r) + 1, c, op, W, v), _ov["by_col_cycles"](r, c, op, W, v))),
+    "softmax: divide as popops' DIVIDE entry a loop": ("softmax_cycles", lambda r, c, W, v: _ov["softmax_cycles"](
+        r, c, W, v) + W * -(-np.asarray(r) // W) * -(-np.asarray(c) // 4) * 20),
+    "online softmax: no state update": ("online_softmax_cycles", lambda r, c, W, v: _ov["online_softmax_cycles"](
+        r, c, W, v) - 2 * _ov["binary_op_1d_cycles"](r, (None, 1), 4, W, v)),
+    "layernorm: one reduction": ("layernorm_cycles", lambda r, c, W, v: _ov["layernorm_cycles"](r, c, W, v)
+                                 - _ov["reduce_rows_cycles"](r, c, W, v)),
+    "rowscale: add charged always": ("rowscale_cycles", lambda r, c, a, W, v: _ov["rowscale_cycles"](r, c, 1, W, v)),
+    "PERF: EXPONENT half 2 cycles a vector": ("PERF", {**costs.PERF, ("EXPONENT", "f16"): (None, 2)}),
+    "PERF: VARIANCE_TO_INV_STD_DEV half entry": ("PERF", {**costs.PERF, ("VARIANCE_TO_INV_STD_DEV", "f32"): (4, 24)}),
+}
+
+
+@pytest.mark.parametrize("mutant", list(VEC_MUTANTS))
+def test_each_mutated_vector_term_is_caught(mutant, monkeypatch):
+    assert _vector_disagreements(IPU21) == 0
+    attr, fn = VEC_MUTANTS[mutant]
+    monkeypatch.setattr(costs, attr, fn)
+    assert _vector_disagreements(IPU21) > 0

@@ -10,7 +10,8 @@ Compiles model -> plan -> expand -> place -> schedule -> lower (no reference, no
 simulation: the oracle prices the program). `previous` transcribes the cost model this
 change replaced: MATMUL = 50 + k groups x n groups x (weight load + m x in x out / rate),
 f32 at 16 MACs/cycle; ADD = 40 + its bytes read and written at 8 B/cycle; BIAS = 40 + (4 rows
-x cols + 2 cols) B at 8 B/cycle; the other kernels' costs did not change."""
+x cols + 2 cols) B at 8 B/cycle; GELU, SOFTMAX, ONLINE_SOFTMAX, LAYERNORM, ROWSCALE, CAST = 40 +
+their bytes at 8 B/cycle + their exp/erf/rsqrt at 2 a cycle (previous_vector); COPY unchanged."""
 from __future__ import annotations
 
 import json
@@ -48,6 +49,26 @@ def previous_add(nsrc1, nelem) -> int:
     return 40 + -(-(2 * nelem * (nsrc1 + 2)) // 8)
 
 
+def _up(a, b):
+    return -(-a // b)
+
+
+def previous_vector(op, w, flags) -> int:
+    """The per-byte model at 8ff4b7d for GELU, SOFTMAX, ONLINE_SOFTMAX, LAYERNORM, ROWSCALE, CAST."""
+    if op == isa.GELU:
+        return 40 + _up(4 * w[3], 8) + _up(w[3], 2)
+    if op == isa.CAST:
+        return 40 + _up(w[3] * 3, 8)
+    r, c = {isa.SOFTMAX: (w[3], w[4]), isa.ONLINE_SOFTMAX: (w[4], w[5]), isa.LAYERNORM: (w[5], w[6]),
+            isa.ROWSCALE: (w[5], w[6])}[op]
+    if op == isa.LAYERNORM:
+        return 40 + _up(10 * r * c, 8) + _up(r, 2)
+    if op == isa.ROWSCALE:
+        return 40 + _up(r * c * (4 + 2 * bool(flags & isa.F_ADD)) + 4 * r, 8)
+    soft = 40 + _up(6 * r * c, 8) + _up(r * c, 2)
+    return soft if op == isa.SOFTMAX else soft + _up(r, 2) + _up(12 * r, 8)
+
+
 def compile_program(overrides: list[str]):
     cfg = compose(overrides)
     res = {}
@@ -69,7 +90,8 @@ def kinds(prog, count: int, body: tuple[int, int]):
     c = Counter()
     for i in np.flatnonzero(kern):
         op, w = int(o.op[i]), o.words[i]
-        key = (op, int(w[0] >> 8 & 0xFF), int(w[0] >> 16 & 0xFF), tuple(int(w[j]) for j in SHAPE_WORDS[op]))
+        flags = int(w[0] >> 24 & 0xFF) & (isa.F_ADD if op == isa.ROWSCALE else 0)   # the only cost flag
+        key = (op, int(w[0] >> 8 & 0xFF), int(w[0] >> 16 & 0xFF) | flags << 8, tuple(int(w[j]) for j in SHAPE_WORDS[op]))
         c[key] += count if in_body[i] else 1
     return o, c
 
@@ -87,13 +109,14 @@ def main(name: str, overrides: list[str]):
     last = b0 + (count - 1) * (b1 - b0)
     per_layer = int(steps[last:last + b1 - b0].sum())
     rows, tot_now, tot_prev = [], Counter(), Counter()
-    for (op, d, d2, shape), n in sorted(c.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0])):
+    for (op, d, d2f, shape), n in sorted(c.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0])):
+        d2, flags = d2f & 0xFF, d2f >> 8
         w = np.zeros((1, isa.INSTR_WORDS), np.int64)
-        w[0, 0] = op | d << 8 | d2 << 16
+        w[0, 0] = op | d << 8 | d2 << 16 | flags << 24
         for j, v in zip(SHAPE_WORDS[op], shape):
             w[0, j] = v
         now = int(oracle.kernel_cycles(np.array([op]), w, oracle._Figures(f))[0])
-        kind = isa.OP_NAMES[op]
+        kind = isa.OP_NAMES[op] + ("+add" if flags else "")
         dt = isa.DTYPE_NAMES.get(d, "-") + ("" if not d2 or d2 == d else "x" + isa.DTYPE_NAMES[d2])
         prev = now
         if op == isa.MATMUL:
@@ -104,6 +127,8 @@ def main(name: str, overrides: list[str]):
             prev = previous_add(*shape)
         if op == isa.BIAS:
             prev = 40 + -(-(4 * shape[0] * shape[1] + 2 * shape[1]) // 8)
+        if op in (isa.GELU, isa.SOFTMAX, isa.ONLINE_SOFTMAX, isa.LAYERNORM, isa.ROWSCALE, isa.CAST):
+            prev = previous_vector(op, w[0], flags)
         tot_now[kind] += n * now
         tot_prev[kind] += n * prev
         rows.append((kind, dt, SHAPE_NAMES[op], shape, n, prev, now))

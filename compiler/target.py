@@ -12,6 +12,8 @@ from pathlib import Path
 
 import yaml
 
+from . import costs
+
 # Region classes of an allocation request (also used by the ISA operand specs).
 STANDARD = 0     # either region
 INTERLEAVED = 1  # region 1 only: 128-bit loads need the interleaved region
@@ -39,8 +41,7 @@ class Target:
     amp_panel_elems: dict     # b dtype -> micro-panel height: MATMUL reads such b only as panels
     amp_in_group: dict        # dtype -> input channels (k) one AMP pass consumes
     amp_out_group: dict       # dtype -> output channels (n) one AMP pass produces
-    amp_overhead_cycles: int  # per MATMUL invocation (the AMP vertex's fixed cost)
-    amp_weight_load_bytes_per_cycle: int   # loading a pass's weights into the AMP
+    amp_weight_load_bytes_per_cycle: int   # convUnitCoeffLoadBytesPerCycle: loading a pass's weights
     vector_bytes_per_cycle: int
     copy_bytes_per_cycle: int
     kernel_overhead_cycles: int
@@ -79,6 +80,10 @@ class Target:
         if not ok:
             raise ConfigError(f"{where}: inconsistent memory map (regions must be whole elements, "
                               f"region 1 whole element pairs)")
+        for d, r in self.amp_macs_per_cycle.items():   # a pass's row: in x out MACs in whole cycles
+            if r <= 0 or (self.amp_in_group[d] * self.amp_out_group[d]) % r:
+                raise ConfigError(f"{where}: amp_macs_per_cycle.{d} must divide amp_in_group.{d} x "
+                                  f"amp_out_group.{d} (the AMP's cycles per row)")
 
     # ---- memory map -------------------------------------------------------
     @property
@@ -111,47 +116,47 @@ class Target:
         return a if self.amp_macs_per_cycle[a] < self.amp_macs_per_cycle[dtype] else dtype
 
     def matmul_cycles(self, m, k, n, dtype: str, dtype_a: str | None = None):
-        """AMP passes over whole channel groups (k rounded up to the input group, n
-        to the output group; a ragged block pays for the padding), each pass loading
-        its group of weights then streaming the m rows at the AMP rate; plus the
-        invocation's fixed cost. Accepts numpy arrays for m, k, n."""
-        d = self.amp_dtype(dtype, dtype_a)
-        gi, go = self.amp_in_group[d], self.amp_out_group[d]
-        passes = -(-k // gi) * -(-n // go)
-        load = -(-(gi * go * DTYPE_BYTES[d]) // self.amp_weight_load_bytes_per_cycle)
-        stream = -(-(m * gi * go) // self.amp_macs_per_cycle[d])
-        return self.amp_overhead_cycles + passes * (load + stream)
+        """PopLibs' estimate of the AMP vertex (ConvPartial1x1Out) for this product, term
+        by term in compiler/costs.py: 6 workers splitting the m rows, per-pass worker
+        loops, partials zeroing, weight loads per pass over whole channel groups (a ragged
+        block pays for the padding), supervisor loops, the f32 -> f16 output cast.
+        Accepts numpy arrays for m, k, n."""
+        return costs.matmul_cycles(self, m, k, n, self.amp_dtype(dtype, dtype_a))
 
     # Kernel costs below accept numpy arrays (the simulator applies them to whole batches).
-    def _vec(self, nbytes):
-        return -(-nbytes // self.vector_bytes_per_cycle)
-
-    def _tr(self, nelem):
-        return -(-nelem // self.transcendental_elems_per_cycle)
-
+    # Each is the sum of the popops / popnn vertex estimates for the kernel (compiler/costs.py).
     def gelu_cycles(self, nelem):
-        return self.kernel_overhead_cycles + self._vec(4 * nelem) + self._tr(nelem)
+        """popnn's GELU non-linearity vertex (NonLinearitySupervisor)."""
+        return costs.gelu_cycles(nelem, self.workers, self.vector_bytes_per_cycle)
 
     def softmax_cycles(self, rows, cols):
-        """Row max, exp, row sum, scale: two passes over f16 data plus one exp per element."""
-        return self.kernel_overhead_cycles + self._vec(6 * rows * cols) + self._tr(rows * cols)
+        """popnn's stable softmax: scale, row max, subtract, exp, row sum, reciprocal, multiply."""
+        return costs.softmax_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle)
 
     def online_softmax_cycles(self, rows, cols):
-        return self.softmax_cycles(rows, cols) + self._tr(rows) + self._vec(12 * rows)
+        """One flash-attention key block: the softmax steps plus the f32 state updates."""
+        return costs.online_softmax_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle)
 
     def layernorm_cycles(self, rows, cols):
-        """Mean and variance pass, normalise-scale-shift pass; one rsqrt per row."""
-        return self.kernel_overhead_cycles + self._vec(10 * rows * cols) + self._tr(rows)
+        """popnn's layer norm: two row reductions, the statistics, whitening, gamma and beta."""
+        return costs.layernorm_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle)
 
     def cast_cycles(self, nelem, src_bytes, dst_bytes):
-        return self.kernel_overhead_cycles + self._vec(nelem * (src_bytes + dst_bytes))
+        """popops' Cast1D estimate (compiler/costs.py); accepts numpy arrays."""
+        return costs.cast_cycles(nelem, src_bytes, dst_bytes, self.workers, self.vector_bytes_per_cycle)
 
     def bias_cycles(self, rows, cols):
-        """Read src and the bias row, write out (f16)."""
-        return self.kernel_overhead_cycles + self._vec(4 * rows * cols + 2 * cols)
+        """popops' BroadcastVectorInner1D ADD estimate (compiler/costs.py)."""
+        return costs.bias_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle)
 
     def rowscale_cycles(self, rows, cols, add):
-        return self.kernel_overhead_cycles + self._vec(rows * cols * (4 + 2 * (add != 0)) + 4 * rows)
+        """BroadcastVectorOuterByRow MULTIPLY (+ BinaryOp1D ADD with F_ADD)."""
+        return costs.rowscale_cycles(rows, cols, add, self.workers, self.vector_bytes_per_cycle)
+
+    def add_cycles(self, nelem, nsrc1):
+        """ADD of 1 + nsrc1 f16 sources (compiler/costs.py: popops' BinaryOp1D for two, its
+        strided reduction otherwise)."""
+        return costs.add_cycles(nelem, nsrc1, self.workers, self.vector_bytes_per_cycle)
 
     def vector_cycles(self, nbytes):
         return self.kernel_overhead_cycles + -(-nbytes // self.vector_bytes_per_cycle)

@@ -156,7 +156,7 @@ class Reference:
         e_out = DTYPE_BYTES[self.g.tensors[op.outputs[0]].dtype]
         fn = {"bias": t.bias_cycles, "gelu": lambda r, k: t.gelu_cycles(r * k),
               "cast": lambda r, k: t.cast_cycles(r * k, 2, e_out),
-              "add": lambda r, k: t.vector_cycles(6 * r * k),
+              "add": lambda r, k: t.add_cycles(r * k, 1),
               "layernorm": t.layernorm_cycles, "softmax": t.softmax_cycles}[op.kind]
         per = {}
         for b in lay:

@@ -14,6 +14,9 @@ from compiler.plan.matmul import stationary_weights
 from helpers import target_cfg
 
 VIT = dict(name="vit", preset="custom", width=32, hidden=64, heads=2, tokens=16, layers=3)
+# deep enough that keeping every weight resident overflows region 1 under the plans the
+# PopLibs-estimated MATMUL cost chooses (24 layers sufficed under the previous cost model)
+DEEP = dict(VIT, width=128, hidden=512, layers=32)
 
 
 def cfg(model=VIT, **policy):
@@ -50,7 +53,7 @@ def test_without_relocation_every_layer_reads_layer_0(monkeypatch):
 def test_deep_model_falls_back_to_homes_for_memory():
     """Resident weights cost count × the blocks on every tile: on a deep model some
     stationary variants fail the memory screen, while every homes variant fits."""
-    c = cfg(dict(VIT, width=128, hidden=512, layers=24))
+    c = cfg(DEEP)
     m = model_phase(c)
     shared = dict(graph=m.graph, target=target_of(c), policy=policy_of(c))
     cands = plan(m, target_of(c), policy_of(c)).candidates
@@ -66,7 +69,7 @@ def test_plan_chooses_resident_weights_per_matmul_within_the_budget():
     an upper bound of the fullest tile) stay within the region-1 budget. On a deep model
     keeping every weight resident does not fit (some could, where it pays)."""
     from compiler.plan import resident_budget
-    for model, deep in ((VIT, False), (dict(VIT, width=128, hidden=512, layers=24), True)):
+    for model, deep in ((VIT, False), (DEEP, True)):
         c = cfg(model)
         m = model_phase(c)
         g, t = m.graph, target_of(c)

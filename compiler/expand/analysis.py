@@ -33,7 +33,7 @@ def kernel_cycles(tg: TileGraph, t: Target) -> np.ndarray:
                 cyc[mm] = t.matmul_cycles(k["i0"][mm], k["i1"][mm], k["i2"][mm], name, name2)
     on = lambda op: k["op"] == op
     add = on(isa.ADD)
-    cyc[add] = t.vector_cycles((k["i0"][add] + 2) * k["i1"][add] * 2)   # read src0 + nsrc1, write out
+    cyc[add] = t.add_cycles(k["i1"][add], k["i0"][add])     # nelem, nsrc1
     g = on(isa.GELU)
     cyc[g] = t.gelu_cycles(k["i0"][g])
     cast = on(isa.CAST)

@@ -145,6 +145,6 @@ def cost(t, R: int, ns: int, d: int) -> int:
     osm, rs = t.online_softmax_cycles, t.rowscale_cycles
     tail = osm(R, 2) + rs(R, 2, 0)
     merge = (osm(r, 2 * ns) + 3 * osm(n, 2) + 3 * osm(r, 2) + (ns + 1) * rs(r, 2, 0) + 2 * rs(n, 2, 0)
-             + rs(n, 2, 1) + t.vector_cycles((2 * ns + 2) * 2 * r * 2) + rs(n, d, 0)
-             + t.vector_cycles((2 * ns + 3) * r * d * 2) + 2 * rs(r, d, 0) + rs(r, d, 1))
+             + rs(n, 2, 1) + t.add_cycles(2 * r, 2 * ns) + rs(n, d, 0)
+             + t.add_cycles(d * r, ns - 1) + t.add_cycles(d * r, ns) + 2 * rs(r, d, 0) + rs(r, d, 1))
     return int(tail + exch + merge + 2 * t.sync_cycles)

@@ -246,7 +246,7 @@ class Costs:
             fns = {"bias": t.bias_cycles,
                    "gelu": lambda r, k: t.gelu_cycles(r * k),
                    "cast": lambda r, k: t.cast_cycles(r * k, OUT_BYTES, DTYPE_BYTES[y.dtype]),
-                   "add": lambda r, k: t.vector_cycles(3 * r * k * OUT_BYTES),
+                   "add": lambda r, k: t.add_cycles(r * k, 1),
                    "layernorm": t.layernorm_cycles, "softmax": t.softmax_cycles}
             return per_tile_cost(self.blocks(op.inputs[0], desc), fns[op.kind], t.tiles)
         return self._memo(("compute", n, desc), make)

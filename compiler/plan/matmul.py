@@ -95,8 +95,7 @@ def _grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose
     red = gb * (gk - 1) * rr * nb * OUT_BYTES
     reducing = gk > 1
     ex_red = reducing * (t.exchange_phase_cycles + -(-red // bw))
-    add = reducing * gb * (t.kernel_overhead_cycles
-                           + -(-((gk + 1) * rr * nb * OUT_BYTES) // t.vector_bytes_per_cycle))
+    add = reducing * gb * t.add_cycles(rr * nb, gk - 1)      # src0 + gk - 1 partials
     steps = np.where(reducing, 4, 2)
     cycles = ex_in + ex_later + sp * (mm + ex_red + add + steps * t.sync_cycles)
     c_blk = gb * rr * nb * OUT_BYTES

@@ -317,7 +317,7 @@ class Kernels:
         cycles = np.zeros(len(tiles), I64)
         for grp in groups(np.stack([ns, ne], 1)):
             k, n = int(ns[grp[0]]), int(ne[grp[0]])
-            cycles[grp] = self.t.vector_cycles(2 * n * (k + 1) + 2 * n)   # bytes read + written
+            cycles[grp] = self.t.add_cycles(n, k)
             def body(g):
                 tg = tiles[g]
                 p0, p1 = m.pos(tg, s0[g]), m.pos(tg, s1[g])

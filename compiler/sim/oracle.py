@@ -18,22 +18,33 @@ The machine, as docs/architecture.md §2 states it:
 - an exchange phase: each tile sends at most, and receives at most,
   `exchange_bytes_per_cycle`, whatever its neighbours do; the phase lasts as long as
   its busiest sender or receiver plus `exchange_phase_cycles`;
-- the AMP (MATMUL) runs at the rate of the slower operand type; it works in passes of
-  whole channel groups (`amp_in_group` of k, `amp_out_group` of n: a ragged block pays
-  for the padding); each pass first loads its weights (in_group x out_group elements at
-  `amp_weight_load_bytes_per_cycle`), then streams the m rows; plus `amp_overhead_cycles`
-  per invocation;
-- every other kernel costs `kernel_overhead_cycles` plus, for each of its passes over
-  memory, the bytes it reads and writes at `vector_bytes_per_cycle` (a COPY at
-  `copy_bytes_per_cycle`) and its exp/tanh/erf/rsqrt evaluations at
-  `transcendental_elems_per_cycle`, each pass rounded up to whole cycles. Per element
-  of f16 data (2 B): GELU reads and writes (4 B) and evaluates once; BIAS reads x,
-  writes y (4 B) plus the bias row once; ADD reads its 1 + nsrc1 sources and writes
-  (2 B each); CAST reads the source width and writes the destination width; LAYERNORM
-  reads twice (statistics, then normalise) plus γ and β and writes (10 B), one rsqrt
-  per row; SOFTMAX reads twice and writes (6 B) with one exp per element; ONLINE_SOFTMAX
-  is a SOFTMAX pass plus the state update (one exp per row, 12 B of f32 state per row);
-  ROWSCALE reads x (and the addend with F_ADD) and writes, plus 4 B of f32 scale per row;
+- a MATMUL costs what PopLibs estimates for the AMP vertex Poplar would run for it
+  (poplinCycleEstimators.cpp ConvPartial1x1Out -> PerformanceEstimation.hpp
+  getConvPartial1x1SupervisorCycleEstimate; read again for this file, see mm_cycles): the
+  type is the slower operand's (`amp_macs_per_cycle`); k in groups of `amp_in_group`, n in
+  groups of `amp_out_group` (= the conv units; ragged groups pay whole); the m rows split
+  over the `workers` as ConvUtil.cpp's partitionConvPartialByWorker does (worker w: rows
+  floor(w m / W) .. floor((w+1) m / W)); each pass costs W x its slowest worker (or
+  W x its fastest + 14), a worker's time by its rows (core loop of in x out / rate cycles
+  a row); passes load weights (out_group x in_group x element bytes at
+  `amp_weight_load_bytes_per_cycle`); the first k group zeroes the partials; supervisor
+  loop overheads per k and n group; half/float activations accumulate f32 partials and
+  pay a separate f32 -> f16 cast (ConvPlan.cpp estimateCastCycles, with the 64-bit
+  `vector_bytes_per_cycle`); FP8 x FP8 runs the QUARTER vertex (half partials, no cast);
+- an ADD of two f16 sources costs what popops estimates for BinaryOp1D ADD (per worker 26 +
+  3 cycles per 4-half vector of its ceil(n/W) elements, x W, + 11); of one or three and more
+  sources, its strided reduction (getCyclesEstimateForStridedReduce: per worker 15 + per vector
+  of 4 outputs 13 + sources, x W);
+- a BIAS costs popops' BroadcastVectorInner1D ADD estimate (vectorInnerMultiVertexAddCycles
+  + its preamble; see bias_cycles);
+- GELU, SOFTMAX, ONLINE_SOFTMAX, LAYERNORM, ROWSCALE and CAST cost the sum of the popops /
+  popnn vertex estimates their PopLibs counterparts run (see vector_cycles and _cast): popnn's
+  GELU non-linearity; softmax = scale, row max, subtract, exp, row sum, reciprocal, multiply;
+  the online softmax adds the f32 state updates; layer norm = two row reductions, the f32
+  statistics, whitening, gamma and beta; ROWSCALE a multiply by row (+ an ADD); CAST popops'
+  Cast1D. A single row's per-row value is a scalar broadcast, its gamma / beta element-wise;
+- a COPY costs `kernel_overhead_cycles` plus its bytes at `copy_bytes_per_cycle` (Poplar's
+  own copy: assumed);
 - REPEAT costs nothing: its body runs `count` times (relocation moves addresses; the
   oracle re-derives an iteration's costs only if a relocated word is one a cost reads);
 - a MATMUL or CAST flagged F_SCALE_TABLE reads its scale from an f32 of its own tile's
@@ -69,9 +80,187 @@ class _Figures:
         return self.f[k]
 
 
+def _worker_time(rows, name, first, row_cycles, units):
+    """One worker context's cycles in one AMP pass over `rows` output rows
+    (PerformanceEstimation.hpp, the 1x1 inner-loop estimates; `first`: the pass that
+    zeroes the partials). int64[n, W]."""
+    r = rows
+    if name == "fp8":                                # ...InnerLoopCycleEstimateQuarter
+        save = 5 if first else 0
+        by_rows = np.where(r >= 3, 29 - save + row_cycles * (r - 3),
+                           np.choose(np.minimum(r, 2), [0, 17 - save, 22 - save]))
+        return 20 + by_rows
+    if name == "f32":                                # ...HalfFloat, float activations
+        zero = 8 if units == 16 else 4              # cycles to zero a row's partials
+        z = 1 if first else 0
+        big = 46 + z * (2 + zero * r) + row_cycles * (r - 3)
+        return np.where(r >= 3, big, np.choose(np.minimum(r, 2), [24, 47 + z * (2 + zero), 46 + z * (2 + 2 * zero)]))
+    # half activations, float partials: the path PopLibs shares with 16 half-partial units,
+    # one cycle shorter on the zeroing pass, minus 7 cycles of retained worker state
+    nz = 0 if first else 1
+    big = 37 + nz + row_cycles * (r - 3)
+    return np.where(r >= 3, big, np.choose(np.minimum(r, 2), [21 + nz, 32 + nz, 41 + nz])) - 7
+
+
+def mm_cycles(m, k, n, name, f: _Figures) -> np.ndarray:
+    """The ConvPartial1x1Out estimate (module docstring) of MATMULs m x k x n run as `name`."""
+    m, k, n = (np.asarray(x, np.int64) for x in (m, k, n))
+    W = f.workers
+    gi, go, rate = f.amp_in_group[name], f.amp_out_group[name], f.amp_macs_per_cycle[name]
+    row_cycles = gi * go // rate
+    k_groups, n_groups = _up(k, gi), _up(n, go)
+    cut = (m[:, None] * np.arange(W + 1)) // W       # partitionConvPartialByWorker
+    rows = np.diff(cut, axis=1)
+    passes = []
+    for first in (True, False):
+        t = _worker_time(rows, name, first, row_cycles, go)
+        passes.append(np.maximum(W * t.max(1), W * t.min(1) + 14))
+    zero_pass, pass_ = passes
+    load = go * gi * BYTES[isa.DTYPES[name]] // f.amp_weight_load_bytes_per_cycle
+    if name == "fp8":                                # ...OuterLoopCycleEstimateQuarter
+        per_n = (6 * W + 10) + (20 * W + 11 + load + zero_pass) + (k_groups - 1) * (17 * W + 6 + load + pass_)
+        return 46 + 2 * W + 9 + n_groups * per_n
+    # ...OuterLoopCycleEstimateHalfFloat, float partials, one conv group, one pass per n group
+    kept = 0 if name == "f32" else W * (7 + 3 * (k_groups - 1))
+    sup = 50 + kept + 13 + 11 + n_groups * (25 + load + zero_pass) \
+        + (k_groups - 1) * (15 + n_groups * (25 + load + pass_))
+    share = _up(m * n, W)                            # ConvPlan.cpp estimateCastCycles
+    cast = W * (26 + np.maximum(_up(share, f.vector_bytes_per_cycle // 4), _up(share, f.vector_bytes_per_cycle // 2)))
+    return sup + cast
+
+
+def add_cycles(nelem, nsrc1, f: _Figures) -> np.ndarray:
+    """ADD of src0 and nsrc1 partials (f16): two sources as popops' BinaryOp1D ADD, otherwise
+    its strided reduction, every worker taking ceil(nelem / W) elements (module docstring)."""
+    W, lanes = f.workers, f.vector_bytes_per_cycle // 2          # halves per 64-bit vector
+    vecs = _up(_up(nelem, W), lanes)
+    two = W * (26 + 3 * vecs) + 11                    # 26 + (1 cycle + 2 load/store) a vector; supervisor 11
+    many = W * (15 + vecs * (14 + np.asarray(nsrc1, np.int64)))   # 15 set-up; 3 + 8 + 3 + (sources - 1) a vector
+    return np.where(np.asarray(nsrc1) == 1, two, many)
+
+
+def bias_cycles(rows, cols, f: _Figures) -> np.ndarray:
+    """BIAS as popops' BroadcastVectorInner1D ADD (not in place), half: the rows are blocks
+    shared by the W workers, the busiest taking ceil(rows / W); vectorInnerAddCoreCycles_half
+    picks its loop by the bias length L and that block count b."""
+    W, lanes = f.workers, f.vector_bytes_per_cycle // 2
+    L = np.asarray(cols, np.int64)
+    b = _up(rows, W)
+    per_elem = 6 + L * (5 + 9 * b)                   # the scalar loop: 9 cycles an element a row
+    pairs = L // (2 * lanes)                         # multiple of 8: two vectors a pass
+    by8 = np.where(b == 1, 6 + 7 * pairs, 7 + pairs * (13 + 2 * b))
+    quads = L // lanes                               # multiple of 4, 2+ rows
+    by4 = 6 + quads * (11 + 2 * (b // 2) + b % 2)
+    core = np.where(b == 0, 1, np.where(L > 2048, 3 + per_elem, np.where(
+        L % 8 == 0, 5 + by8, np.where(b < 2, 7 + per_elem, np.where(L % 4 == 0, 9 + by4, 9 + per_elem)))))
+    odd = np.where(L % 2 == 1, 7 + (np.asarray(rows, np.int64) < W), 0)
+    return 13 + W * (19 + odd + core) + 6 + 3 * W
+
+
+# ---- the other vector kernels, as the popops / popnn vertices their counterparts run ---------------
+# Re-read for this file from graphcore/poplibs (popopsCycleEstimators.cpp, popops
+# PerformanceEstimation.cpp, reduction/CycleEstimationFunctions.cpp, popnnCycleEstimators.cpp,
+# the ExprOpUtil perf tables); W worker contexts, 64-bit vectors (4 halves, 2 floats).
+
+def _per_w(n, W):
+    return _up(n, W)
+
+
+def _bin1d(n, W, per_loop, lanes):                    # BinaryOp1D: 26 a worker; supervisor 11
+    return W * (26 + _up(_per_w(n, W), lanes) * per_loop) + 11
+
+
+def _un1d(n, W, per_loop, grain, base):               # UnaryOp1D: base 33 (exp) / 17; + 9 + 11
+    return W * (base + _up(_per_w(n, W), grain) * per_loop) + 20
+
+
+def _scalar1d(n, W, per_loop, grain):                 # BroadcastScalar1D not in place: 20 a worker
+    return W * (20 + _up(_per_w(n, W), grain) * per_loop) + 11
+
+
+def _rows_op(r, c, W, lanes):                         # one value per row, 1-cycle op (+1 overhead)
+    r, c = np.asarray(r, np.int64), np.asarray(c, np.int64)
+    outer = W * (15 + _up(r, W) * (7 + 2 * _up(c, lanes))) + 11      # BroadcastVectorOuterByRow1D
+    return np.where(r == 1, _scalar1d(c, W, 2, lanes), outer)        # a lone row: a scalar broadcast
+
+
+def _reduce_rows(r, c, W, lanes):                     # ContinuousReduce, ceil(r/W) outputs a worker
+    o, c = _up(r, W), np.asarray(c, np.int64)
+    return W * (o * (c // lanes) + 12 * o + 17 + 2 * (c & 1))
+
+
+def _gamma(r, c, W, lanes):                           # x * gamma: BroadcastVectorInner1D MULTIPLY
+    r, L = np.asarray(r, np.int64), np.asarray(c, np.int64)
+    b = r // W + (r % W > 0)
+    groups = L // lanes
+    core = np.where(L % 4 > 0, 3 + 5 + L * (5 + 9 * b),                       # scalar loop
+                    np.where(L > 2044, 7 + 4 + groups * (7 + 2 * b),      # 2 cycles a block
+                             np.where(b < 2, 9 + 4 + groups * (7 + 2 * b),
+                                      9 + 4 + groups * np.where(b == 1, 7, 9 + b))))   # pipelined
+    odd = (L % 2) * (7 + (r < W))
+    inner = 13 + 24 * W + W * (21 + odd + core)
+    return np.where(r == 1, _bin1d(r * L, W, 3, lanes), inner)           # a lone row: element-wise
+
+
+def _gelu(n, W, lanes, op=5):                         # NonLinearitySupervisor, GELU's placeholder 5
+    n = np.asarray(n, np.int64)
+    v = _up(n // lanes, W)
+    body = np.where(v == 0, 0, 3 + 2 * op * v)        # 2 + op + 2op(v-1) + 1 + op
+    rem = n % lanes
+    return 9 + W * (24 + body + np.where(rem >= 2, 2 + op, 0) + np.where(rem % 2 == 1, 3 + op, 0))
+
+
+def _cast_one(e, sb, db, vb):                         # castWorkerCycles, aux-pipeline float path
+    ld, st = vb // sb, vb // db
+    width = min(ld * 2, st)
+    per = max(width // min(width, ld), width // min(width, st))
+    r = e % width
+    checks, bit = 0, 1
+    while bit < width:
+        checks = checks + 1 + 2 * ((r & bit) > 0)
+        bit *= 2
+    return 19 + per * (e // width) + checks
+
+
+def _cast(n, sb, db, W, vb):                          # Cast1D: 19 + W x (max worker + 23)
+    n = np.asarray(n, np.int64)
+    g = _up(n, 4)                                     # 4-element grains (workerElems, ...)
+    big, count = 4 * _up(g, W), np.where(g % W == 0, W, g % W)
+    small = big - 4
+    delta = 4 * g - n
+    last_is_big = np.where(g >= W, count == W, True)  # the worker holding the tail
+    cand = [np.where(last_is_big, big - delta, small - delta),
+            np.where(last_is_big & (count == 1), -1, big),
+            np.where((W - count - (~last_is_big)) > 0, small, -1)]
+    worst = np.max([np.where(c_ < 0, 0, _cast_one(np.maximum(c_, 0), sb, db, vb)) for c_ in cand], axis=0)
+    return 19 + W * (worst + 23)
+
+
+def vector_cycles(op, r, c, add, f: _Figures) -> np.ndarray:
+    """GELU (r = nelem), SOFTMAX, ONLINE_SOFTMAX, LAYERNORM, ROWSCALE of r x c f16."""
+    W, lanes, fl = f.workers, f.vector_bytes_per_cycle // 2, f.vector_bytes_per_cycle // 4
+    r, c = np.asarray(r, np.int64), np.asarray(c, np.int64)
+    n = r * c
+    if op == isa.GELU:
+        return _gelu(r, W, lanes)
+    if op == isa.ROWSCALE:
+        return _rows_op(r, c, W, lanes) + np.where(np.asarray(add) != 0, _bin1d(n, W, 3, lanes), 0)
+    scale = _scalar1d(n, W, 2, lanes)
+    if op == isa.SOFTMAX:     # scale, max, subtract, exp, sum, 1/sum, multiply
+        return (scale + 2 * _reduce_rows(r, c, W, lanes) + 2 * _rows_op(r, c, W, lanes)
+                + _un1d(n, W, 4, 4, 33) + _un1d(r, W, 15, 4, 17))
+    if op == isa.ONLINE_SOFTMAX:   # + f32 state: max, subtract, exp, multiply, add
+        state = _bin1d(r, W, 4, 2) + 3 * _bin1d(r, W, 3, fl) + _un1d(r, W, 6, 2, 33)
+        return scale + 2 * _reduce_rows(r, c, W, lanes) + _rows_op(r, c, W, lanes) + _un1d(n, W, 4, 4, 33) + state
+    # LAYERNORM: sums of x and x^2, mean^2 and the subtraction (f32), var -> invStdDev, whiten, gamma, beta
+    beta = np.where(r == 1, _bin1d(n, W, 3, lanes), bias_cycles(r, c, f))
+    return (2 * _reduce_rows(r, c, W, lanes) + 2 * _bin1d(r, W, 3, fl) + _scalar1d(r, W, 12, 2)
+            + 2 * _rows_op(r, c, W, lanes) + _gamma(r, c, W, lanes) + beta)
+
+
 def kernel_cycles(op, w, f: _Figures) -> np.ndarray:
     """Cycles of kernel instructions: op int64[n], w int64[n, INSTR_WORDS]."""
-    K, V, X = f.kernel_overhead_cycles, f.vector_bytes_per_cycle, f.transcendental_elems_per_cycle
+    K, V = f.kernel_overhead_cycles, f.vector_bytes_per_cycle
     out = np.zeros(len(op), np.int64)
     dt, dt2, fl = (w[:, 0] >> 8) & 0xFF, (w[:, 0] >> 16) & 0xFF, (w[:, 0] >> 24) & 0xFF
 
@@ -87,38 +276,23 @@ def kernel_cycles(op, w, f: _Figures) -> np.ndarray:
         d = np.where(ra < rb, a, b)                      # the slower operand's type
         for c in np.unique(d):
             s = i[d == c]
-            name = DNAME[int(c)]
-            gi, go, r = f.amp_in_group[name], f.amp_out_group[name], f.amp_macs_per_cycle[name]
-            m, k, n = w[s, 4], w[s, 5], w[s, 6]
-            passes = _up(k, gi) * _up(n, go)
-            load = -(-(gi * go * BYTES[int(c)]) // f.amp_weight_load_bytes_per_cycle)
-            out[s] = f.amp_overhead_cycles + passes * (load + _up(m * gi * go, r))
+            out[s] = mm_cycles(w[s, 4], w[s, 5], w[s, 6], DNAME[int(c)], f)
     i = at(isa.COPY)
     out[i] = K + _up(w[i, 3] * w[i, 4], f.copy_bytes_per_cycle)
     i = at(isa.ADD)
-    out[i] = K + _up(2 * w[i, 5] * (1 + w[i, 4] + 1), V)
+    out[i] = add_cycles(w[i, 5], w[i, 4], f)
     i = at(isa.GELU)
-    out[i] = K + _up(4 * w[i, 3], V) + _up(w[i, 3], X)
+    out[i] = vector_cycles(isa.GELU, w[i, 3], 1, 0, f)
     i = at(isa.BIAS)
-    r, c = w[i, 4], w[i, 5]
-    out[i] = K + _up(4 * r * c + 2 * c, V)
+    out[i] = bias_cycles(w[i, 4], w[i, 5], f)
     i = at(isa.CAST)
-    src = np.vectorize(BYTES.get)(dt2[i]) if len(i) else 0
-    dst = np.vectorize(BYTES.get)(dt[i]) if len(i) else 0
-    out[i] = K + _up(w[i, 3] * (src + dst), V)
-    i = at(isa.LAYERNORM)
-    r, c = w[i, 5], w[i, 6]
-    out[i] = K + _up(10 * r * c, V) + _up(r, X)
-    i = at(isa.SOFTMAX)
-    r, c = w[i, 3], w[i, 4]
-    out[i] = K + _up(6 * r * c, V) + _up(r * c, X)
-    i = at(isa.ONLINE_SOFTMAX)
-    r, c = w[i, 4], w[i, 5]
-    out[i] = K + _up(6 * r * c, V) + _up(r * c, X) + _up(r, X) + _up(12 * r, V)
-    i = at(isa.ROWSCALE)
-    r, c = w[i, 5], w[i, 6]
-    add = (fl[i] & isa.F_ADD) != 0
-    out[i] = K + _up(r * c * (4 + 2 * add) + 4 * r, V)
+    for s_, d_ in set(zip(dt2[i].tolist(), dt[i].tolist())):     # (source, destination) types
+        j = i[(dt2[i] == s_) & (dt[i] == d_)]
+        out[j] = _cast(w[j, 3], BYTES[s_], BYTES[d_], f.workers, V)
+    for code, (a, b) in ((isa.LAYERNORM, (5, 6)), (isa.SOFTMAX, (3, 4)), (isa.ONLINE_SOFTMAX, (4, 5)),
+                         (isa.ROWSCALE, (5, 6))):
+        i = at(code)
+        out[i] = vector_cycles(code, w[i, a], w[i, b], (fl[i] & isa.F_ADD) != 0, f)
     return out
 
 

@@ -66,7 +66,7 @@ def test_add_reduction():
     for i in range(k):
         acc = acc + parts[i, :n].astype(np.float32)
     assert np.array_equal(get(res, "o", np.float16, n), acc.astype(np.float16))
-    assert res.tile_cycles[0, 3] == a.t.vector_cycles(2 * n * (k + 1) + 2 * n)
+    assert res.tile_cycles[0, 3] == a.t.add_cycles(n, k)
 
 
 def test_copy_strided_rows():

@@ -77,12 +77,42 @@ def _supertile_exchange(self, send, recv):       # the old model: a pair of tile
     return self.exchange_phase_cycles + math.ceil(worst / self.exchange_bytes_per_cycle)
 
 
+def _groups_only(self, m, k, n, d, da=None):   # whole channel groups, rows streamed at the peak rate
+    d = self.amp_dtype(d, da)
+    gi, go = self.amp_in_group[d], self.amp_out_group[d]
+    load = -(-(gi * go * {"f16": 2, "fp8": 1, "f32": 4}[d]) // self.amp_weight_load_bytes_per_cycle)
+    return 50 + -(-k // gi) * -(-n // go) * (load + -(-(m * gi * go) // self.amp_macs_per_cycle[d]))
+
+
 MUTANTS = {
-    "vector rate 16 B/cycle": ("_vec", lambda self, nbytes: -(-nbytes // 16)),
+    "LayerNorm per byte (the previous model)": ("layernorm_cycles", lambda self, r, c:
+                                                40 + -(-(10 * r * c) // 8) + -(-r // 2)),
+    "GELU per byte (the previous model)": ("gelu_cycles", lambda self, n: 40 + -(-(4 * n) // 8) + -(-n // 2)),
     "supertile pair bonus": ("exchange_cycles", _supertile_exchange),
     "no AMP channel groups": ("matmul_cycles", lambda self, m, k, n, d, da=None:
-                              self.amp_overhead_cycles + -(-(m * k * n) // self.amp_macs_per_cycle[self.amp_dtype(d, da)])),
+                              50 + -(-(m * k * n) // self.amp_macs_per_cycle[self.amp_dtype(d, da)])),
+    "no worker split (the previous model)": ("matmul_cycles", _groups_only),
 }
+
+
+COST_TERMS = {       # compiler/costs.py terms changed behind the oracle's back, end to end
+    "no f32 -> f16 output cast": ("amp_output_cast_cycles", lambda m, n, W, v: 0),
+    "weights loaded 64 bits a cycle": ("amp_weight_load_cycles", lambda u, g, b, r: u * g * b // (r // 2)),
+    "row reductions one worker": ("reduce_rows_cycles", lambda r, c, W, v: W * (np.asarray(r) * (np.asarray(c) // 4)
+                                                                                 + 12 * np.asarray(r) + 17)),
+    "GELU op 10 cycles (float)": ("GELU_OP_CYCLES_HALF", 10),
+    "BroadcastScalar1D free (softmax scale, var -> invStdDev)": ("broadcast_scalar_1d_cycles", lambda n, e, b, W, v: 0 * np.asarray(n)),
+}
+
+
+@pytest.mark.parametrize("term", list(COST_TERMS))
+def test_a_changed_cost_term_is_caught_end_to_end(term, monkeypatch):
+    from compiler import costs
+    r = compiled(WORKLOADS["vit"])
+    expected = oracle.step_cycles(r["lower"].program).tolist()
+    attr, fn = COST_TERMS[term]
+    monkeypatch.setattr(costs, attr, fn)
+    assert simulate(r).step_cycles.tolist() != expected
 
 
 @pytest.mark.parametrize("mutant", list(MUTANTS))

@@ -23,10 +23,12 @@ everything, so `err <= bound` is what must hold, never `not err > bound`).
 
 Bounds (u = 2^-11, f16's unit roundoff; e = 2^-24, f32's; t = 2^-25, half the
 smallest f16 subnormal; ulp = f16's spacing at the reference value):
-  matmul      (3u + (2k+8)e) * sum|a||b| * |scale| + t: the device's products exact in
-              f32, summed in f32 (k e), k-split partials rounded to f16 (u), their f32 sum
-              rounded once (u), one u to spare; the reference is computed in f32 too
-              (inputs rounded to f32, k-term f32 sums: another (k+2)e).
+  matmul      (3u + (2k+8)e) * sum|a||b| * |scale| + (k+1)t: the device's products exact
+              in f32, summed in f32 (k e), k-split partials rounded to f16 (u), their f32
+              sum rounded once (u), one u to spare; the reference is computed in f32 too
+              (inputs rounded to f32, k-term f32 sums: another (k+2)e). Each f16 rounding
+              of a subnormal errs by up to t absolute, which no relative term covers:
+              at most k partials (a k-split slice may hold one k) and the sum.
   add, bias   ulp: the f32 sum of two f16 values rounded once (half an ulp; f32 slack).
   cast        exact: the device value must be the e4m3 rounding of x/scale, allowing
               either neighbour only where x/scale lies within 2^-20 (relative) of a
@@ -105,7 +107,7 @@ def _matmul(op, x, _):
     np.abs(s, out=s)
     k = op.attr("k")
     s *= (3 * U + (2 * k + 8) * E) * (1 + (k + 2) * E)    # last factor: s itself summed in f32
-    s += TINY
+    s += (k + 1) * TINY                                   # subnormal roundings: k partials, the sum
     return ref, s
 
 

@@ -202,4 +202,13 @@ def _compiled(sub, cfg, deadline):
                 if co is None:
                     return None, "exhausted", nodes()
                 tries.remove((x, co))     # the joined problem has none: no proof
+            if co is not None and co.schedule is not None and not co.refolded \
+                    and cfg.partner_nogoods and co.depth < cfg.partner_nogood_depth:
+                co.refolded = True        # its first attempt failed: refold without the
+                ch = co.refold()          # joins made at stuck events (learned no-goods)
+                if ch is not None and ch.key() not in seen:
+                    seen.append(ch.key())
+                    at = tries.index((x, co)) + 1 if (x, co) in tries else len(tries)
+                    tries.insert(at, (CompiledSkyline(ch, cfg), ch))
+                    every.append(tries[at][0])
         rnd += 1

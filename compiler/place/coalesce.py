@@ -20,6 +20,14 @@ guillotine-400-nz at 0.5 %: 400 -> 320 requests, placed in 0.6 s.
 Partner folding (`coalesce_partners`, _partner_bands): the same tree folded
 with stacks formed only together with their handover partner, subsets matched
 per event and checked against capacity and orphans; see its docstring.
+
+Learned no-goods (`partner_nogoods`, Coalesced.refold): near zero slack a
+rival pairing within the tolerance can win at an event (nothing local tells
+them apart), and the true partners are then left unmatched there: the fold
+stops with bands still ending and starting at that event (stuck). A refold
+forbids every join made at a stuck event (and keeps what earlier folds
+learned), so the rivals' other pairings, or none, are tried; the search
+branches on folds this way, a chain of restrictions in the round robin.
 """
 from __future__ import annotations
 

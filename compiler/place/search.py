@@ -133,7 +133,10 @@ def _compiled(sub, cfg, deadline):
     made first on the part with its handovers joined (coalesce.py), a
     restriction whose exhaustion proves nothing; with `coalesce_partners`, when
     one short attempt on each such fold places nothing, the partner folds
-    (and with `partner_quiet_events` their quiet twins) go first.
+    (and with `partner_quiet_events` their quiet twins) go first; with
+    `partner_nogoods`, after each round every partner fold not yet refolded
+    adds its refold (coalesce.py: the joins at stuck events forbidden) right
+    after it: chains one generation longer per round.
     (addr | None, placed|exhausted|budget, nodes)"""
     t = time.perf_counter()
     from .skyline_jit import CompiledSkyline, warm
@@ -171,6 +174,19 @@ def _compiled(sub, cfg, deadline):
             if cfg.partner_quiet_events:
                 partners += [(0.0, False, sch, True) for sch in PARTNER_SCHEDULES]
             join(partners, 0)
+
+    def refold(co, at):
+        """`partner_nogoods`: insert at `at` the partner fold `co` redone without the
+        joins it made at stuck events (learned no-goods), once per fold."""
+        if not cfg.partner_nogoods or co is None or co.schedule is None or co.refolded \
+                or co.depth >= cfg.partner_nogood_depth:
+            return
+        co.refolded = True
+        ch = co.refold()
+        if ch is not None and ch.key() not in seen:
+            seen.append(ch.key())
+            tries.insert(at, (CompiledSkyline(ch, cfg), ch))
+            every.append(tries[at][0])
     budget = cfg.canonical_node_budget if cfg.canonical_node_budget > 0 else 1 << 62
     rate = None                       # nodes per second, measured
     rnd = 0
@@ -201,14 +217,9 @@ def _compiled(sub, cfg, deadline):
             if r == 0:
                 if co is None:
                     return None, "exhausted", nodes()
-                tries.remove((x, co))     # the joined problem has none: no proof
-            if co is not None and co.schedule is not None and not co.refolded \
-                    and cfg.partner_nogoods and co.depth < cfg.partner_nogood_depth:
-                co.refolded = True        # its first attempt failed: refold without the
-                ch = co.refold()          # joins made at stuck events (learned no-goods)
-                if ch is not None and ch.key() not in seen:
-                    seen.append(ch.key())
-                    at = tries.index((x, co)) + 1 if (x, co) in tries else len(tries)
-                    tries.insert(at, (CompiledSkyline(ch, cfg), ch))
-                    every.append(tries[at][0])
-        rnd += 1
+                at = tries.index((x, co))  # the joined problem has none: no proof
+                tries.remove((x, co))
+                refold(co, at)            # ...so a wrong join: its refold takes its place
+        for x, co in list(tries):         # a round failed: each partner fold refolded, the
+            refold(co, tries.index((x, co)) + 1)   # refold right after it (one generation
+        rnd += 1                                   # per round)

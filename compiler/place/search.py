@@ -136,7 +136,8 @@ def _compiled(sub, cfg, deadline):
     (and with `partner_quiet_events` their quiet twins) go first; with
     `partner_nogoods`, after each round every partner fold not yet refolded
     adds its refold (coalesce.py: the joins at stuck events forbidden) right
-    after it: chains one generation longer per round.
+    after it: chains one generation longer per round. With `equal_turns`
+    every attempt of a round gets the smallest variant's limit.
     (addr | None, placed|exhausted|budget, nodes)"""
     t = time.perf_counter()
     from .skyline_jit import CompiledSkyline, warm
@@ -194,7 +195,8 @@ def _compiled(sub, cfg, deadline):
         seeds = [0, 1, 2, 3, 4 + rnd] if cfg.canonical_restarts else [0]
         modes = [True, False] if cfg.canonical_skyline else [False]
         for seed, sky, (x, co) in ((s, m, v) for s in seeds for m in modes for v in list(tries)):
-            limit = (x.n * 2 << rnd) if cfg.canonical_restarts else budget
+            size = min(y.n for y, _ in tries) if cfg.equal_turns else x.n
+            limit = (size * 2 << rnd) if cfg.canonical_restarts else budget
             limit = min(limit, budget - nodes())
             if deadline is not None:
                 left = deadline - time.perf_counter()

@@ -265,7 +265,9 @@ def _partner_bands(ext, start, end, align, cap, schedule, quiet=False, forbid=fr
     join at a busy event (more than ORPHAN_LIM bands a side), where the orphan
     check is off and sums of unrelated subsets coincide within 1 %
     (heavy-800-nz at t=760: 40412 against 40414 bytes, scattered bands).
-    heavy-900-z: 900 requests -> 1 band (the stacking fold: 100, infeasible)."""
+    heavy-900-z: 900 requests -> 1 band (the stacking fold: 100, infeasible).
+    `forbid`: joins (_jkey) never made (partner_nogoods); `log`, when given,
+    receives (join, event) for every join made."""
     bands = [([(i, 0)], int(ext[i]), int(start[i]), int(end[i]), int(align[i]))
              for i in range(len(ext))]
     ev = np.unique(np.concatenate([np.asarray(start), np.asarray(end)]))

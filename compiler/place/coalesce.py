@@ -20,6 +20,14 @@ guillotine-400-nz at 0.5 %: 400 -> 320 requests, placed in 0.6 s.
 Partner folding (`coalesce_partners`, _partner_bands): the same tree folded
 with stacks formed only together with their handover partner, subsets matched
 per event and checked against capacity and orphans; see its docstring.
+
+Learned no-goods (`partner_nogoods`, Coalesced.refold): near zero slack a
+rival pairing within the tolerance can win at an event (nothing local tells
+them apart), and the true partners are then left unmatched there: the fold
+stops with bands still ending and starting at that event (stuck). A refold
+forbids every join made at a stuck event (and keeps what earlier folds
+learned), so the rivals' other pairings, or none, are tried; the search
+branches on folds this way, a chain of restrictions in the round robin.
 """
 from __future__ import annotations
 
@@ -234,7 +242,14 @@ def _near(sums, v, tol) -> bool:
     return False
 
 
-def _partner_bands(ext, start, end, align, cap, schedule, quiet=False):
+def _jkey(bands, A, B):
+    """A join's identity: the requests on each side (frozensets)."""
+    return (frozenset(i for k in A for i, _ in bands[k][0]),
+            frozenset(i for k in B for i, _ in bands[k][0]))
+
+
+def _partner_bands(ext, start, end, align, cap, schedule, quiet=False, forbid=frozenset(),
+                   log=None):
     """Bands by partner folding. A guillotine tree folds up bottom-up, but a
     same-lifetime group is often not one tree node (heavy cuts share lifetimes
     by chance: stacking the whole group made heavy-900-z's fold infeasible). So
@@ -250,7 +265,9 @@ def _partner_bands(ext, start, end, align, cap, schedule, quiet=False):
     join at a busy event (more than ORPHAN_LIM bands a side), where the orphan
     check is off and sums of unrelated subsets coincide within 1 %
     (heavy-800-nz at t=760: 40412 against 40414 bytes, scattered bands).
-    heavy-900-z: 900 requests -> 1 band (the stacking fold: 100, infeasible)."""
+    heavy-900-z: 900 requests -> 1 band (the stacking fold: 100, infeasible).
+    `forbid`: joins (_jkey) never made (partner_nogoods); `log`, when given,
+    receives (join, event) for every join made."""
     bands = [([(i, 0)], int(ext[i]), int(start[i]), int(end[i]), int(align[i]))
              for i in range(len(ext))]
     ev = np.unique(np.concatenate([np.asarray(start), np.asarray(end)]))
@@ -288,7 +305,8 @@ def _partner_bands(ext, start, end, align, cap, schedule, quiet=False):
                                 m = max(va, vb)
                                 al = max(bands[k][4] for k in A + B)
                                 if abs(va - vb) <= tol * m and (
-                                        len(A) + len(B) == 2 or not any(x[k] % al for k in A + B)):
+                                        len(A) + len(B) == 2 or not any(x[k] % al for k in A + B)) \
+                                        and (not forbid or _jkey(bands, A, B) not in forbid):
                                     cands.append((abs(va - vb) / m, t, A, B))
                                 j += 1
             cands.sort()
@@ -314,6 +332,8 @@ def _partner_bands(ext, start, end, align, cap, schedule, quiet=False):
                 load[s[kb]:e[kb]] += m - vb
                 left[t] = (le2, ls2, orph)
                 joins.append((A, B))
+                if log is not None:
+                    log.append((_jkey(bands, A, B), t))
             used = {k for A, B in joins for k in A + B}
             nb = [b for k, b in enumerate(bands) if k not in used]
             for A, B in joins:
@@ -332,6 +352,18 @@ def _partner_bands(ext, start, end, align, cap, schedule, quiet=False):
     return bands
 
 
+def _stuck_events(bands) -> set:
+    """Events where a band ends and another starts, unjoined, after folding.
+    A guillotine-like tiling folds up completely (heavy-900-z: 900 requests ->
+    1 band), so an event left stuck is where the fold went wrong: a join made
+    there paired the wrong sides (near-zero slack: rival pairings within 1 %),
+    leaving the true partners unmatched. On seen guillotine-1000-nz-788 the
+    first fold made 30 joins at its 37 stuck events, 15 of them wrong (all but
+    5 of its 20 wrong joins); the rest of its 478 joins were right."""
+    ends = {b[3] for b in bands}
+    return {b[2] for b in bands if b[2] in ends}
+
+
 class Coalesced:
     """A pure part's requests joined by handovers (and, with `stack`, same-
     lifetime stacks), with the attributes the compiled search reads (n, windows,
@@ -339,11 +371,17 @@ class Coalesced:
     alignment; each member sits at the band's offset plus its own (`rel`)."""
 
     def __init__(self, sub, tol: float = 0.0, stack: bool = False, schedule=None,
-                 quiet: bool = False):
+                 quiet: bool = False, forbid=frozenset()):
+        self.sub, self.schedule, self.quiet, self.forbid = sub, schedule, quiet, forbid
+        self.nogoods = frozenset()
+        self.depth, self.refolded = 0, False    # partner_nogoods: refolds deep; refolded yet
         if schedule is not None:     # partner folding (one window: its size is the cap)
             (lo, hi), = [w for r in (0, 1) for w in sub.windows[r]]
+            log = []
             bands = _partner_bands(sub.ext, sub.start, sub.end, sub.align, hi - lo, schedule,
-                                   quiet)
+                                   quiet, forbid, log)
+            stuck = _stuck_events(bands)
+            self.nogoods = frozenset(k for k, t in log if t in stuck)
         else:
             bands = _bands(sub.ext, sub.start, sub.end, sub.align, tol, stack)
         self.n = len(bands)
@@ -361,6 +399,17 @@ class Coalesced:
         live = (start[:, None] < end[None, :]) & (start[None, :] < end[:, None])
         np.fill_diagonal(live, False)
         self.ov = [np.flatnonzero(row).tolist() for row in live]
+
+    def refold(self) -> "Coalesced | None":
+        """`partner_nogoods`: the same partner fold with every join made at a
+        stuck event forbidden (learned no-goods, kept from the folds before),
+        or None when this fold made no join at a stuck event."""
+        if not self.nogoods:
+            return None
+        ch = Coalesced(self.sub, 0.0, False, self.schedule, self.quiet,
+                       self.forbid | self.nogoods)
+        ch.depth = self.depth + 1
+        return ch
 
     def key(self) -> bytes:
         """Two joinings are the same problem when members and offsets agree."""

@@ -42,6 +42,18 @@ class PlaceConfig:
     partner_quiet_events: bool = True   # ...plus, per schedule, a variant joining nothing at
                                         #    busy events (> 10 bands a side: subset sums
                                         #    coincide there)
+    partner_nogoods: bool = True        # ...learned no-goods: after each round of the round
+                                        #    robin (at once when its search exhausts), a partner
+                                        #    fold is redone with every join it made at a stuck
+                                        #    event (bands still ending and starting there,
+                                        #    unjoined) forbidden; the refold joins the round
+                                        #    robin (a chain, partner_nogood_depth refolds deep)
+    partner_nogood_depth: int = 12      # ...refolds per partner fold at most
+    equal_turns: bool = True            # ...the round robin gives every variant the node limit
+                                        #    of the smallest (2 n << round), not one growing
+                                        #    with its own size: the unfolded part and coarse
+                                        #    folds took 70-80 % of the time while a partner fold
+                                        #    of 150 bands was the one to place
     hatless_pruning: bool = True        # ...a branch placing a request with nothing live beside it
                                         #    is the only one its node needs (MiniMalloc's name)
     cpsat_fallback: bool = True         # tiles outside the kernels' class (bank edges, several

@@ -133,7 +133,11 @@ def _compiled(sub, cfg, deadline):
     made first on the part with its handovers joined (coalesce.py), a
     restriction whose exhaustion proves nothing; with `coalesce_partners`, when
     one short attempt on each such fold places nothing, the partner folds
-    (and with `partner_quiet_events` their quiet twins) go first.
+    (and with `partner_quiet_events` their quiet twins) go first; with
+    `partner_nogoods`, after each round every partner fold not yet refolded
+    adds its refold (coalesce.py: the joins at stuck events forbidden) right
+    after it: chains one generation longer per round. With `equal_turns`
+    every attempt of a round gets the smallest variant's limit.
     (addr | None, placed|exhausted|budget, nodes)"""
     t = time.perf_counter()
     from .skyline_jit import CompiledSkyline, warm
@@ -171,6 +175,19 @@ def _compiled(sub, cfg, deadline):
             if cfg.partner_quiet_events:
                 partners += [(0.0, False, sch, True) for sch in PARTNER_SCHEDULES]
             join(partners, 0)
+
+    def refold(co, at):
+        """`partner_nogoods`: insert at `at` the partner fold `co` redone without the
+        joins it made at stuck events (learned no-goods), once per fold."""
+        if not cfg.partner_nogoods or co is None or co.schedule is None or co.refolded \
+                or co.depth >= cfg.partner_nogood_depth:
+            return
+        co.refolded = True
+        ch = co.refold()
+        if ch is not None and ch.key() not in seen:
+            seen.append(ch.key())
+            tries.insert(at, (CompiledSkyline(ch, cfg), ch))
+            every.append(tries[at][0])
     budget = cfg.canonical_node_budget if cfg.canonical_node_budget > 0 else 1 << 62
     rate = None                       # nodes per second, measured
     rnd = 0
@@ -178,7 +195,8 @@ def _compiled(sub, cfg, deadline):
         seeds = [0, 1, 2, 3, 4 + rnd] if cfg.canonical_restarts else [0]
         modes = [True, False] if cfg.canonical_skyline else [False]
         for seed, sky, (x, co) in ((s, m, v) for s in seeds for m in modes for v in list(tries)):
-            limit = (x.n * 2 << rnd) if cfg.canonical_restarts else budget
+            size = min(y.n for y, _ in tries) if cfg.equal_turns else x.n
+            limit = (size * 2 << rnd) if cfg.canonical_restarts else budget
             limit = min(limit, budget - nodes())
             if deadline is not None:
                 left = deadline - time.perf_counter()
@@ -201,5 +219,9 @@ def _compiled(sub, cfg, deadline):
             if r == 0:
                 if co is None:
                     return None, "exhausted", nodes()
-                tries.remove((x, co))     # the joined problem has none: no proof
-        rnd += 1
+                at = tries.index((x, co))  # the joined problem has none: no proof
+                tries.remove((x, co))
+                refold(co, at)            # ...so a wrong join: its refold takes its place
+        for x, co in list(tries):         # a round failed: each partner fold refolded, the
+            refold(co, tries.index((x, co)) + 1)   # refold right after it (one generation
+        rnd += 1                                   # per round)

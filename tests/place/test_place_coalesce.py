@@ -164,3 +164,54 @@ def test_large_groups_of_equal_extents_fold_whole():
     p = _pure([sz] * 3 * n, [0] * n + [5] * n + [9] * n, [5] * n + [9] * n + [12] * n, n * sz)
     co = Coalesced(Instance(p), schedule=PARTNER_SCHEDULES[0])
     assert co.n == 1 and validate(p, np.array(co.expand([0]))) == []
+
+
+def test_nogood_refold_unpicks_wrong_joins():
+    # near-zero-slack tilings whose first partner fold stops at 39 and 27 bands:
+    # it made joins at events left stuck (bands still ending and starting there,
+    # unjoined); refolded with those joins forbidden (`partner_nogoods`), they
+    # fold completely, to one band, whose placement expands to a valid one
+    for seed, first in ((37, 39), (57, 27)):
+        p = _shrunk_tiling(seed, 150, 1 << 16, 60, 0.01)
+        co = Coalesced(Instance(p), schedule=PARTNER_SCHEDULES[0])
+        assert co.n == first and co.nogoods
+        ch = co.refold()
+        assert ch.n == 1 and not ch.nogoods and ch.refold() is None and ch.depth == 1
+        assert ch.forbid == co.nogoods
+        assert validate(p, np.array(ch.expand([0]))) == []
+
+
+def test_refolds_forbid_their_nogoods_and_expand_to_valid_placements():
+    # a chain of refolds: each forbids what every fold before it learned, never
+    # makes a forbidden join again, and (a restriction still) every placement of
+    # it expands to a valid one of the original
+    from compiler.place.coalesce import _jkey, _partner_bands
+    chained = placed = 0
+    for seed in range(12):
+        p = _shrunk_tiling(seed, 150, 1 << 16, 60, 0.01)
+        co = Coalesced(Instance(p), schedule=PARTNER_SCHEDULES[1], quiet=seed % 2 == 1)
+        while co is not None and co.depth < 3:
+            log = []
+            _partner_bands(p.size, p.start, p.end, p.align, 1 << 16, co.schedule, co.quiet,
+                           co.forbid, log)
+            assert not {k for k, _ in log} & co.forbid
+            cs = CompiledSkyline(co, PlaceConfig())
+            if cs.run(20_000, cs.preorders(seed % 4), True) == 1:
+                placed += 1
+                assert validate(p, np.array(co.expand(cs.addr))) == [], (seed, co.depth)
+            chained += co.depth > 0
+            ch = co.refold()
+            assert ch is None or ch.forbid == co.forbid | co.nogoods
+            co = ch
+    assert chained > 10 and placed > 10
+
+
+def test_solve_with_and_without_nogoods_and_equal_turns():
+    # near-zero-slack tilings whose first partner fold does not place at once
+    # (seeds 23, 41, 52: the refold of the first schedule does): every setting
+    # places them, and each placement passes the independent validator
+    for seed in (23, 41, 52):
+        p = _shrunk_tiling(seed, 150, 1 << 16, 60, 0.01)
+        for ov in ({}, dict(partner_nogoods=False), dict(equal_turns=False)):
+            s = solve(p, PlaceConfig(time_limit_s=30, canonical_node_budget=0, **ov))
+            assert s.status == PLACED and validate(p, s.addr) == [], (seed, ov)

@@ -54,6 +54,7 @@ import numpy as np
 
 from . import exact, reference
 from .compare import real_rows
+from .exchange_check import ExchangeCheck
 from .ir import member
 from .policy import CHECKS
 from .models.gemm import FP8, FP8_MAX
@@ -248,8 +249,12 @@ class ReadBack:
     output of the iterations it checks and checks the op at once; keeps one iteration's
     activations (float64), dropping each after its last reader."""
 
-    def __init__(self, graph, data: dict, dump: dict, body: tuple, check: str = "all", layers: dict | None = None):
+    def __init__(self, graph, data: dict, dump: dict, body: tuple, check: str = "all", layers: dict | None = None,
+                 moves: dict | None = None):
         self.g, self.data, self.d = graph, data, dump
+        # every iteration: every exchange's destination bytes against its source's (moves:
+        # lower's statement of the tile graph's transfers; compiler/exchange_check.py)
+        self.moves, self.xc = moves or None, None
         rep = graph.repeat
         self.count = rep.count if rep else 1
         # supersteps [b0, b1) are the Repeat body, run count times; those before and after it
@@ -374,6 +379,10 @@ class ReadBack:
 
     def on_step(self, step: int, mem) -> None:
         i, b, outside = self.static_step(step)
+        if self.moves is not None:
+            if self.xc is None:
+                self.xc = ExchangeCheck(self.moves, mem.tile_bytes, mem.base)
+            self.xc.on_step(b, i, not outside, mem)
         if i != self.iteration:                   # a new iteration: carried values move on
             self.carry = {inp: self.env[out] for out, inp in self.carried.items() if out in self.env}
             self.env = {k: v for k, v in self.env.items() if k in self.before and k not in self.carry}
@@ -527,6 +536,8 @@ class ReadBack:
              "op_error_ratio": round(self.worst_ratio, 6)}
         if self.first_failed:
             m["first_failed_op"] = self.first_failed
+        if self.xc is not None:
+            m |= self.xc.metrics()
         if self.layer_op is not None:
             m |= {"layers_checked": self.layers_checked, "layers_failed": self.layers_failed,
                   "layer_error_ratio": round(self.layer_ratio, 6)}

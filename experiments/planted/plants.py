@@ -489,6 +489,8 @@ def checks_failed(m: dict) -> list[str]:
         by.append("end to end")
     if m.get("layers_failed", 0) > 0:
         by.append("layer output")
+    if m.get("exchanges_failed", 0) > 0:
+        by.append("exchange")
     if "model:" in m.get("failed", ""):
         by.append("model")
     if "fp8 accuracy" in m.get("failed", ""):
@@ -515,8 +517,10 @@ def outcome(r: dict, kind: Kind, layer: int | None) -> dict:
                     message=str(e))
     m = res.metrics()
     by = checks_failed(m)
-    fails = [f for f in (m.get("first_failed_op"), m.get("first_failed_layer")) if f]
+    fails = [f for f in (m.get("first_failed_op"), m.get("first_failed_layer"), m.get("first_failed_exchange")) if f]
     f = min(fails, key=lambda f: f["iteration"]) if fails else {}      # the earliest iteration's
+    if "buffer" in f:                       # an exchange: the buffer it fills, and how many bytes were wrong
+        f = dict(f, op=f["buffer"], error=f["bytes_wrong"], bound=0)
     return dict(caught=bool(by) and not res.validated, by=by, op=f.get("op", "-"), iteration=f.get("iteration"),
                 tile=f.get("tile"), error=f.get("error", m.get("max_abs_error")),
                 bound=f.get("bound", f.get("tolerance", m.get("tolerance"))),

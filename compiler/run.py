@@ -147,7 +147,8 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     Per-layer cycles come from the profile: the supersteps of the Repeat body's last iteration.
     `check` (rows | all | last_iteration | sampled) chooses the ops read back (readback.py).
     Fault-injection tests may replace host streams (`streams`: name -> array) or write
-    placed bytes after a superstep (`inject(step, memory)`, before it is read back);
+    placed bytes after a superstep (`inject(step, memory)`, before it is read back;
+    after, if the hook has a true `after_checks` attribute);
     the checks always hold the device to the model's data. `fp8_budget`: (embedding or
     logits, features) rms relative error allowed against the FP16-activation twin
     (policy.fp8_budget_embedding, policy.fp8_budget_features). `check_exchanges`
@@ -165,6 +166,8 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     rb = ReadBack(g, model.data, dump, lower_res.body, check, getattr(ref, "layers", None),
                   getattr(lower_res, "moves", None) if check_exchanges else None) if dump else None
     hooks = [h for h in (inject, rb.on_step if rb else None) if h is not None]
+    if getattr(inject, "after_checks", False):   # a fault only the next superstep's kernels see
+        hooks.reverse()
     try:
         r = sim.run(prog, streams, (lambda step, mem: [h(step, mem) for h in hooks]) if hooks else None)
     except BaseException:

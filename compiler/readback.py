@@ -11,11 +11,15 @@ so FP8 rounding decisions that diverge over many layers cannot hide a real bug.
 
 Which ops (policy.check): `rows` (the default) checks every op of every Repeat iteration on
 sampled rows -- every ROW_STRIDE-th row, from an offset that moves with the iteration; a
-matmul's sampled rows map through its groups to rows of `a`, its `b` whole -- so a fault in
-any iteration (a stale exchange, a wrong weight member or scale word) fails the op it hits,
-at +9-16 % run CPU at 4 So400m layers where every row of every op costs +157 %
-(experiments/readback_cost); `all` checks every row; `last_iteration` and `sampled` whole
-iterations. In every mode each iteration's layer output (the Repeat's carried output) is
+matmul's sampled rows map through its groups to rows of `a`, its `b` whole -- and every
+matmul also on column stripes: every row of one column in each tile's output block
+(col_plan; COLUMN_STRIPES), so a fault in any iteration fails the op it hits whether it
+spans a column (a wrong weight member or scale word: the rows see it) or a few rows of one
+tile (a kernel skipping k terms: the stripes see it). Every row of every op costs +157 %
+run CPU at 4 So400m layers (experiments/readback_cost); `all` does that; `last_iteration`
+and `sampled` check whole iterations. Beside the op checks, in every mode,
+policy.check_exchanges compares every exchange's destination bytes with its source's in
+every iteration (compiler/exchange_check.py: stale, dropped or swapped received rows). In every mode each iteration's layer output (the Repeat's carried output) is
 read back and held to the reference's value there (compiler/tolerance.py: check_layer).
 NaN or inf anywhere -- an input the op reads, its output, the reference made from them --
 fails the op with an infinite error, naming the tile (a NaN bound compares false with

@@ -19,8 +19,9 @@ tile (a kernel skipping k terms: the stripes see it). Every row of every op cost
 run CPU at 4 So400m layers (experiments/readback_cost); `all` does that; `last_iteration`
 and `sampled` check whole iterations. Beside the op checks, in every mode,
 policy.check_exchanges compares every exchange's destination bytes with its source's in
-every iteration (compiler/exchange_check.py: stale, dropped or swapped received rows). In every mode each iteration's layer output (the Repeat's carried output) is
-read back and held to the reference's value there (compiler/tolerance.py: check_layer).
+every iteration (compiler/exchange_check.py: stale, dropped or swapped received rows), and
+each iteration's layer output (the Repeat's carried output) is read back and held to the
+reference's value there (compiler/tolerance.py: check_layer).
 NaN or inf anywhere -- an input the op reads, its output, the reference made from them --
 fails the op with an infinite error, naming the tile (a NaN bound compares false with
 everything, so `err <= bound` is what must hold, never `not err > bound`).

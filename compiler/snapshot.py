@@ -6,7 +6,12 @@ import threading
 
 import numpy as np
 
+from .models.gemm import FP8
 from .sim import jit
+
+# e4m3 byte -> float32 by one table lookup: ml_dtypes' cast of an fp8 array was the largest
+# part of check=rows' column stripes with FP8 activations (they read a matmul's `a` whole)
+_E4M3 = np.arange(256, dtype=np.uint8).view(FP8).astype(np.float32)
 
 
 class Snapshot:
@@ -19,12 +24,19 @@ class Snapshot:
         self.shape, self.dtype, self.blocks, self._arr = shape, dtype, blocks, None
         self._lock = threading.Lock()     # the worker, or the simulator's thread when the worker lags
 
+    def _typed(self, raw, r, c):
+        """A block group's bytes as [blocks, r, c] elements: e4m3 left as bytes (f32 below)."""
+        return (raw if np.dtype(self.dtype) == np.dtype(FP8) else raw.view(self.dtype)).reshape(len(raw), r, c)
+
+    def _f32(self, x):
+        return _E4M3[x] if np.dtype(self.dtype) == np.dtype(FP8) else x.astype(np.float32)
+
     def array(self) -> np.ndarray:
         with self._lock:
             if self._arr is None:
                 out = np.full(self.shape, np.nan, np.float32)
                 for raw, r, c, r0, c0 in self.blocks:
-                    vals = raw.view(self.dtype).reshape(len(raw), r, c).astype(np.float32)
+                    vals = self._f32(self._typed(raw, r, c))
                     jit.place_blocks(out, vals, r0, c0)
                 self._arr, self.blocks = out, None
             return self._arr     # stored values: times the tensor's scale when used
@@ -44,7 +56,7 @@ class Snapshot:
             rr = r0[:, None] + np.arange(r)                       # [blocks, r]: each block row's tensor row
             b, i = np.nonzero(at[rr] >= 0)
             if len(b):
-                vals = raw.view(self.dtype).reshape(len(raw), r, c)[b, i].astype(np.float32)
+                vals = self._f32(self._typed(raw, r, c)[b, i])
                 out[at[rr[b, i]][:, None], c0[b][:, None] + np.arange(c)] = vals
         return out
 
@@ -62,6 +74,6 @@ class Snapshot:
             cc = c0[:, None] + np.arange(c)                       # [blocks, c]: each block column's tensor column
             b, j = np.nonzero(at[cc] >= 0)
             if len(b):
-                vals = raw.view(self.dtype).reshape(len(raw), r, c)[b, :, j].astype(np.float32)   # [hits, r]
+                vals = self._f32(self._typed(raw, r, c)[b, :, j])   # [hits, r]
                 out[r0[b][:, None] + np.arange(r), at[cc[b, j]][:, None]] = vals
         return out

@@ -122,7 +122,8 @@ def _lower(pl, s, cfg, mp):
 def _run(lo, m, ref, cfg, mp):
     from .run import run
     p = policy_of(cfg)
-    return run(lo, m, target_of(cfg), p.check, ref=ref, fp8_budget=(p.fp8_budget_embedding, p.fp8_budget_features))
+    return run(lo, m, target_of(cfg), p.check, ref=ref, fp8_budget=(p.fp8_budget_embedding, p.fp8_budget_features),
+               check_exchanges=p.check_exchanges)
 
 
 def _report(m, p, e, pl, s, r, cfg, mp):

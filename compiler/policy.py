@@ -25,6 +25,7 @@ class Policy:
     panel_homes: bool = True          # store weights the AMP reads as micro-panels (FP8) in that order
     grid: str = ""                    # force one GEMM grid "GMxGNxGK[/SP]" (tests, studies); "" = search
     check: str = "rows"               # run's read-back op by op: rows (every iteration, sampled rows) | all | last_iteration | sampled
+    check_exchanges: bool = True      # run: every exchange's destination bytes against its source's, every iteration
     place: dict = field(default_factory=dict)  # compiler.place.PlaceConfig overrides
     fp8_budget_embedding: float = 0.03  # FP8 activations: the run's embedding / logits rms vs the FP16-activation twin
     fp8_budget_features: float = 0.05   # ... and its features' (experiments/model_margin: So400m 4 layers, astronaut)

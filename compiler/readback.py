@@ -11,12 +11,17 @@ so FP8 rounding decisions that diverge over many layers cannot hide a real bug.
 
 Which ops (policy.check): `rows` (the default) checks every op of every Repeat iteration on
 sampled rows -- every ROW_STRIDE-th row, from an offset that moves with the iteration; a
-matmul's sampled rows map through its groups to rows of `a`, its `b` whole -- so a fault in
-any iteration (a stale exchange, a wrong weight member or scale word) fails the op it hits,
-at +9-16 % run CPU at 4 So400m layers where every row of every op costs +157 %
-(experiments/readback_cost); `all` checks every row; `last_iteration` and `sampled` whole
-iterations. In every mode each iteration's layer output (the Repeat's carried output) is
-read back and held to the reference's value there (compiler/tolerance.py: check_layer).
+matmul's sampled rows map through its groups to rows of `a`, its `b` whole -- and every
+matmul also on column stripes: every row of one column in each tile's output block
+(col_plan; COLUMN_STRIPES), so a fault in any iteration fails the op it hits whether it
+spans a column (a wrong weight member or scale word: the rows see it) or a few rows of one
+tile (a kernel skipping k terms: the stripes see it). Every row of every op costs +157 %
+run CPU at 4 So400m layers (experiments/readback_cost); `all` does that; `last_iteration`
+and `sampled` check whole iterations. Beside the op checks, in every mode,
+policy.check_exchanges compares every exchange's destination bytes with its source's in
+every iteration (compiler/exchange_check.py: stale, dropped or swapped received rows), and
+each iteration's layer output (the Repeat's carried output) is read back and held to the
+reference's value there (compiler/tolerance.py: check_layer).
 NaN or inf anywhere -- an input the op reads, its output, the reference made from them --
 fails the op with an infinite error, naming the tile (a NaN bound compares false with
 everything, so `err <= bound` is what must hold, never `not err > bound`).
@@ -49,24 +54,27 @@ Other op kinds are counted as unchecked.
 from __future__ import annotations
 
 import dataclasses
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from . import exact, reference
 from .compare import real_rows
+from .exchange_check import ExchangeCheck
 from .ir import member
 from .policy import CHECKS
 from .models.gemm import FP8, FP8_MAX
-from .sim import jit
 from .sim.memory import gather
+from .snapshot import Snapshot
 
 U, E, TINY = 2.0 ** -11, 2.0 ** -24, 2.0 ** -25
 DTYPES = {"f16": np.float16, "fp8": FP8, "f32": np.float32}
 
 
 ROW_STRIDE = 32  # check=rows: every 32nd row of an op output, from a different row each iteration
+# check=rows: each matmul also checked on every row of a few columns (ReadBack.col_plan), so a
+# fault confined to rows the sample skips (one tile's kernel, a stale received row) meets a check
+COLUMN_STRIPES = True
 ROW_SAMPLED = ("matmul", "add", "bias", "gelu", "layernorm", "softmax", "cast")   # row-wise, or matmul's rows
 # a layer output element may differ from the reference's by LAYER_FLOOR_ULPS f16 units of its
 # own value even where the reference's draws agree (tolerance.py): the layer's last ops (fc2's
@@ -205,53 +213,17 @@ def op_error(op, inputs: list, dev: np.ndarray, keep_ref: bool = True):
     return (ref if keep_ref else None), bound, err
 
 
-class Snapshot:
-    """An op output's bytes as read back (per block shape: the blocks' raw bytes, their
-    rows and columns, and where each starts in the tensor); array() makes the values
-    (float32: f16 and e4m3 values are exact in it, NaN where no block lies), once. The
-    simulator's thread only copies bytes; the checks' worker makes and places the values."""
-
-    def __init__(self, shape, dtype, blocks):
-        self.shape, self.dtype, self.blocks, self._arr = shape, dtype, blocks, None
-        self._lock = threading.Lock()     # the worker, or the simulator's thread when the worker lags
-
-    def array(self) -> np.ndarray:
-        with self._lock:
-            if self._arr is None:
-                out = np.full(self.shape, np.nan, np.float32)
-                for raw, r, c, r0, c0 in self.blocks:
-                    vals = raw.view(self.dtype).reshape(len(raw), r, c).astype(np.float32)
-                    jit.place_blocks(out, vals, r0, c0)
-                self._arr, self.blocks = out, None
-            return self._arr     # stored values: times the tensor's scale when used
-
-    def rows(self, R: np.ndarray) -> np.ndarray:
-        """Rows R (sorted, unique) of array(), made from the blocks holding them only (a
-        row-sampled check reads a few rows of each output; placing every block cost more
-        than the checks themselves)."""
-        with self._lock:
-            if self._arr is not None:
-                return self._arr[R]
-            blocks = self.blocks
-        at = np.full(self.shape[0], -1, np.int64)
-        at[R] = np.arange(len(R))
-        out = np.full((len(R), self.shape[1]), np.nan, np.float32)
-        for raw, r, c, r0, c0 in blocks:
-            rr = r0[:, None] + np.arange(r)                       # [blocks, r]: each block row's tensor row
-            b, i = np.nonzero(at[rr] >= 0)
-            if len(b):
-                vals = raw.view(self.dtype).reshape(len(raw), r, c)[b, i].astype(np.float32)
-                out[at[rr[b, i]][:, None], c0[b][:, None] + np.arange(c)] = vals
-        return out
-
-
 class ReadBack:
     """The host's per-superstep callback (sim.run's on_step): reads every completed op
     output of the iterations it checks and checks the op at once; keeps one iteration's
     activations (float64), dropping each after its last reader."""
 
-    def __init__(self, graph, data: dict, dump: dict, body: tuple, check: str = "all", layers: dict | None = None):
+    def __init__(self, graph, data: dict, dump: dict, body: tuple, check: str = "all", layers: dict | None = None,
+                 moves: dict | None = None):
         self.g, self.data, self.d = graph, data, dump
+        # every iteration: every exchange's destination bytes against its source's (moves:
+        # lower's statement of the tile graph's transfers; compiler/exchange_check.py)
+        self.moves, self.xc = moves or None, None
         rep = graph.repeat
         self.count = rep.count if rep else 1
         # supersteps [b0, b1) are the Repeat body, run count times; those before and after it
@@ -261,7 +233,8 @@ class ReadBack:
         self.carried = dict(rep.carried) if rep else {}          # body output -> body input
         self.check = checked_iterations(check, self.count)
         self.sample_rows = check == "rows"        # every iteration, on sampled rows (plan)
-        self.plans: dict[int, tuple] = {}
+        self.plans: dict[tuple, tuple] = {}
+        self.col_width: dict[int, int] = {}
         self.rows = {n: np.flatnonzero(dump["op"] == n) for n in np.unique(dump["op"])} if len(dump.get("op", ())) else {}
         self.at_step: dict[int, list[int]] = {}
         for n, idx in sorted(self.rows.items()):
@@ -315,15 +288,18 @@ class ReadBack:
         return Snapshot(t.shape, DTYPES[t.dtype], [(gather(mem.flat, pos, nb), r, c, r0, c0)
                                                     for pos, r, c, nb, r0, c0 in groups])
 
-    def value(self, name: str, i: int, env: dict, carry: dict, rows=None, dtype=np.float64):
+    def value(self, name: str, i: int, env: dict, carry: dict, rows=None, dtype=np.float64, cols=None):
         """An op input at iteration i: the device's activation (as read back: `env`, or
-        `carry` from the iteration before), or the true data; only `rows` of it if given.
-        float32 for a matmul's operands (its reference is computed in f32: see _matmul)."""
+        `carry` from the iteration before), or the true data; only `rows` (or `cols`, every
+        row) of it if given. float32 for a matmul's operands (its reference is computed in
+        f32: see _matmul)."""
         t = self.g.tensors[name]
         raw = env.get(name, carry.get(name) if i > 0 else None)
-        pick = (lambda a: a) if rows is None else (lambda a: a[rows])
+        pick = (lambda a: a) if rows is None and cols is None else \
+            (lambda a: a[rows]) if cols is None else (lambda a: a[:, cols])
         if raw is not None:
-            v = (raw.array() if rows is None else raw.rows(rows)).astype(dtype)
+            v = (raw.array() if rows is None and cols is None else raw.rows(rows) if cols is None
+                 else raw.cols(cols)).astype(dtype)
             v *= member(t.scale, i)                       # in place: one copy of a big tensor, not two
             return v
         if name in self.data:
@@ -334,6 +310,11 @@ class ReadBack:
             v *= member(t.scale, i)
             return v
         return None
+
+    @staticmethod
+    def sample(m: int, i: int) -> np.ndarray:
+        """check=rows: the rows of an m-row output (or matmul group) read in iteration i."""
+        return np.arange(m) if m <= ROW_STRIDE else np.arange(i % ROW_STRIDE % m, m, ROW_STRIDE)
 
     def plan(self, n: int, op, i: int):
         """Row-sampled check of op n in iteration i (check=rows): (rows of each input to read,
@@ -347,8 +328,7 @@ class ReadBack:
         got = self.plans.get(key)
         if got is not None:
             return got
-        nrows, off = self.g.tensors[op.outputs[0]].shape[0], i % ROW_STRIDE
-        pick = lambda m: np.arange(m) if m <= ROW_STRIDE else np.arange(off % m, m, ROW_STRIDE)
+        nrows, pick = self.g.tensors[op.outputs[0]].shape[0], lambda m: self.sample(m, i)
         if op.kind == "matmul":
             m, groups = op.attr("m"), op.attr("groups", ((0, 0, 0, 0, 0, 0),))
             local = pick(m)
@@ -376,6 +356,10 @@ class ReadBack:
 
     def on_step(self, step: int, mem) -> None:
         i, b, outside = self.static_step(step)
+        if self.moves is not None:
+            if self.xc is None:
+                self.xc = ExchangeCheck(self.moves, mem.tile_bytes, mem.base)
+            self.xc.on_step(b, i, not outside, mem)
         if i != self.iteration:                   # a new iteration: carried values move on
             self.carry = {inp: self.env[out] for out, inp in self.carried.items() if out in self.env}
             self.env = {k: v for k, v in self.env.items() if k in self.before and k not in self.carry}
@@ -436,29 +420,75 @@ class ReadBack:
                                            row=row, col=int(c), error=float(err[r, c]), tolerance=float(tol[r, c]),
                                            elements=int((err > tol).sum()))
 
+    def col_plan(self, n: int, op, i: int):
+        """check=rows' column stripes of matmul n in iteration i: every row of a few output
+        columns, so that a fault confined to rows the row sample skips -- one tile's kernel
+        skipping k terms, a received row gone stale -- still meets a checked element. Columns:
+        every w-th of each group's n, w the narrowest output block a tile holds (so every
+        tile's block holds one), from offset i mod w; b's matching columns (its rows when
+        transposed), `a` whole. ([(rows, cols) per input], (rows, cols) of the output, attrs)."""
+        nn, groups, tb = op.attr("n"), op.attr("groups", ((0, 0, 0, 0, 0, 0),)), op.attr("transpose_b", False)
+        w = self.col_width.get(n)
+        if w is None:
+            w = self.col_width[n] = max(1, min(nn, int(self.d["cols"][self.rows[n]].min())))
+        key = ("cols", n, i % w)
+        if key in self.plans:
+            return self.plans[key]
+        local = np.arange(i % w, nn, w)
+        K, at = len(local), 2 if tb else 3                # b's offset: its rows when transposed, else its columns
+        bs, cs = sorted({g[at] for g in groups}), sorted({g[5] for g in groups})
+        regroup = tuple(tuple(g[:at]) + (bs.index(g[at]) * K,) + tuple(g[at + 1:5]) + (cs.index(g[5]) * K,)
+                        for g in groups)
+        bsel = np.concatenate([b + local for b in bs])
+        ins = [(None, None), (bsel, None) if tb else (None, bsel)] + [(None, None)] * (len(op.inputs) - 2)
+        osel = np.concatenate([c + local for c in cs])
+        # Snapshot.rows / cols read sorted, distinct indices: groups whose b (or output)
+        # ranges interleave get no stripes (none seen: heads' ranges are disjoint)
+        ok = (np.diff(bsel) > 0).all() and (np.diff(osel) > 0).all()
+        got = self.plans[key] = (ins, (None, osel), {"n": K, "groups": regroup}) if ok else None
+        return got
+
     def check_op(self, n: int, i: int, env: dict, carry: dict) -> None:
+        """Op n of iteration i: whole (check=all ...), or on sampled rows (check=rows), a
+        matmul also on column stripes (col_plan); one failure counts the op failed."""
         op = self.g.ops[n].at(i)
         if op.kind not in BOUNDS:
             self.unchecked += 1
             return
-        ins, out_rows = [None] * len(op.inputs), None
+        views = [([(None, None)] * len(op.inputs), (None, None), {})]
         if self.sample_rows and op.kind in ROW_SAMPLED:
             ins, out_rows, attrs = self.plan(n, op, i)
-            if attrs:
-                op = dataclasses.replace(op, attrs=tuple(sorted({**dict(op.attrs), **attrs}.items())))
+            views = [([(r, None) for r in ins], (out_rows, None), attrs)]
+            if COLUMN_STRIPES and op.kind == "matmul" and self.col_plan(n, op, i) is not None:
+                views.append(self.col_plan(n, op, i))
+        for ins, out, attrs in views:
+            got = self.check_view(n, i, op, env, carry, ins, out, attrs)
+            if got is None:
+                self.unchecked += 1
+                return
+            if not got:
+                break
+        self.checked += 1
+
+    def check_view(self, n: int, i: int, op, env: dict, carry: dict, ins: list, out: tuple, attrs: dict):
+        """One view of op n (inputs' and output's (rows, cols), attrs): True if within its
+        bound, False if it failed (recorded), None if it cannot be checked."""
+        if attrs:
+            op = dataclasses.replace(op, attrs=tuple(sorted({**dict(op.attrs), **attrs}.items())))
         dt = np.float32 if op.kind == "matmul" else np.float64
-        xs = [self.value(name, i, env, carry, rows, dt) for name, rows in zip(op.inputs, ins)]
+        xs = [self.value(name, i, env, carry, r, dt, c) for name, (r, c) in zip(op.inputs, ins)]
         if any(x is None for x in xs):
-            self.unchecked += 1
-            return
+            return None
         t = self.g.tensors[op.outputs[0]]
         raw = env.get(op.outputs[0])
+        out_rows, out_cols = out
         # scale 1 (f16): the read-back float32 itself, exact, widened by numpy where it meets
         # the float64 reference (a float64 copy of a 27-layer tower's scores is 68 MB)
         if raw is not None and t.scale == 1.0:
-            dev = raw.array() if out_rows is None else raw.rows(out_rows)
+            dev = raw.array() if out_rows is None and out_cols is None else \
+                raw.rows(out_rows) if out_cols is None else raw.cols(out_cols)
         else:
-            dev = self.value(op.outputs[0], i, env, carry, out_rows)
+            dev = self.value(op.outputs[0], i, env, carry, out_rows, cols=out_cols)
         # a non-finite input the device made fails the op even where its output hides it (a
         # masked column); the model's own data is not re-checked every iteration (a NaN the
         # host sends instead shows in the output)
@@ -466,30 +496,30 @@ class ReadBack:
                        if name not in self.data and not np.isfinite(x).all()), None)
         if bad_in is not None:
             self.fail_nonfinite_input(n, i, *bad_in)
-            return
+            return False
         _, bound, err = op_error(op, xs, dev, keep_ref=False)
         del xs, dev
-        self.checked += 1
         over = ~(err <= bound)                    # a NaN bound (from a NaN input) fails too
         if not over.any():
             if err.size:                  # err <= bound everywhere: err / bound in place
                 np.divide(err, bound, out=err, where=bound > 0)
                 self.worst_ratio = max(self.worst_ratio, float(err.max()))
-            return
+            return True
         self.failed += 1
         if self.first_failed is None:
             excess = np.where(over, err - bound, -np.inf)
             excess[np.isnan(excess)] = np.inf
             r, c = np.unravel_index(int(np.argmax(excess)), err.shape)
             row = int(r) if out_rows is None else int(out_rows[r])     # the tensor's row
-            self.first_failed = dict(op=op.outputs[0], kind=op.kind, iteration=i, tile=self.tile_of(n, row, c),
-                                     row=row, col=int(c), error=float(err[r, c]), bound=float(bound[r, c]),
-                                     elements=int(over.sum()))
+            col = int(c) if out_cols is None else int(out_cols[c])     # ... and column
+            self.first_failed = dict(op=op.outputs[0], kind=op.kind, iteration=i, tile=self.tile_of(n, row, col),
+                                     row=row, col=col, error=float(err[r, c]), bound=float(bound[r, c]),
+                                     elements=int(over.sum()), **({"view": "columns"} if out_cols is not None else {}))
+        return False
 
     def fail_nonfinite_input(self, n: int, i: int, name: str, x: np.ndarray) -> None:
         """Op n's input `name` holds NaN or inf at iteration i: the op fails, naming the tile
         that holds the first such element (its producer's block, or where op n's output row is)."""
-        self.checked += 1
         self.failed += 1
         if self.first_failed is None:
             r, c = (int(v) for v in np.argwhere(~np.isfinite(x))[0])
@@ -529,6 +559,8 @@ class ReadBack:
              "op_error_ratio": round(self.worst_ratio, 6)}
         if self.first_failed:
             m["first_failed_op"] = self.first_failed
+        if self.xc is not None:
+            m |= self.xc.metrics()
         if self.layer_op is not None:
             m |= {"layers_checked": self.layers_checked, "layers_failed": self.layers_failed,
                   "layer_error_ratio": round(self.layer_ratio, 6)}

@@ -142,15 +142,17 @@ class _Streams(Mapping):
 
 
 def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = None, inject=None, *,
-        ref, fp8_budget: tuple[float, float] = (0.03, 0.05)) -> RunResult:
+        ref, fp8_budget: tuple[float, float] = (0.03, 0.05), check_exchanges: bool = True) -> RunResult:
     """`ref`: the reference phase's result (outputs, tolerance, the model's figures).
     Per-layer cycles come from the profile: the supersteps of the Repeat body's last iteration.
     `check` (rows | all | last_iteration | sampled) chooses the ops read back (readback.py).
     Fault-injection tests may replace host streams (`streams`: name -> array) or write
-    placed bytes after a superstep (`inject(step, memory)`, before it is read back);
+    placed bytes after a superstep (`inject(step, memory)`, before it is read back;
+    after, if the hook has a true `after_checks` attribute);
     the checks always hold the device to the model's data. `fp8_budget`: (embedding or
     logits, features) rms relative error allowed against the FP16-activation twin
-    (policy.fp8_budget_embedding, policy.fp8_budget_features)."""
+    (policy.fp8_budget_embedding, policy.fp8_budget_features). `check_exchanges`
+    (policy.check_exchanges): every exchange's bytes in every iteration (exchange_check.py)."""
     if lower_res.rejection:
         return RunResult(rejection=lower_res.rejection)
     from . import sim      # here, not at the top: reading a RunResult (report) needs no simulator
@@ -161,8 +163,11 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     checked_iterations(check, count)                      # a bad value fails before the run
     streams = _Streams(prog.in_streams, streams or {}, model.data)
     dump = getattr(lower_res, "dump", None) or {}
-    rb = ReadBack(g, model.data, dump, lower_res.body, check, getattr(ref, "layers", None)) if dump else None
+    rb = ReadBack(g, model.data, dump, lower_res.body, check, getattr(ref, "layers", None),
+                  getattr(lower_res, "moves", None) if check_exchanges else None) if dump else None
     hooks = [h for h in (inject, rb.on_step if rb else None) if h is not None]
+    if getattr(inject, "after_checks", False):   # a fault only the next superstep's kernels see
+        hooks.reverse()
     try:
         r = sim.run(prog, streams, (lambda step, mem: [h(step, mem) for h in hooks]) if hooks else None)
     except BaseException:
@@ -180,7 +185,8 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     rms_rel = rms_rel_error(g, got16, ref.outputs)
     fp16 = ref.fp16_outputs
     rbm = rb.metrics() if rb else {"ops_checked": 0, "ops_failed": 0}
-    per_op_ok = rbm["ops_checked"] > 0 and rbm["ops_failed"] == 0 and rbm.get("layers_failed", 0) == 0
+    per_op_ok = rbm["ops_checked"] > 0 and rbm["ops_failed"] == 0 and rbm.get("layers_failed", 0) == 0 \
+        and rbm.get("exchanges_failed", 0) == 0
     model = model_check(ref, g)
     acc = fp8_accuracy(g, got16, fp16, {n: fp8_budget[n == "features"] for n in ref.outputs})
     failed = [name for name, ok in (("per-op", per_op_ok), ("end to end", err <= ref.tolerance),

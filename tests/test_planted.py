@@ -16,7 +16,8 @@ import plants  # noqa: E402
 
 MIDDLE = 1
 DEVICE = ["stale exchange (156 B of one tile's received rows)", "exchange drops a row",
-          "matmul skips a k-group (1/4 of k, one tile)", "one tile skips a compute superstep",
+          "matmul skips a k-group (1/4 of k, one tile)", "kernel skips a k-group (operand intact in memory)",
+          "one tile skips a compute superstep",
           "wrong byte in one tile's weights (fc1)", "FP8 weight scale from the wrong layer (one tile)",
           "NaN in an op output", "NaN in a weight (fc2 bias)"]
 

@@ -22,6 +22,10 @@ class LowerResult:
     # range of the program's supersteps that the Repeat body runs `count` times
     dump: dict = field(default_factory=dict)
     body: tuple = ()
+    # host side too: the tile graph's transfer rows with the placement's addresses, the
+    # independent statement of what each exchange moves (run's exchange check,
+    # compiler/exchange_check.py), not the program's encoded tables
+    moves: dict = field(default_factory=dict)
 
     def metrics(self) -> dict:
         p = self.program
@@ -219,4 +223,15 @@ def lower(place_res, sched, t: Target, exchange_table_cap: int) -> LowerResult:
     dump = {k: v for k, v in d.items() if k not in ("req", "off")}
     if d:
         dump["addr"] = pl.addr[d["req"]] + d["off"]
-    return LowerResult(prog, dump=dump, body=tuple(int(b) for b in tg.body_steps()))
+    return LowerResult(prog, dump=dump, body=tuple(int(b) for b in tg.body_steps()), moves=moves(tg, pl.addr))
+
+
+def moves(tg, addr: np.ndarray) -> dict:
+    """LowerResult.moves: every xfer row (step, tiles, row shapes, reloc) with absolute
+    addresses for request + offset; `name` indexes `names` (the destination buffer's)."""
+    x = tg.xfer
+    if not len(x["step"]):
+        return {}
+    keep = ("step", "src", "dst", "s_row_bytes", "s_rows", "s_stride", "d_row_bytes", "d_rows", "d_stride", "reloc")
+    return {**{f: x[f] for f in keep}, "saddr": addr[x["sreq"]] + x["soff"], "daddr": addr[x["dreq"]] + x["doff"],
+            "name": tg.req["name"][x["dreq"]], "names": list(tg.names)}

@@ -64,7 +64,8 @@ def main(argv):
         named = "-" if o["op"] == "-" else f"`{o['op']}` ({o['iteration']}, {o['tile']})"
         caught = "yes" if o["caught"] else "**no**"
         missed += not o["caught"] and kind.where != "model"
-        print(f"| {mode} | {kind.name} | {kind.where} | {where} | {caught} | {', '.join(o['by']) or '-'} | {named} | "
+        by = [b + (" (column stripes)" if b == "op read-back" and o.get("view") == "columns" else "") for b in o["by"]]
+        print(f"| {mode} | {kind.name} | {kind.where} | {where} | {caught} | {', '.join(by) or '-'} | {named} | "
               f"{fmt(o['error'])} / {fmt(o['bound'])} |", flush=True)
     print(f"\nnot caught outside the model kinds: {missed}")
 

@@ -209,6 +209,34 @@ def skipped_k_group(r, layer):
     return Plant(inject=inject, note=f"tile {t}, {g} of {kk} k")
 
 
+def kernel_skips_k_group(r, layer, rows: int | None = None):
+    """The same quarter of k skipped, as the kernel would skip it: the operand reads as zero
+    only while the kernel runs -- zeroed after the host's checks of the superstep before it
+    (run's inject `after_checks`: the exchange check has compared the received copy, intact),
+    its bytes put back after the kernel's superstep. Only a check of the op's output can see it.
+    `rows`: in the kernel's first `rows` rows only (tests: a fault a row sample can miss)."""
+    tg, addr = r["place"].tilegraph, r["place"].placement.addr
+    k = tg.kern
+    j = _matmul_kernels(r)[0]
+    m, kk = int(k["i0"][j]), int(k["i1"][j])
+    eb = 1 if (int(k["dtype"][j]) >> 8) & 0xFF == isa.DTYPES["fp8"] else 2
+    t, a0 = int(k["tile"][j]), int(addr[k["r0"][j]] + k["o0"][j])
+    g = max(1, kk // 4)
+    e = executed(r, int(k["step"][j]), layer) - 1
+    pos = lambda mem: (mem.pos(t, a0 + (np.arange(min(m, rows or m))[:, None] * kk + kk // 2) * eb)
+                       + np.arange(g * eb)).ravel()
+    kept = {}
+
+    def inject(step, mem):
+        if step == e:
+            kept["old"] = mem.flat[pos(mem)].copy()
+            mem.flat[pos(mem)] = 0
+        elif step == e + 1 and "old" in kept:
+            mem.flat[pos(mem)] = kept.pop("old")
+    inject.after_checks = True
+    return Plant(inject=inject, note=f"tile {t}, {g} of {kk} k")
+
+
 def tile_skips_superstep(r, layer):
     """One tile does not run a compute superstep (its matmul and whatever else it computes
     there): after it, the tile's memory is as it was before it."""
@@ -442,6 +470,7 @@ KINDS = [
     Kind("exchange drops a row", "device", dropped_row),
     Kind("exchange swaps two rows", "device", swapped_rows),
     Kind("matmul skips a k-group (1/4 of k, one tile)", "device", skipped_k_group),
+    Kind("kernel skips a k-group (operand intact in memory)", "device", kernel_skips_k_group),
     Kind("one tile skips a compute superstep", "device", tile_skips_superstep),
     Kind("op output column unwritten", "device", zeroed_output_column),
     Kind("wrong byte in one tile's weights (fc1)", "device", wrong_weight_byte),
@@ -489,6 +518,8 @@ def checks_failed(m: dict) -> list[str]:
         by.append("end to end")
     if m.get("layers_failed", 0) > 0:
         by.append("layer output")
+    if m.get("exchanges_failed", 0) > 0:
+        by.append("exchange")
     if "model:" in m.get("failed", ""):
         by.append("model")
     if "fp8 accuracy" in m.get("failed", ""):
@@ -515,10 +546,13 @@ def outcome(r: dict, kind: Kind, layer: int | None) -> dict:
                     message=str(e))
     m = res.metrics()
     by = checks_failed(m)
-    fails = [f for f in (m.get("first_failed_op"), m.get("first_failed_layer")) if f]
+    fails = [f for f in (m.get("first_failed_op"), m.get("first_failed_layer"), m.get("first_failed_exchange")) if f]
     f = min(fails, key=lambda f: f["iteration"]) if fails else {}      # the earliest iteration's
+    if "buffer" in f:                       # an exchange: the buffer it fills, and how many bytes were wrong
+        f = dict(f, op=f["buffer"], error=f["bytes_wrong"], bound=0)
     return dict(caught=bool(by) and not res.validated, by=by, op=f.get("op", "-"), iteration=f.get("iteration"),
                 tile=f.get("tile"), error=f.get("error", m.get("max_abs_error")),
                 bound=f.get("bound", f.get("tolerance", m.get("tolerance"))),
                 e2e=(m.get("max_abs_error"), m.get("tolerance")),
-                model=m.get("model_rms_rel_error"))
+                model=m.get("model_rms_rel_error"), exchange=m.get("first_failed_exchange"),
+                view=f.get("view", "rows" if "kind" in f else None))

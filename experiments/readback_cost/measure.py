@@ -3,6 +3,10 @@ with each `policy.check` mode, on the So400m ViT (ipu21).
 
     python experiments/readback_cost/measure.py LAYERS [fp8] [repeat=N] [none] [rows] [all] [last_iteration] [sampled]
 
+A mode suffixed `-nox` (e.g. `rows-nox`) runs without the exchange check
+(policy.check_exchanges=false, compiler/exchange_check.py), `-nos` without check=rows' column
+stripes (readback.COLUMN_STRIPES), `-nox-nos` without either: side by side, each one's cost.
+
 Compiles every phase up to lower in-process (serial mapper) and the reference, keeps only
 the lower, model and reference results (what the run stage loads), then runs the simulator
 without read-back (`none`: lower's dump rows removed) and once per check mode listed. Time:
@@ -26,6 +30,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from compiler.phases import reference_phase, run_phase, target_of  # noqa: E402
+from compiler import readback  # noqa: E402
 from compiler.run import run  # noqa: E402
 from pipeline.config import compose  # noqa: E402
 
@@ -62,13 +67,17 @@ def main(layers: int, fp8: bool, modes: list[str], repeat: int = 3):
     del res
     gc.collect()
     label = f"{layers} layers{', fp8 activations' if fp8 else ''}"
-    rows = [(m, dataclasses.replace(lo, dump={}) if m == "none" else lo, "all" if m == "none" else m) for m in modes]
-    run(rows[0][1], model, t, rows[0][2], ref=ref)                  # warm-up: numba's compilation, first touches
+    rows = [(m, dataclasses.replace(lo, dump={}) if m == "none" else lo, "all" if m == "none" else m.split("-")[0])
+            for m in modes]
+    for name, lower_res, check in rows[:2]:     # warm-up: numba's compilation, first touches
+        run(lower_res, model, t, check, ref=ref)
     gc.collect()
     got = {name: [] for name, _, _ in rows}
     for _ in range(repeat):
         for name, lower_res, check in rows:
-            r, secs, csecs, base, peak = measured(lambda: run(lower_res, model, t, check, ref=ref))
+            readback.COLUMN_STRIPES = "-nos" not in name
+            r, secs, csecs, base, peak = measured(lambda: run(lower_res, model, t, check, ref=ref,
+                                                              check_exchanges="-nox" not in name))
             got[name].append((secs, csecs, base, peak, r.metrics()))
             del r
             gc.collect()
@@ -81,6 +90,7 @@ def main(layers: int, fp8: bool, modes: list[str], repeat: int = 3):
               f"{100 * (med(name, 1) / med(ref, 1) - 1):+.1f} % | {med(name, 2):,.0f} | {med(name, 3):,.0f} | "
               f"{100 * (med(name, 3) / med(ref, 3) - 1):+.1f} % | {m.get('ops_checked', 0)} | "
               f"{m['max_abs_error']:.4g} / {m['tolerance']:.4g} | {m['validated']} | {m.get('op_error_ratio', '-')} | "
+              f"{m.get('exchange_bytes_checked', 0) / MIB:,.0f} | "
               f"{' '.join(f'{x[1]:.1f}' for x in got[name])} |", flush=True)
 
 

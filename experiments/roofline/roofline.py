@@ -128,10 +128,11 @@ def per_op_model(T0: int, D: int, F: int, H: int, mode: str) -> tuple[dict, dict
     return mm, vec
 
 
-def measured(mode: str, layers: int) -> dict:
-    """Per-op measured cycles of a trial (experiments/comm/ops/<mode>-<layers>.csv), casts
-    renamed 'cast <input>'; {} when that trial was not run."""
-    p = OPS / f"{mode}-{layers}.csv"
+def measured(mode: str, layers: int, after: str = "") -> dict:
+    """Per-op measured cycles of a trial (experiments/comm/ops/<mode>-<layers><after>.csv:
+    after "" the start commit's plans, "r" with policy.operand_relay), casts renamed
+    'cast <input>'; {} when that trial was not run."""
+    p = OPS / f"{mode}-{layers}{after}.csv"
     if not p.exists():
         return {}
     rows = list(csv.DictReader(p.open()))
@@ -181,7 +182,9 @@ def per_op_table(mode: str, res: dict) -> str:
             + "".join(f" {L} L: matmul / vector / exchange / sync |" for L in DEPTHS))
     out = [head, "|---|" + "---:|" * (4 + len(DEPTHS))]
     tot = {L: [0, 0, 0, 0] for L in DEPTHS}
-    for n, r in res["ops"].items():
+    extra = sorted({n for L in DEPTHS for n, v in m[L].items() if v["total"]} - set(res["ops"]))
+    zero = dict(compute=0, vector=0, **{f"exchange_{L}": 0 for L in DEPTHS})
+    for n, r in [*res["ops"].items(), *((n, zero) for n in extra)]:   # extra: the carried value's fill (x)
         cells = []
         for L in DEPTHS:
             v = m[L].get(n)
@@ -198,6 +201,34 @@ def per_op_table(mode: str, res: dict) -> str:
                f"**{lay['exchange_27']:,}** | " + " | ".join(
                    " / ".join(f"{x:,}" for x in tot[L]) + f" = **{sum(tot[L]):,}**" if m[L] else "-"
                    for L in DEPTHS) + " |")
+    return "\n".join(out)
+
+
+def relay_table(mode: str, res: dict) -> str:
+    """Markdown: per op, exchange and total cycles before / after policy.operand_relay."""
+    runs = [(L, measured(mode, L), measured(mode, L, "r")) for L in DEPTHS]
+    runs = [(L, b, a) for L, b, a in runs if b and a]
+    if not runs:
+        return "(no before/after trials yet)"
+    out = ["| op | exchange bound " + " | ".join(f"{L} L" for L, _, _ in runs) + " | "
+           + " | ".join(f"{L} L exchange before → after | {L} L total before → after" for L, _, _ in runs) + " |",
+           "|---|" + "---:|" * (3 * len(runs))]
+    names = [n for n in res["ops"]] + sorted({n for _, b, _ in runs for n in b} - set(res["ops"]))
+    for n in names:
+        if all(b.get(n, {}).get("total", 0) == 0 and a.get(n, {}).get("total", 0) == 0 for _, b, a in runs):
+            continue
+        cells = [f"{res['ops'][n]['exchange_' + str(L)]:,}" if n in res["ops"] else "-" for L, _, _ in runs]
+        for L, b, a in runs:
+            x0, x1 = b.get(n, {}).get("exchange", 0), a.get(n, {}).get("exchange", 0)
+            t0, t1 = b.get(n, {}).get("total", 0), a.get(n, {}).get("total", 0)
+            cells += [f"{x0:,} → {x1:,}", f"{t0:,} → {t1:,}"]
+        out.append(f"| {n} | " + " | ".join(cells) + " |")
+    cells = [f"{res['layer']['exchange_' + str(L)]:,}" for L, _, _ in runs]
+    for L, b, a in runs:
+        x0, x1 = (sum(v["exchange"] for v in d.values()) for d in (b, a))
+        t0, t1 = (sum(v["total"] for v in d.values()) for d in (b, a))
+        cells += [f"**{x0:,} → {x1:,}**", f"**{t0:,} → {t1:,}** ({(t1 - t0) / t0:+.1%})"]
+    out.append("| **layer** | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
@@ -222,6 +253,8 @@ def main(argv):
     for m, r in out["per_op"].items():
         print(f"\n### per op, {m} activations: floors, exchange bounds, and what the trials spend\n")
         print(per_op_table(m, r))
+        print(f"\n### per op, {m} activations: before / after policy.operand_relay\n")
+        print(relay_table(m, r))
 
 
 if __name__ == "__main__":

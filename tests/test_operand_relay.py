@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+import pytest
 
 from compiler.expand import matmul as ex_matmul
 from compiler.phases import compile_trial
@@ -17,16 +18,18 @@ from helpers import target_cfg
 VIT = dict(name="vit", preset="custom", width=128, hidden=256, heads=2, tokens=16, layers=2)
 
 
-def cfg(**policy):
-    return dict(model=VIT, target=target_cfg("tiny"), policy=policy)
+def cfg(fp8: bool = False, **policy):
+    return dict(model=dict(VIT, fp8_activations=fp8), target=target_cfg("tiny"), policy=policy)
 
 
 def relayed(r) -> list[str]:
     return [g.label for _, g in r["expand"].finalists[0].candidate.strategy if g.relay]
 
 
-def test_relay_chosen_validated_and_cheaper():
-    on, off = compile_trial(cfg()), compile_trial(cfg(operand_relay=False))
+@pytest.mark.parametrize("fp8", [False, True])
+def test_relay_chosen_validated_and_cheaper(fp8):
+    """Also with FP8 activations: the relayed rows are the cast's, 1 B per element."""
+    on, off = compile_trial(cfg(fp8)), compile_trial(cfg(fp8, operand_relay=False))
     assert relayed(on), "the tiny ViT's qkv / fc1 should relay their LayerNorm input"
     assert not relayed(off)
     for r in (on, off):

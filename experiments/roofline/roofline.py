@@ -43,7 +43,8 @@ from comm_bound import matmul_recv, split_budget
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 OPS = ROOT / "experiments" / "comm" / "ops"     # measured per-op cycles: <mode>-<layers>.csv (ops_trial.py)
-DEPTHS = (4, 27)
+DEPTHS = (4, 27)                                # So400m's per-op table; b16: (12,)
+PRESETS = {"so400m": ((729, 1152, 4304, 16), DEPTHS, ""), "b16": ((197, 768, 3072, 12), (12,), "b16-")}
 
 
 def least_exchange(M, K, N, G, a_bytes, tiles, b_bytes, b_moves):
@@ -128,11 +129,11 @@ def per_op_model(T0: int, D: int, F: int, H: int, mode: str) -> tuple[dict, dict
     return mm, vec
 
 
-def measured(mode: str, layers: int, after: str = "") -> dict:
-    """Per-op measured cycles of a trial (experiments/comm/ops/<mode>-<layers><after>.csv:
+def measured(mode: str, layers: int, after: str = "", prefix: str = "") -> dict:
+    """Per-op measured cycles of a trial (experiments/comm/ops/<prefix><mode>-<layers><after>.csv:
     after "" the start commit's plans, "r" with policy.operand_relay), casts renamed
     'cast <input>'; {} when that trial was not run."""
-    p = OPS / f"{mode}-{layers}{after}.csv"
+    p = OPS / f"{prefix}{mode}-{layers}{after}.csv"
     if not p.exists():
         return {}
     rows = list(csv.DictReader(p.open()))
@@ -143,7 +144,7 @@ def measured(mode: str, layers: int, after: str = "") -> dict:
     return out
 
 
-def per_op(f: dict, T0: int, D: int, F: int, H: int, mode: str) -> dict:
+def per_op(f: dict, T0: int, D: int, F: int, H: int, mode: str, depths=DEPTHS) -> dict:
     """Per op: compute floor, vector floor, exchange bound at each depth of DEPTHS (the
     layer's weights share the tile's memory: each layer gets tile_bytes / layers for its
     four weights, split as the layer's least total; `alone`: the op with all of it)."""
@@ -159,7 +160,7 @@ def per_op(f: dict, T0: int, D: int, F: int, H: int, mode: str) -> dict:
                                                 + t / f["transcendental_elems_per_cycle"]) / P))
     cyc = lambda recv: int(recv // bw) + (ph if recv > 0 else 0)
     layer = {}
-    for L in DEPTHS:
+    for L in depths:
         budget = tile_bytes / L
         total, split = split_budget(mm, P, budget)
         for n, op in mm.items():
@@ -175,12 +176,14 @@ def per_op(f: dict, T0: int, D: int, F: int, H: int, mode: str) -> dict:
     return dict(ops=rows, layer=layer)
 
 
-def per_op_table(mode: str, res: dict) -> str:
-    """Markdown: per op, the floors and bounds beside what the 4- and 27-layer trials spend."""
-    m = {L: measured(mode, L) for L in DEPTHS}
-    head = ("| op | compute floor | vector floor | exchange bound 4 L | exchange bound 27 L |"
+def per_op_table(mode: str, res: dict, depths=DEPTHS, prefix: str = "") -> str:
+    """Markdown: per op, the floors and bounds beside what the trials at `depths` spend
+    (the start commit's plans)."""
+    DEPTHS = depths
+    m = {L: measured(mode, L, "", prefix) for L in DEPTHS}
+    head = ("| op | compute floor | vector floor |" + "".join(f" exchange bound {L} L |" for L in DEPTHS)
             + "".join(f" {L} L: matmul / vector / exchange / sync |" for L in DEPTHS))
-    out = [head, "|---|" + "---:|" * (4 + len(DEPTHS))]
+    out = [head, "|---|" + "---:|" * (2 + 2 * len(DEPTHS))]
     tot = {L: [0, 0, 0, 0] for L in DEPTHS}
     extra = sorted({n for L in DEPTHS for n, v in m[L].items() if v["total"]} - set(res["ops"]))
     zero = dict(compute=0, vector=0, **{f"exchange_{L}": 0 for L in DEPTHS})
@@ -194,19 +197,19 @@ def per_op_table(mode: str, res: dict) -> str:
                 cells.append(" / ".join(f"{x:,}" for x in k))
             else:
                 cells.append("-")
-        out.append(f"| {n} | {r['compute']:,} | {r['vector']:,} | {r['exchange_4']:,} | {r['exchange_27']:,} | "
-                   + " | ".join(cells) + " |")
+        out.append(f"| {n} | {r['compute']:,} | {r['vector']:,} | "
+                   + "".join(f"{r[f'exchange_{L}']:,} | " for L in DEPTHS) + " | ".join(cells) + " |")
     lay = res["layer"]
-    out.append(f"| **layer** (all its ops) | **{lay['compute']:,}** | **{lay['vector']:,}** | **{lay['exchange_4']:,}** | "
-               f"**{lay['exchange_27']:,}** | " + " | ".join(
+    out.append(f"| **layer** (all its ops) | **{lay['compute']:,}** | **{lay['vector']:,}** | "
+               + "".join(f"**{lay[f'exchange_{L}']:,}** | " for L in DEPTHS) + " | ".join(
                    " / ".join(f"{x:,}" for x in tot[L]) + f" = **{sum(tot[L]):,}**" if m[L] else "-"
                    for L in DEPTHS) + " |")
     return "\n".join(out)
 
 
-def relay_table(mode: str, res: dict) -> str:
+def relay_table(mode: str, res: dict, depths=DEPTHS, prefix: str = "") -> str:
     """Markdown: per op, exchange and total cycles before / after policy.operand_relay."""
-    runs = [(L, measured(mode, L), measured(mode, L, "r")) for L in DEPTHS]
+    runs = [(L, measured(mode, L, "", prefix), measured(mode, L, "r", prefix)) for L in depths]
     runs = [(L, b, a) for L, b, a in runs if b and a]
     if not runs:
         return "(no before/after trials yet)"
@@ -233,8 +236,19 @@ def relay_table(mode: str, res: dict) -> str:
 
 
 def main(argv):
+    """argv: [target] [tokens width hidden heads] (So400m's by default), or [target] b16."""
     name = argv[0] if argv else "ipu21"
     f = yaml.safe_load((ROOT / "conf" / "target" / f"{name}.yaml").read_text())
+    if len(argv) > 1 and argv[1] in PRESETS:
+        (T0, D, F, H), depths, prefix = PRESETS[argv[1]]
+        res = {m: per_op(f, T0, D, F, H, m, depths) for m in ("f16",)}
+        (HERE / f"bound_{argv[1]}.json").write_text(json.dumps(dict(target=name, tokens=T0, width=D, hidden=F,
+                                                                    heads=H, per_op=res), indent=1) + "\n")
+        for m, r in res.items():
+            print(f"\n### {argv[1]}, per op, {m} activations\n\n" + per_op_table(m, r, depths, prefix))
+            print(f"\n### {argv[1]}, per op, {m} activations: before / after policy.operand_relay\n")
+            print(relay_table(m, r, depths, prefix))
+        return
     T0, D, F, H = (int(x) for x in (argv[1:5] if len(argv) > 4 else (729, 1152, 4304, 16)))
     out = dict(target=name, tokens=T0, width=D, hidden=F, heads=H,
                modes={m: layer(f, T0, D, F, H, m) for m in ("f16", "fp8")},

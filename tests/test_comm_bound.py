@@ -72,3 +72,22 @@ def test_budget_split_is_a_lower_bound():
     for k in range(11):
         r = budget * k / 10
         assert total <= cb.matmul_recv(ops["x"], P, r) + cb.matmul_recv(ops["y"], P, budget - r) + 1e-6
+
+
+def test_a_bound_that_forgets_what_tiles_hold_is_caught():
+    """Injected fault: a bound that forgets that A and C already sit somewhere (no
+    subtraction of |A| and |C|) claims more than some grid receives: the brute force
+    above must catch it on these cases."""
+    def wrong(op, P, R):
+        G, M, K, N = op["G"], op["M"], op["K"], op["N"]
+        return cb.psi(G * M * K * N / P, G, M, K, N, op["ea"], op["eb"], op["ep"],
+                      0.0 if op["b_act"] else R, op["b_act"])
+    caught = 0
+    for G, M, K, N, ea, eb, b_act, P in CASES:
+        best = min(grid_recv(G, M, K, N, ea, eb, 2, b_act, P, 512, gg, gm, gn, P // (gg * gm * gn))
+                   for gg, gm, gn in itertools.product(divisors(G), divisors(M), divisors(N))
+                   if not P % (gg * gm * gn) and not K % (P // (gg * gm * gn)))
+        op = dict(G=G, M=M, K=K, N=N, ea=ea, eb=eb, ep=2, b_act=b_act)
+        caught += wrong(op, P, 512) > best
+        assert cb.matmul_recv(op, P, 512) <= best
+    assert caught >= 3, caught

@@ -23,6 +23,7 @@ class Policy:
     weight_stationary: bool = True    # also expand each candidate with weights resident where used
     resident_replication: int = 0     # most tiles holding one resident weight block (a grid's gm); 0 = any
     panel_homes: bool = True          # store weights the AMP reads as micro-panels (FP8) in that order
+    operand_relay: bool = True        # plan may spread a matmul's A over idle tiles before gathering it (plan/relay.py)
     grid: str = ""                    # force one GEMM grid "GMxGNxGK[/SP]" (tests, studies); "" = search
     check: str = "rows"               # run's read-back op by op: rows (every iteration, sampled rows) | all | last_iteration | sampled
     check_exchanges: bool = True      # run: every exchange's destination bytes against its source's, every iteration

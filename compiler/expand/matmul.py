@@ -8,6 +8,7 @@ import numpy as np
 from .. import isa
 from ..plan.homes import panel_elems
 from ..plan.matmul import OUT_BYTES, Grid, reduce_rows
+from ..plan.relay import relay_pieces
 from ..target import DTYPE_BYTES, STANDARD
 from .layout import Layout, gather, host_rects, pad
 from .tilegraph import END
@@ -49,6 +50,7 @@ def expand_matmul(c, op, grid: Grid, scale: float):
     gt = GridTiles(op, grid, grid.gm, c.t.tiles)
     tile, ng = gt.tile, gt.glen[gt.q]
     sb = pad(gt.klen[gt.l] * gt.nlen[gt.j] * eb, 16)          # per-group stride of the b buffer
+    a_lay = relay_operand(c, op.inputs[0], op.outputs[0]) if grid.relay else c.lay[op.inputs[0]]
     x = c.exchange_step()
     T = c.t.tiles
     sb_of = np.zeros(T, np.int64)
@@ -70,13 +72,42 @@ def expand_matmul(c, op, grid: Grid, scale: float):
     for p in range(grid.sp):
         rows = min(Mp, M - p * Mp)
         cells += _matmul_pass(c, op, grid, scale, x if p == 0 else c.exchange_step(), p * Mp,
-                              np.arange(0, rows, grid.mb), rows, b)
+                              np.arange(0, rows, grid.mb), rows, b, a_lay)
     c.lay[op.outputs[0]] = _layout_of_cells(g.tensors[op.outputs[0]], cells)
 
 
-def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows: int, b):
+def relay_operand(c, name: str, out: str) -> Layout:
+    """Operand relay (plan/relay.py): `name`'s whole-row layout spread over idle tiles in
+    an exchange superstep of its own, piece 0 of each row read in place (a view of the
+    producer's block), the others copied to helper tiles; the layout itself when it is
+    not of that kind (plan priced the relay on the same function)."""
+    lay = c.lay[name]
+    if not lay.full_rows or lay.panel:
+        return lay
+    got = relay_pieces(lay.rstart, lay.rlen, np.zeros_like(lay.rstart), np.full_like(lay.rstart, lay.cols),
+                       lay.tile[:, 0], lay.cols, c.t.tiles)
+    if got is None:
+        return lay
+    cs, tiles = got
+    n, s = tiles.shape
+    e = lay.ebytes
+    widths = np.diff(np.append(cs, lay.cols))
+    step = c.exchange_step()
+    helpers, w = tiles[:, 1:].ravel(), np.tile(widths[1:], n)
+    req_h = c.bld.alloc_rows(f"{name}@{out}", helpers, pad(w * e, 8), 8, STANDARD, step)
+    req, off = np.empty((n, s), np.int64), np.zeros((n, s), np.int64)
+    req[:, 0], off[:, 0], req[:, 1:] = lay.req[:, 0], lay.off[:, 0], req_h.reshape(n, s - 1)
+    r0 = np.repeat(lay.rstart, s - 1)
+    c0 = np.tile(cs[1:], n)
+    gather(c.bld, lay, step, r0, r0 + 1, c0, c0 + w, helpers, req_h, 0, w * e)
+    istride = np.zeros((n, s), np.int64)
+    istride[:, 0] = lay.istride[:, 0]
+    return Layout(lay.rows, lay.cols, lay.rstart, cs, tiles, req, e, off, istride, name=f"{name}@{out}")
+
+
+def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows: int, b, a_lay: Layout):
     """One pass: the output rows [r0, r0 + rows) in row blocks `mstarts` (relative),
-    A gathered in exchange step x; returns the output cells."""
+    A gathered from `a_lay` in exchange step x; returns the output cells."""
     g, bld = c.g, c.bld
     A, B = (g.tensors[n] for n in op.inputs)
     ea = DTYPE_BYTES[A.dtype]
@@ -97,7 +128,7 @@ def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows
         has = gl < ng
         gi = gs[q[has]] + gl
         ar, ac, tt = groups[gi, 0], groups[gi, 1], tile[has]
-        gather(bld, c.lay[A.name], x, ar + ms[i[has]], ar + ms[i[has]] + mi[has], ac + ks[l[has]],
+        gather(bld, a_lay, x, ar + ms[i[has]], ar + ms[i[has]] + mi[has], ac + ks[l[has]],
                ac + ks[l[has]] + kl[has], tt, a_blk[tt], gl * sa[has], kl[has] * ea)
     s = c.compute_step()
     p_blk = bld.alloc(f"{op.outputs[0]}.p" if gk > 1 else op.outputs[0], tile, ng * so, *spec["out"], s)

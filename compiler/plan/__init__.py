@@ -31,7 +31,7 @@ import numpy as np
 from ..policy import Policy
 from ..result import Rejection
 from ..target import DTYPE_BYTES, Target
-from .beam import GRID_FIELDS, Costs, Options, Residency, beam_search, with_resident
+from .beam import GRID_FIELDS, Costs, Options, Residency, beam_search, with_relay, with_resident
 from .homes import home_bytes, panel_elems, panel_weights
 from .matmul import enumerate_grids, stationary_weights
 
@@ -211,7 +211,7 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
                     {"tile": -1, "op": op.outputs[0], "live_bytes": lean, "available_bytes": avail,
                      "deficit_bytes": max(0, lean - avail)})
             return res
-        options[n] = opts
+        options[n] = with_relay(opts) if policy.operand_relay and policy.plan_beam else opts
     k = policy.plan_candidates
     if not policy.plan_beam:
         found = [(*f, options) for f in rank_aligned(options, k)]

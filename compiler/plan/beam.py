@@ -45,6 +45,7 @@ import numpy as np
 from ..target import DTYPE_BYTES, Target
 from .homes import home_blocks, panel_elems
 from .matmul import OUT_BYTES, Grid, reduce_rows
+from .relay import relay_blocks
 
 ROWS = ("rows",)          # layout descriptor: whole rows over all tiles
 PANELS = ("panels",)      # a weight's micro-panel home (plan/homes.py)
@@ -65,7 +66,7 @@ class Options:
         return Options(self.op, {k: v[idx] for k, v in self.a.items()})
 
     def grid(self, i: int) -> Grid:
-        return Grid(*(int(self.a[f][i]) for f in GRID_FIELDS))
+        return Grid(*(int(self.a[f][i]) for f in GRID_FIELDS), relay=int(self.a["relay"][i]) if "relay" in self.a else 0)
 
 
 # layouts as blocks (r0, nr, c0, nc, tile) ---------------------------------------
@@ -202,7 +203,10 @@ class Costs:
         """Cycles of matmul n for every grid, its inputs in layouts `descs`: the operand
         exchange (receivers: their blocks; senders: every byte times its replication,
         gn for A, gm for B) plus the rest of plan/matmul.py's estimate. Infinite when
-        an input's layout cannot be gathered in whole words."""
+        an input's layout cannot be gathered in whole words. Grids with `relay` (options
+        from with_relay) first spread A over idle tiles (plan/relay.py): that exchange
+        superstep and its sync, then the gather from the pieces; infinite where A's
+        layout has no idle tiles to spread to."""
         def make():
             op, o = self.g.ops[n], self.opt[n]
             per_tile = []
@@ -212,18 +216,45 @@ class Costs:
                 if d != PANELS and not word_aligned(b, w, e):   # panel spans are whole words
                     return np.full(len(o), np.inf)
                 per_tile.append(tile_elems(b, w, self.t.tiles) * e)
-            U = pareto(np.stack(per_tile, 1))                     # [rows, 2]
-            both = (U @ np.stack([o.a["gn"], o.a["gm"]])).max(0)
-            homes = self.exchange(o.a["recv"], both)
-            B = self.g.tensors[op.inputs[1]]
-            if panel_elems(self.t, B.dtype) and descs[1] != PANELS:
-                homes = np.full(len(o), np.inf)      # a byte-wise permutation, never a choice
-            if "still" not in o.a:
-                return homes + o.a["rest"]
-            # a resident grid's B never moves: only A is received and sent
-            alone = self.exchange(o.a["recv_a"], per_tile[0].max() * o.a["gn"])
-            return np.where(o.a["still"] == 1, alone, homes) + o.a["rest"]
+            plain = self._gather(n, per_tile, descs[1])
+            if "relay" not in o.a:
+                return plain
+            r = self.relay(op.inputs[0], descs[0])
+            if r is None:
+                return np.where(o.a["relay"] == 1, np.inf, plain)
+            pieces, cost = r
+            e = DTYPE_BYTES[self.g.tensors[op.inputs[0]].dtype]
+            spread_a = tile_elems(pieces, operand_windows(op, 0), self.t.tiles) * e
+            return np.where(o.a["relay"] == 1, cost + self._gather(n, [spread_a, per_tile[1]], descs[1]), plain)
         return self._memo(("matmul", n, descs), make)
+
+    def _gather(self, n: int, per_tile: list, b_desc) -> np.ndarray:
+        """The operand exchange and the rest of the estimate, given the bytes each tile
+        holds of A and of B (per_tile: [T] each) and B's layout."""
+        op, o = self.g.ops[n], self.opt[n]
+        U = pareto(np.stack(per_tile, 1))                     # [rows, 2]
+        both = (U @ np.stack([o.a["gn"], o.a["gm"]])).max(0)
+        homes = self.exchange(o.a["recv"], both)
+        B = self.g.tensors[op.inputs[1]]
+        if panel_elems(self.t, B.dtype) and b_desc != PANELS:
+            homes = np.full(len(o), np.inf)      # a byte-wise permutation, never a choice
+        if "still" not in o.a:
+            return homes + o.a["rest"]
+        # a resident grid's B never moves: only A is received and sent
+        alone = self.exchange(o.a["recv_a"], per_tile[0].max() * o.a["gn"])
+        return np.where(o.a["still"] == 1, alone, homes) + o.a["rest"]
+
+    def relay(self, name: str, desc):
+        """Layout `desc` of `name` spread by the relay: (pieces as blocks, cycles of the
+        relay superstep: its exchange and its sync), or None (plan/relay.py)."""
+        def make():
+            T, e = self.t.tiles, DTYPE_BYTES[self.g.tensors[name].dtype]
+            got = relay_blocks(self.blocks(name, desc), self.g.tensors[name].shape[1], T)
+            if got is None:
+                return None
+            pieces, sent, recv = got
+            return pieces, int(self.exchange(recv.max() * e, sent.max() * e)) + self.t.sync_cycles
+        return self._memo(("relay", name, desc), make)
 
     def convert(self, name: str, src, dst) -> int:
         """One exchange superstep re-laying `name` from src to dst, and the sync of the
@@ -285,6 +316,14 @@ def step(c: Costs, n: int, op, s: State) -> State:
     cyc += c.compute(n, out)
     lay[op.outputs[0]] = out
     return State(s.cycles + cyc, s.choice, lay, s.load, s.cursor, s.homes, s.work)
+
+
+def with_relay(o: Options) -> Options:
+    """The grids of o twice: A gathered as laid out (relay 0), then first spread over
+    idle tiles (relay 1, plan/relay.py)."""
+    a = {k: np.concatenate([v, v]) for k, v in o.a.items()}
+    a["relay"] = np.repeat([0, 1], len(o))
+    return Options(o.op, a)
 
 
 def with_resident(o: Options) -> Options:

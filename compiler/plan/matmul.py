@@ -37,6 +37,7 @@ class Grid:
     mem_bytes: int   # screened bytes on the fullest tile
     sp: int = 1      # serial passes over the rows (mb, gm are per pass)
     rot: int = 0     # first tile: grid tile t runs on tile (t + rot) mod T (resident weights: balance)
+    relay: int = 0   # 1: A is first spread over idle tiles (plan/relay.py, policy.operand_relay)
 
     @property
     def tiles(self) -> int:
@@ -46,7 +47,7 @@ class Grid:
     def label(self) -> str:
         g = f"{self.gg}x" if self.gg > 1 else ""
         return (f"{g}{self.gm}x{self.gn}x{self.gk}" + (f"/{self.sp}" if self.sp > 1 else "")
-                + (f"@{self.rot}" if self.rot else ""))
+                + (f"@{self.rot}" if self.rot else "") + ("~relay" if self.relay else ""))
 
 
 def reduce_rows(mb, gk):

@@ -31,14 +31,20 @@ estimate (what a good plan might reach; not a bound):
 """
 from __future__ import annotations
 
+import csv
 import json
 import sys
 from pathlib import Path
 
 import yaml
 
+from comm_bound import matmul_recv, split_budget
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+OPS = ROOT / "experiments" / "comm" / "ops"     # measured per-op cycles: <mode>-<layers>.csv (ops_trial.py)
+DEPTHS = (4, 27)                                # So400m's per-op table; b16: (12,)
+PRESETS = {"so400m": ((729, 1152, 4304, 16), DEPTHS, ""), "b16": ((197, 768, 3072, 12), (12,), "b16-")}
 
 
 def least_exchange(M, K, N, G, a_bytes, tiles, b_bytes, b_moves):
@@ -101,12 +107,155 @@ def layer(f: dict, T0: int, D: int, F: int, H: int, mode: str) -> dict:
                 vector_bytes=vbytes, transcendentals=trans)
 
 
+def per_op_model(T0: int, D: int, F: int, H: int, mode: str) -> tuple[dict, dict]:
+    """The layer's matmuls (G, M, K, N, operand bytes, B an activation, AMP dtype) and
+    vector ops (bytes read + written, transcendentals), by their graph names (ops.csv).
+    `fp8` is the trial's FP8 mode as it runs by default: casts of both LayerNorm outputs
+    and of GELU; the attention output stays f16 (model.fp8_fallback), so proj is
+    f16 × FP8 at the FP16 rate."""
+    dh, a8 = D // H, mode == "fp8"
+    w = lambda M, K, N, ea, amp: dict(G=1, M=M, K=K, N=N, ea=ea, eb=1, ep=2, b_act=False, amp=amp)
+    x = lambda K, N: dict(G=H, M=T0, K=K, N=N, ea=2, eb=2, ep=2, b_act=True, amp="f16")
+    mm = {"qkv.xw": w(T0, D, 3 * D, 1 if a8 else 2, "fp8" if a8 else "f16"), "scores": x(dh, T0),
+          "attn": x(T0, dh), "proj.xw": w(T0, D, D, 2, "f16"),
+          "fc1.xw": w(T0, D, F, 1 if a8 else 2, "fp8" if a8 else "f16"),
+          "fc2.xw": w(T0, F, D, 1 if a8 else 2, "fp8" if a8 else "f16")}
+    vec = {"ln1": (10 * T0 * D, T0), "qkv": (4 * T0 * 3 * D + 6 * D, 0), "probs": (6 * H * T0 * T0, H * T0 * T0),
+           "proj": (4 * T0 * D + 2 * D, 0), "res1": (6 * T0 * D, 0), "ln2": (10 * T0 * D, T0),
+           "fc1": (4 * T0 * F + 2 * F, 0), "gelu": (4 * T0 * F, T0 * F), "fc2": (4 * T0 * D + 2 * D, 0),
+           "y": (6 * T0 * D, 0)}
+    if a8:
+        vec.update({"cast ln1": (3 * T0 * D, 0), "cast ln2": (3 * T0 * D, 0), "cast gelu": (3 * T0 * F, 0)})
+    return mm, vec
+
+
+def measured(mode: str, layers: int, after: str = "", prefix: str = "") -> dict:
+    """Per-op measured cycles of a trial (experiments/comm/ops/<prefix><mode>-<layers><after>.csv:
+    after "" the start commit's plans, "r" with policy.operand_relay), casts renamed
+    'cast <input>'; {} when that trial was not run."""
+    p = OPS / f"{prefix}{mode}-{layers}{after}.csv"
+    if not p.exists():
+        return {}
+    rows = list(csv.DictReader(p.open()))
+    out = {}
+    for r in rows:
+        name = r["name"] if r["kind"] != "cast" else "cast " + r["name"].split(".")[0]
+        out[name] = {k: int(r[k]) for k in ("matmul", "vector", "exchange", "sync", "total")}
+    return out
+
+
+def per_op(f: dict, T0: int, D: int, F: int, H: int, mode: str, depths=DEPTHS) -> dict:
+    """Per op: compute floor, vector floor, exchange bound at each depth of DEPTHS (the
+    layer's weights share the tile's memory: each layer gets tile_bytes / layers for its
+    four weights, split as the layer's least total; `alone`: the op with all of it)."""
+    P, bw, ph = f["tiles"], f["exchange_bytes_per_cycle"], f["exchange_phase_cycles"]
+    tile_bytes = f["memory_end"] - f["memory_base"]
+    mm, vec = per_op_model(T0, D, F, H, mode)
+    rows = {}
+    for n, op in mm.items():
+        rows[n] = dict(compute=round(op["G"] * op["M"] * op["K"] * op["N"] / (f["amp_macs_per_cycle"][op["amp"]] * P)),
+                       vector=0)
+    for n, (b, t) in vec.items():
+        rows[n] = dict(compute=0, vector=round((b / f["vector_bytes_per_cycle"]
+                                                + t / f["transcendental_elems_per_cycle"]) / P))
+    cyc = lambda recv: int(recv // bw) + (ph if recv > 0 else 0)
+    layer = {}
+    for L in depths:
+        budget = tile_bytes / L
+        total, split = split_budget(mm, P, budget)
+        for n, op in mm.items():
+            r = split.get(n, 0.0)
+            rows[n][f"exchange_{L}"] = cyc(matmul_recv(op, P, r))
+            rows[n][f"exchange_{L}_alone"] = cyc(matmul_recv(op, P, budget))
+            rows[n][f"resident_{L}"] = int(r)
+        for n in vec:
+            rows[n][f"exchange_{L}"] = rows[n][f"exchange_{L}_alone"] = 0
+        layer[f"exchange_{L}"] = int(total // bw) + ph * len(mm)
+    layer["compute"] = sum(r["compute"] for r in rows.values())
+    layer["vector"] = sum(r["vector"] for r in rows.values())
+    return dict(ops=rows, layer=layer)
+
+
+def per_op_table(mode: str, res: dict, depths=DEPTHS, prefix: str = "") -> str:
+    """Markdown: per op, the floors and bounds beside what the trials at `depths` spend
+    (the start commit's plans)."""
+    DEPTHS = depths
+    m = {L: measured(mode, L, "", prefix) for L in DEPTHS}
+    late = {L for L in DEPTHS if not m[L] and measured(mode, L, "r", prefix)}   # only the relay trial ran
+    m.update({L: measured(mode, L, "r", prefix) for L in late})
+    head = ("| op | compute floor | vector floor |" + "".join(f" exchange bound {L} L |" for L in DEPTHS)
+            + "".join(f" {L} L{' (with the relay)' if L in late else ''}: matmul / vector / exchange / sync |"
+                      for L in DEPTHS))
+    out = [head, "|---|" + "---:|" * (2 + 2 * len(DEPTHS))]
+    tot = {L: [0, 0, 0, 0] for L in DEPTHS}
+    extra = sorted({n for L in DEPTHS for n, v in m[L].items() if v["total"]} - set(res["ops"]))
+    zero = dict(compute=0, vector=0, **{f"exchange_{L}": 0 for L in DEPTHS})
+    for n, r in [*res["ops"].items(), *((n, zero) for n in extra)]:   # extra: the carried value's fill (x)
+        cells = []
+        for L in DEPTHS:
+            v = m[L].get(n)
+            if v:
+                k = [v["matmul"], v["vector"], v["exchange"], v["sync"]]
+                tot[L] = [a + b for a, b in zip(tot[L], k)]
+                cells.append(" / ".join(f"{x:,}" for x in k))
+            else:
+                cells.append("-")
+        out.append(f"| {n} | {r['compute']:,} | {r['vector']:,} | "
+                   + "".join(f"{r[f'exchange_{L}']:,} | " for L in DEPTHS) + " | ".join(cells) + " |")
+    lay = res["layer"]
+    out.append(f"| **layer** (all its ops) | **{lay['compute']:,}** | **{lay['vector']:,}** | "
+               + "".join(f"**{lay[f'exchange_{L}']:,}** | " for L in DEPTHS) + " | ".join(
+                   " / ".join(f"{x:,}" for x in tot[L]) + f" = **{sum(tot[L]):,}**" if m[L] else "-"
+                   for L in DEPTHS) + " |")
+    return "\n".join(out)
+
+
+def relay_table(mode: str, res: dict, depths=DEPTHS, prefix: str = "") -> str:
+    """Markdown: per op, exchange and total cycles before / after policy.operand_relay."""
+    runs = [(L, measured(mode, L, "", prefix), measured(mode, L, "r", prefix)) for L in depths]
+    runs = [(L, b, a) for L, b, a in runs if b and a]
+    if not runs:
+        return "(no before/after trials yet)"
+    out = ["| op | exchange bound " + " | ".join(f"{L} L" for L, _, _ in runs) + " | "
+           + " | ".join(f"{L} L exchange before → after | {L} L total before → after" for L, _, _ in runs) + " |",
+           "|---|" + "---:|" * (3 * len(runs))]
+    names = [n for n in res["ops"]] + sorted({n for _, b, _ in runs for n in b} - set(res["ops"]))
+    for n in names:
+        if all(b.get(n, {}).get("total", 0) == 0 and a.get(n, {}).get("total", 0) == 0 for _, b, a in runs):
+            continue
+        cells = [f"{res['ops'][n]['exchange_' + str(L)]:,}" if n in res["ops"] else "-" for L, _, _ in runs]
+        for L, b, a in runs:
+            x0, x1 = b.get(n, {}).get("exchange", 0), a.get(n, {}).get("exchange", 0)
+            t0, t1 = b.get(n, {}).get("total", 0), a.get(n, {}).get("total", 0)
+            cells += [f"{x0:,} → {x1:,}", f"{t0:,} → {t1:,}"]
+        out.append(f"| {n} | " + " | ".join(cells) + " |")
+    cells = [f"{res['layer']['exchange_' + str(L)]:,}" for L, _, _ in runs]
+    for L, b, a in runs:
+        x0, x1 = (sum(v["exchange"] for v in d.values()) for d in (b, a))
+        t0, t1 = (sum(v["total"] for v in d.values()) for d in (b, a))
+        cells += [f"**{x0:,} → {x1:,}**", f"**{t0:,} → {t1:,}** ({(t1 - t0) / t0:+.1%})"]
+    out.append("| **layer** | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def main(argv):
+    """argv: [target] [tokens width hidden heads] (So400m's by default), or [target] b16."""
     name = argv[0] if argv else "ipu21"
     f = yaml.safe_load((ROOT / "conf" / "target" / f"{name}.yaml").read_text())
+    if len(argv) > 1 and argv[1] in PRESETS:
+        (T0, D, F, H), depths, prefix = PRESETS[argv[1]]
+        res = {m: per_op(f, T0, D, F, H, m, depths) for m in ("f16",)}
+        (HERE / f"bound_{argv[1]}.json").write_text(json.dumps(dict(target=name, tokens=T0, width=D, hidden=F,
+                                                                    heads=H, per_op=res), indent=1) + "\n")
+        for m, r in res.items():
+            print(f"\n### {argv[1]}, per op, {m} activations\n\n" + per_op_table(m, r, depths, prefix))
+            print(f"\n### {argv[1]}, per op, {m} activations: before / after policy.operand_relay\n")
+            print(relay_table(m, r, depths, prefix))
+        return
     T0, D, F, H = (int(x) for x in (argv[1:5] if len(argv) > 4 else (729, 1152, 4304, 16)))
     out = dict(target=name, tokens=T0, width=D, hidden=F, heads=H,
-               modes={m: layer(f, T0, D, F, H, m) for m in ("f16", "fp8")})
+               modes={m: layer(f, T0, D, F, H, m) for m in ("f16", "fp8")},
+               per_op={m: per_op(f, T0, D, F, H, m) for m in ("f16", "fp8")})
     (HERE / "bound.json").write_text(json.dumps(out, indent=1) + "\n")
     print("| activations | | compute | vector | exchange | sync | cycles / layer |\n|---|---|---:|---:|---:|---:|---:|")
     for m, r in out["modes"].items():
@@ -118,6 +267,11 @@ def main(argv):
         print(f"\n### estimate's matmuls, {m} activations\n\n| op | compute | exchange |\n|---|---:|---:|")
         for op, v in r["matmuls"].items():
             print(f"| {op} | {v['compute']:,} | {v['exchange']:,} |")
+    for m, r in out["per_op"].items():
+        print(f"\n### per op, {m} activations: floors, exchange bounds, and what the trials spend\n")
+        print(per_op_table(m, r))
+        print(f"\n### per op, {m} activations: before / after policy.operand_relay\n")
+        print(relay_table(m, r))
 
 
 if __name__ == "__main__":

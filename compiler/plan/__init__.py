@@ -176,10 +176,43 @@ def rank_aligned(options: dict, keep: int) -> list:
     return out
 
 
+def support_reserve(t: Target) -> int:
+    """Bytes of a tile the lean candidates leave for support (SUPPORT_ELEMENTS elements)."""
+    return SUPPORT_ELEMENTS * t.element_bytes
+
+
+def with_lean(g, target: Target, policy: Policy, homes: int, panels: dict, found: list, k: int) -> list:
+    """policy.lean_candidates: the grids' memory screen counts homes and the working set
+    but not the support expand adds (code, exchange tables: ~50 KB of an ipu21 tile at
+    27 layers), so when the best candidate's fullest grid leaves less than
+    support_reserve(), every candidate may be one expand rejects for memory (a batch of
+    images at full depth: the homes hold ~340 KB of every tile). Then the homes beam runs
+    again over the grids that leave that reserve, and its best max(1, k // 4) states
+    take the last places of the k: expand's exact screen and cycles choose. Nothing
+    changes when the best candidate leaves the reserve (or no grid of some matmul does)."""
+    if not found:
+        return found
+    _, choice, opts = found[0]
+    avail = target.tile_bytes - support_reserve(target)
+    if max(int(opts[n].a["mem"][i]) for n, i, _ in choice) <= avail:
+        return found
+    lean = {}
+    for n in opts:
+        o = matmul_options(g, n, target, policy, homes + support_reserve(target))[0]
+        if not len(o):
+            return found
+        lean[n] = o
+    more = [(*f, lean) for f in beam_search(g, target, lean, policy.plan_beam, max(1, k // 4), panels=panels)]
+    grids = lambda f: tuple((n, f[2][n].grid(i).label, rot) for n, i, rot in f[1])
+    seen = {grids(f) for f in found}
+    more = [f for f in more if grids(f) not in seen]
+    return sorted(found[:max(0, k - len(more))] + more, key=lambda f: f[0])
+
+
 def plan(model, target: Target, policy: Policy) -> PlanResult:
     g = model.graph
     panels = panel_weights(g, target, policy.panel_homes)
-    homes = home_bytes(g, target, panels)
+    homes = home_bytes(g, target, panels, policy.vector_homes)
     options: dict[int, Options] = {}
     rejected, considered = Counter(), 0
     for n, op in enumerate(g.ops):
@@ -228,6 +261,8 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
         found += [(*f, options) for f in beam_search(g, target, options, policy.plan_beam, k - len(found),
                                                      panels=panels)]
         found.sort(key=lambda f: f[0])                                      # stable: ties keep homes last
+        if policy.lean_candidates:
+            found = with_lean(g, target, policy, homes, panels, found, k)
     cands = [Candidate(tuple((n, replace(opts[n].grid(i), rot=rot)) for n, i, rot in choice), int(cyc),
                        frozenset(n for n, i, _ in choice if "still" in opts[n].a and opts[n].a["still"][i]))
              for cyc, choice, opts in found]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import isa
-from ..plan.homes import home_blocks, home_grid, panel_weights, spread, starts
+from ..plan.homes import VECTOR_SHARD, home_blocks, home_grid, panel_weights, spread, starts
 from ..plan.matmul import OUT_BYTES, stationary_weights
 from ..target import DTYPE_BYTES, STANDARD, Target
 from .layout import Layout, allocate, convert, fill, gather, host_rects, pad
@@ -23,7 +23,6 @@ from .matmul import expand_matmul, resident_weights
 from .tilegraph import DUMP, END, Builder, TileGraph, concat, soa
 
 F16 = isa.DTYPES["f16"]
-VECTOR_SHARD = 256   # bytes per shard of a vector home
 
 
 class Ctx:

@@ -176,12 +176,48 @@ def rank_aligned(options: dict, keep: int) -> list:
     return out
 
 
+def support_reserve(t: Target) -> int:
+    """Bytes of a tile the lean candidates leave for support (SUPPORT_ELEMENTS elements)."""
+    return SUPPORT_ELEMENTS * t.element_bytes
+
+
+def with_lean(g, target: Target, policy: Policy, homes: int, panels: dict, found: list, k: int,
+              leanest: int) -> list:
+    """policy.lean_candidates: the grids' memory screen counts homes and the working set
+    but not the support expand adds (code, exchange tables: ~50 KB of an ipu21 tile at
+    27 layers), so when the best candidate's fullest grid leaves less than a reserve,
+    every candidate may be one expand rejects for memory (a batch of images at full
+    depth: the homes hold ~340 KB of every tile). Then the homes beam runs again over the
+    grids that leave the reserve, and its best max(1, k // 4) states take the last places
+    of the k: expand's exact screen and cycles choose. The reserve is support_reserve(),
+    or less where some matmul's leanest grid (`leanest` bytes, the largest over the
+    matmuls) would leave less (the tiny target's tiles are 192 KiB). Nothing changes when
+    the best candidate leaves the reserve."""
+    reserve = min(support_reserve(target), target.tile_bytes - leanest)
+    if not found or reserve <= 0:
+        return found
+    _, choice, opts = found[0]
+    if max(int(opts[n].a["mem"][i]) for n, i, _ in choice) <= target.tile_bytes - reserve:
+        return found
+    lean = {}
+    for n in opts:
+        o = matmul_options(g, n, target, policy, homes + reserve)[0]
+        o = with_relay(o) if policy.operand_relay and policy.plan_beam else o
+        lean[n] = Options(o.op, {**o.a, "mem": o.a["mem"] - reserve})   # Grid.mem_bytes: without the reserve
+    more = [(*f, lean) for f in beam_search(g, target, lean, policy.plan_beam, max(1, k // 4), panels=panels)]
+    grids = lambda f: tuple((n, f[2][n].grid(i).label, rot) for n, i, rot in f[1])
+    seen = {grids(f) for f in found}
+    more = [f for f in more if grids(f) not in seen]
+    return sorted(found[:max(0, k - len(more))] + more, key=lambda f: f[0])
+
+
 def plan(model, target: Target, policy: Policy) -> PlanResult:
     g = model.graph
     panels = panel_weights(g, target, policy.panel_homes)
-    homes = home_bytes(g, target, panels)
+    homes = home_bytes(g, target, panels, policy.vector_homes)
     options: dict[int, Options] = {}
     rejected, considered = Counter(), 0
+    leanest = {}                   # matmul -> bytes of its leanest feasible grid
     for n, op in enumerate(g.ops):
         if op.kind != "matmul":
             continue
@@ -212,6 +248,7 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
                      "deficit_bytes": max(0, lean - avail)})
             return res
         options[n] = with_relay(opts) if policy.operand_relay and policy.plan_beam else opts
+        leanest[n] = int(opts.a["mem"].min())
     k = policy.plan_candidates
     if not policy.plan_beam:
         found = [(*f, options) for f in rank_aligned(options, k)]
@@ -228,6 +265,8 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
         found += [(*f, options) for f in beam_search(g, target, options, policy.plan_beam, k - len(found),
                                                      panels=panels)]
         found.sort(key=lambda f: f[0])                                      # stable: ties keep homes last
+        if policy.lean_candidates:
+            found = with_lean(g, target, policy, homes, panels, found, k, max(leanest.values(), default=0))
     cands = [Candidate(tuple((n, replace(opts[n].grid(i), rot=rot)) for n, i, rot in choice), int(cyc),
                        frozenset(n for n, i, _ in choice if "still" in opts[n].a and opts[n].a["still"][i]))
              for cyc, choice, opts in found]

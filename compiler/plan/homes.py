@@ -21,6 +21,8 @@ import numpy as np
 
 from ..target import DTYPE_BYTES, Target
 
+VECTOR_SHARD = 256   # bytes per shard of a vector home (expand/graph.py vector_home)
+
 
 def starts(n: int, parts: int) -> np.ndarray:
     """Even partition of n into at most `parts` non-empty blocks."""
@@ -83,12 +85,22 @@ def home_blocks(rows: int, cols: int, ebytes: int, T: int, P: int = 0):
     return blocks, nr[R] * nc[C] * ebytes
 
 
-def home_bytes(graph, t: Target, panels: dict) -> int:
+def home_bytes(graph, t: Target, panels: dict, vector_homes: bool = True) -> int:
     """Bytes of input and parameter homes on the fullest tile (each tensor's largest
-    block, summed: an upper bound rotation only improves)."""
+    block, summed: an upper bound rotation only improves). A Repeat sequence's home
+    holds all its members in each block (count × the block: 27 So400m layers' FP8
+    weights are ~290 KB of every tile, which a grid's memory screen must see); with
+    policy.vector_homes a [1, C] parameter sits in replicated shards of at most
+    VECTOR_SHARD bytes, one per tile (expand/graph.py vector_home)."""
+    count = graph.repeat.count if graph.repeat else 1
+    seq = set(graph.repeat.sequences) if graph.repeat else set()
     total = 0
     for x in graph.tensors.values():
         if x.kind in ("input", "param"):
-            _, size = home_blocks(*x.shape, DTYPE_BYTES[x.dtype], t.tiles, panels.get(x.name, 0))
-            total += int(size.max())
+            if vector_homes and x.kind == "param" and x.shape[0] == 1:
+                block = -(-min(x.nbytes, VECTOR_SHARD) // 16) * 16
+            else:
+                _, size = home_blocks(*x.shape, DTYPE_BYTES[x.dtype], t.tiles, panels.get(x.name, 0))
+                block = int(size.max())
+            total += block * (count if x.name in seq else 1)
     return total

@@ -1,0 +1,85 @@
+"""Throughput at full depth (issue #27): the So400m tower at 27 layers on ipu21 with a batch
+of B images per run, FP16 or FP8 activations, every phase in-process, validated on the
+simulator with read-back (the layers_27 preset: policy.check=sampled, iterations 0, 13, 26).
+
+    python experiments/throughput/run.py B[,B..] [f16|fp8] [key=value ...] >> rows.md
+
+One markdown row per B: status, the plan family (batch: every matmul's rows are the B
+images' tokens, B·729 (+1 padding each), weights gathered from their homes once per run for
+all B images), cycles, cycles per image, latency_ms (first image in to last output out:
+compiler/run.py throughput), images_per_s (B / latency), min free bytes, the error against
+its tolerance, and for a rejection its phase, reason and figures (a rejection is data). The
+B images are the held-out photos of compiler/models/photos.py, in order (repeated past 8),
+never a calibration photo. Extra Hydra overrides apply to every row."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from compiler.models import photos  # noqa: E402
+from compiler.phases import PHASES, run_phase  # noqa: E402
+from pipeline.config import compose  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+
+def inputs(b: int) -> str:
+    names = [photos.HELD_OUT[i % len(photos.HELD_OUT)] for i in range(b)]
+    return "[" + ",".join(f"{photos.PREFIX}{n}" for n in names) + "]"
+
+
+def overrides(b: int, act: str, extra: list) -> list:
+    return ["model=vit", "target=ipu21", "+experiment=layers_27", f"model.batch={b}", f"model.input={inputs(b)}",
+            f"model.fp8_activations={'true' if act == 'fp8' else 'false'}", *extra]
+
+
+def trial(b: int, act: str, extra: list) -> dict:
+    cfg = compose(overrides(b, act, extra))
+    res, t0 = {}, time.perf_counter()
+    # the reference (27 layers of B images in float64) after the phases that may reject:
+    # a rejected trial's run passes the rejection through without reading it
+    late = ("reference", "run", "report")
+    for name in [p for p in PHASES if p not in late] + list(late):
+        if name == "reference" and getattr(res["lower"], "rejection", None):
+            res[name] = None
+            continue
+        res[name] = run_phase(name, res, cfg)
+    ops = res["report"].plots.get("ops.csv", "")
+    if "cycles" in res["run"].metrics():      # one layer's cycles per op and kind, beside this script
+        (HERE / f"ops-{act}-b{b}.csv").write_text(ops)
+    return dict(summary=res["report"].summary, run=res["run"].metrics(), place=res["place"].metrics(),
+                secs=time.perf_counter() - t0)
+
+
+def row(b: int, act: str, extra: list) -> str:
+    r = trial(b, act, extra)
+    s, run = r["summary"], r["run"]
+    cmd = f"`run.py {b} {act}{' ' + ' '.join(extra) if extra else ''}`"
+    if "cycles" not in run:
+        rej = s.get("rejected", {})
+        figs = ", ".join(f"{k} {rej[k]}" for k in ("tile", "live_bytes", "available_bytes", "deficit_bytes")
+                         if k in rej)
+        return (f"| {b} | {act} | batch | {s['status']} | - | - | - | - | - | rejected at {rej.get('phase')} "
+                f"({rej.get('reason')}): {figs} | {r['secs']:.0f} | {cmd} |")
+    return (f"| {b} | {act} | batch | {s['status']} | {run['cycles']:,} | {run['cycles'] // b:,} | "
+            f"{run['latency_ms']:.4f} | {run['images_per_s']:.1f} | {r['place'].get('min_free_bytes'):,} | "
+            f"{run['max_abs_error']:.4g} / {run['tolerance']:.4g}{'' if run['validated'] else ' ' + run.get('failed', '')} "
+            f"| {r['secs']:.0f} | {cmd} |")
+
+
+HEADER = ("| B | activations | plan | status | cycles | cycles / image | latency ms | images/s | min free B "
+          "| max abs err / tol (or rejection) | host s | command |\n|---:|---|---|---|---:|---:|---:|---:|---:|---|---:|---|")
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if not args or args[0] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0)
+    bs = [int(x) for x in args[0].split(",")]
+    act = args[1] if len(args) > 1 and args[1] in ("f16", "fp8") else "f16"
+    extra = [x for x in args[1:] if "=" in x]
+    print(HEADER, flush=True)
+    for b in bs:
+        print(row(b, act, extra), flush=True)

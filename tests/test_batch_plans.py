@@ -1,0 +1,57 @@
+"""Batch plans (issue #27): a batch of B images is one graph whose matmuls have B·T rows and
+whose weights are read once per run for all B images; what lets a batch fit beside a deep
+model's weights is plan's memory screen seeing those weights (every member of a Repeat
+sequence's home) and the lean candidates (policy.lean_candidates) leaving the support
+expand adds. Checked here against expand's own tile graph (the requests it places), which
+shares no code with plan's estimate."""
+import numpy as np
+
+from compiler.expand.graph import expand_graph
+from compiler.phases import compile_trial, policy_of, run_phase, target_of
+from compiler.plan.homes import home_bytes, panel_weights
+from helpers import target_cfg
+
+TOWER = dict(name="vit", preset="custom", scope="tower", width=256, hidden=1024, heads=2, image=112, patch=14,
+             pool="map", input="")
+
+
+def _cfg(policy=None, **model):
+    return dict(model=dict(TOWER, **model), target=target_cfg("tiny"), policy=dict(policy or {}))
+
+
+def test_home_bytes_bound_every_member_of_a_sequence():
+    """plan's home bytes bound what expand's homes hold on the fullest tile, at 1 and at 3
+    layers (counting one member per sequence, as plan did, the 3-layer figure falls below
+    expand's by about two layers' weights)."""
+    for layers in (1, 3):
+        cfg = _cfg(dict(weight_stationary=False), layers=layers, width=128, hidden=512)
+        res = {}
+        for ph in ("model", "plan"):
+            res[ph] = run_phase(ph, res, cfg)
+        g, t, pol = res["model"].graph, target_of(cfg), policy_of(cfg)
+        cand = res["plan"].candidates[0]
+        tg = expand_graph(g, cand.grids, t, pol, cand.label, cand.resident)
+        r = tg.req
+        home = np.char.endswith(np.asarray(tg.names)[r["name"]].astype(str), ".home")
+        span = r["stride"] * (r["count"] - 1) + r["size"]
+        held = np.bincount(r["tile"][home], span[home], minlength=t.tiles).max()
+        est = home_bytes(g, t, panel_weights(g, t), pol.vector_homes)
+        assert held <= est <= 2 * held, (layers, held, est)
+
+
+def test_lean_candidates_fit_a_batch_that_would_not():
+    """6 layers in homes and a batch of 4 images on the tiny target: every candidate of the
+    plan without lean candidates is rejected by expand for memory; with them (the default)
+    the trial fits, runs and validates, and its lean candidates leave the reserve."""
+    model = dict(layers=6, batch=4)
+    off = compile_trial(_cfg(dict(weight_stationary=False, lean_candidates=False), **model))
+    assert off["expand"].rejection and off["expand"].rejection.reason == "memory"
+    on = compile_trial(_cfg(dict(weight_stationary=False), **model))
+    run = on["run"]
+    assert run.validated and run.metrics()["images_per_s"] > 0
+    # the placed candidate is a lean one: not among the plan's without them, and leaner on
+    # its fullest grid than every one of those
+    placed = on["expand"].finalists[on["place"].placement.finalist].candidate
+    peak = lambda c: max(g.mem_bytes for _, g in c.strategy)
+    assert placed.strategy not in {c.strategy for c in off["plan"].candidates}
+    assert peak(placed) < min(peak(c) for c in off["plan"].candidates)

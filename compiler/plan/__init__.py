@@ -197,7 +197,7 @@ def with_lean(g, target: Target, policy: Policy, homes: int, panels: dict, found
     if not found or reserve <= 0:
         return found
     _, choice, opts = found[0]
-    if max(int(opts[n].a["mem"][i]) for n, i, _ in choice) <= target.tile_bytes - reserve:
+    if max((int(opts[n].a["mem"][i]) for n, i, _ in choice), default=0) <= target.tile_bytes - reserve:
         return found
     lean = {}
     for n in opts:

@@ -59,19 +59,7 @@ def psi(w: float, G: int, M: int, K: int, N: int, ea: float, eb: float, ep: floa
     def f(b):
         cost_b = eb * b if b_act else eb * max(0.0, b - resident / eb)
         return cost_b + h_ac(w, b, N, K, ea, ep)
-    a, z = lo, hi
-    x1, x2 = z - GOLD * (z - a), a + GOLD * (z - a)
-    f1, f2 = f(x1), f(x2)
-    while z - a > 1e-9 * max(hi, 1.0):
-        if f1 <= f2:
-            z, x2, f2 = x2, x1, f1
-            x1 = z - GOLD * (z - a)
-            f1 = f(x1)
-        else:
-            a, x1, f1 = x1, x2, f2
-            x2 = a + GOLD * (z - a)
-            f2 = f(x2)
-    return min(f(lo), f(hi), f1, f2)
+    return f(_golden(f, lo, hi, 1e-9))
 
 
 def matmul_recv(op: dict, P: int, resident: float) -> float:
@@ -107,10 +95,16 @@ def split_budget(ops: dict, P: int, budget: float, lambdas: int = 60) -> tuple[f
 
 def _argmin_r(f, hi: float) -> float:
     """Golden section over [0, hi] of a convex f."""
-    a, z = 0.0, hi
+    return _golden(f, 0.0, hi, 1e-6)
+
+
+def _golden(f, lo: float, hi: float, rel: float) -> float:
+    """The argmin of a convex f over [lo, hi] by golden section to a bracket of rel·max(hi, 1),
+    the ends included as candidates."""
+    a, z = lo, hi
     x1, x2 = z - GOLD * (z - a), a + GOLD * (z - a)
     f1, f2 = f(x1), f(x2)
-    while z - a > 1e-6 * max(hi, 1.0):
+    while z - a > rel * max(hi, 1.0):
         if f1 <= f2:
             z, x2, f2 = x2, x1, f1
             x1 = z - GOLD * (z - a)
@@ -119,5 +113,4 @@ def _argmin_r(f, hi: float) -> float:
             a, x1, f1 = x1, x2, f2
             x2 = a + GOLD * (z - a)
             f2 = f(x2)
-    cands = [0.0, hi, x1, x2]
-    return min(cands, key=f)
+    return min([lo, hi, x1, x2], key=f)

@@ -190,9 +190,9 @@ def _matmul_kernels(r):
     return sorted(rows, key=lambda j: (-int(k["i0"][j] * k["i2"][j]), int(k["step"][j]), int(k["tile"][j])))
 
 
-def skipped_k_group(r, layer):
-    """One tile's matmul skips a quarter of its k terms: a[:, k0:k0 + k/4] reads as zero
-    when the kernel runs (written in the operand right before its superstep)."""
+def _k_group_target(r, layer):
+    """The k-group plants' target: the largest body matmul's rows m, k, element bytes, tile,
+    A's address, the quarter of k skipped (g terms from k/2) and the executed superstep."""
     tg, addr = r["place"].tilegraph, r["place"].placement.addr
     k = tg.kern
     j = _matmul_kernels(r)[0]
@@ -201,6 +201,13 @@ def skipped_k_group(r, layer):
     t, a0 = int(k["tile"][j]), int(addr[k["r0"][j]] + k["o0"][j])
     g = max(1, kk // 4)
     e = executed(r, int(k["step"][j]), layer) - 1
+    return m, kk, eb, t, a0, g, e
+
+
+def skipped_k_group(r, layer):
+    """One tile's matmul skips a quarter of its k terms: a[:, k0:k0 + k/4] reads as zero
+    when the kernel runs (written in the operand right before its superstep)."""
+    m, kk, eb, t, a0, g, e = _k_group_target(r, layer)
 
     def inject(step, mem):
         if step == e:
@@ -215,14 +222,7 @@ def kernel_skips_k_group(r, layer, rows: int | None = None):
     (run's inject `after_checks`: the exchange check has compared the received copy, intact),
     its bytes put back after the kernel's superstep. Only a check of the op's output can see it.
     `rows`: in the kernel's first `rows` rows only (tests: a fault a row sample can miss)."""
-    tg, addr = r["place"].tilegraph, r["place"].placement.addr
-    k = tg.kern
-    j = _matmul_kernels(r)[0]
-    m, kk = int(k["i0"][j]), int(k["i1"][j])
-    eb = 1 if (int(k["dtype"][j]) >> 8) & 0xFF == isa.DTYPES["fp8"] else 2
-    t, a0 = int(k["tile"][j]), int(addr[k["r0"][j]] + k["o0"][j])
-    g = max(1, kk // 4)
-    e = executed(r, int(k["step"][j]), layer) - 1
+    m, kk, eb, t, a0, g, e = _k_group_target(r, layer)
     pos = lambda mem: (mem.pos(t, a0 + (np.arange(min(m, rows or m))[:, None] * kk + kk // 2) * eb)
                        + np.arange(g * eb)).ravel()
     kept = {}

@@ -139,14 +139,22 @@ def test_add_hand_transcriptions(shape):
     assert int(Target.from_dict(IPU21).add_cycles(*shape)) == ADD_HAND[shape]
 
 
+def _misses(f, op: int, word0: int, fields: dict, expect) -> int:
+    """Instructions of one kind with word 0 = word0 and words {index: values}: how many the
+    oracle prices differently from `expect` (target.py's)."""
+    n = len(next(iter(fields.values())))
+    w = np.zeros((n, isa.INSTR_WORDS), np.int64)
+    w[:, 0] = word0
+    for i, v in fields.items():
+        w[:, i] = v
+    return int(np.sum(oracle.kernel_cycles(np.full(n, op), w, f) != np.asarray(expect)))
+
+
 def _add_disagreements(fig: dict) -> int:
     t, f = Target.from_dict(fig), oracle._Figures(fig)
     n, k = np.meshgrid(np.arange(1, 2500, 3), np.arange(0, 40), indexing="ij")
-    w = np.zeros((n.size, isa.INSTR_WORDS), np.int64)
-    w[:, 0] = isa.ADD | isa.DTYPES["f16"] << 8
-    w[:, 4], w[:, 5] = k.ravel(), n.ravel()
-    got = oracle.kernel_cycles(np.full(n.size, isa.ADD), w, f)
-    return int(np.sum(got != np.asarray(t.add_cycles(n.ravel(), k.ravel()))))
+    return _misses(f, isa.ADD, isa.ADD | isa.DTYPES["f16"] << 8, {4: k.ravel(), 5: n.ravel()},
+                   t.add_cycles(n.ravel(), k.ravel()))
 
 
 @pytest.mark.parametrize("target", ["ipu21", "tiny"])
@@ -194,11 +202,8 @@ def test_bias_hand_transcriptions(shape):
 def _bias_disagreements(fig: dict) -> int:
     t, f = Target.from_dict(fig), oracle._Figures(fig)
     r, c = np.meshgrid(np.arange(1, 40), np.r_[np.arange(1, 300), 2044, 2048, 2049, 2052, 2056, 3000], indexing="ij")
-    w = np.zeros((r.size, isa.INSTR_WORDS), np.int64)
-    w[:, 0] = isa.BIAS | isa.DTYPES["f16"] << 8
-    w[:, 4], w[:, 5] = r.ravel(), c.ravel()
-    got = oracle.kernel_cycles(np.full(r.size, isa.BIAS), w, f)
-    return int(np.sum(got != np.asarray(t.bias_cycles(r.ravel(), c.ravel()))))
+    return _misses(f, isa.BIAS, isa.BIAS | isa.DTYPES["f16"] << 8, {4: r.ravel(), 5: c.ravel()},
+                   t.bias_cycles(r.ravel(), c.ravel()))
 
 
 @pytest.mark.parametrize("target", ["ipu21", "tiny"])
@@ -261,18 +266,12 @@ def _vector_disagreements(fig: dict) -> int:
              (isa.ROWSCALE, (5, 6), 0, t.rowscale_cycles(r, c, 0)),
              (isa.ROWSCALE, (5, 6), isa.F_ADD, t.rowscale_cycles(r, c, 1))]
     for op, (a, b), flags, expect in cases:
-        w = np.zeros((r.size, isa.INSTR_WORDS), np.int64)
-        w[:, 0] = op | isa.DTYPES["f16"] << 8 | flags << 24
-        w[:, a], w[:, b] = r, c
-        bad += int(np.sum(oracle.kernel_cycles(np.full(r.size, op), w, f) != expect))
+        bad += _misses(f, op, op | isa.DTYPES["f16"] << 8 | flags << 24, {a: r, b: c}, expect)
     n = np.arange(1, 3000)
-    w = np.zeros((n.size, isa.INSTR_WORDS), np.int64)
-    w[:, 0], w[:, 3] = isa.GELU | isa.DTYPES["f16"] << 8, n
-    bad += int(np.sum(oracle.kernel_cycles(np.full(n.size, isa.GELU), w, f) != t.gelu_cycles(n)))
+    bad += _misses(f, isa.GELU, isa.GELU | isa.DTYPES["f16"] << 8, {3: n}, t.gelu_cycles(n))
     for src, dst in (("f16", "fp8"), ("fp8", "f16")):
-        w[:, 0] = isa.CAST | isa.DTYPES[dst] << 8 | isa.DTYPES[src] << 16
-        got = oracle.kernel_cycles(np.full(n.size, isa.CAST), w, f)
-        bad += int(np.sum(got != t.cast_cycles(n, costs.DTYPE_BYTES[src], costs.DTYPE_BYTES[dst])))
+        bad += _misses(f, isa.CAST, isa.CAST | isa.DTYPES[dst] << 8 | isa.DTYPES[src] << 16, {3: n},
+                       t.cast_cycles(n, costs.DTYPE_BYTES[src], costs.DTYPE_BYTES[dst]))
     return bad
 
 

@@ -215,3 +215,39 @@ def test_solve_with_and_without_nogoods_and_equal_turns():
         for ov in ({}, dict(partner_nogoods=False), dict(equal_turns=False)):
             s = solve(p, PlaceConfig(time_limit_s=30, canonical_node_budget=0, **ov))
             assert s.status == PLACED and validate(p, s.addr) == [], (seed, ov)
+
+
+def test_orphans_match_brute_force():
+    # the bitmask/sorted-search _orphans against a plain enumeration written
+    # here: a band is an orphan when no subset of its side containing it is
+    # within tol (relative to the larger, and within the window
+    # [v - int(tol v) - 1, v + int(tol v) + 1]) of a subset of the other side
+    from itertools import combinations
+    from compiler.place.coalesce import _orphans
+
+    def brute(enders, starters, ext, tol):
+        def sums(side, must=None):
+            return [sum(ext[k] for k in c) for r in range(1, len(side) + 1)
+                    for c in combinations(side, r) if must is None or must in c]
+        out = set()
+        for side, other in ((enders, starters), (starters, enders)):
+            o = sums(other)
+            for u in side:
+                if not any(abs(s - v) <= tol * max(s, v) and
+                           v - int(tol * v) - 1 <= s <= v + int(tol * v) + 1
+                           for v in sums(side, u) for s in o):
+                    out.add(u)
+        return out
+    rng = np.random.default_rng(5)
+    hits = 0
+    for _ in range(400):
+        m1, m2 = (int(v) for v in rng.integers(1, 7, 2))
+        base = int(rng.integers(1, 1 << 20))
+        ext = [max(1, int(base * (1 + rng.normal() * 0.01))) if rng.random() < 0.7
+               else int(rng.integers(1, 1 << 20)) for _ in range(m1 + m2)]
+        tol = float(rng.choice([0.0, 0.002, 0.01]))
+        a, b = list(range(m1)), list(range(m1, m1 + m2))
+        got = _orphans(a, b, ext, tol)
+        assert got == brute(a, b, ext, tol), (a, b, ext, tol)
+        hits += 0 < len(got) < m1 + m2
+    assert hits > 50       # the cases are mixed: some bands orphaned, some not

@@ -49,6 +49,12 @@ class PlaceConfig:
                                         #    unjoined) forbidden; the refold joins the round
                                         #    robin (a chain, partner_nogood_depth refolds deep)
     partner_nogood_depth: int = 12      # ...refolds per partner fold at most
+    eager_refolds: bool = True          # ...a partner fold is refolded after its first failed
+                                        #    attempt, not after the round: a chain grows one
+                                        #    generation per pass of the round robin (ten per
+                                        #    round), not one per round (rounds double in nodes:
+                                        #    a 1000-request case reached depth 5 in 60 s, the
+                                        #    chain that places it needed 9)
     equal_turns: bool = True            # ...the round robin gives every variant the node limit
                                         #    of the smallest (2 n << round), not one growing
                                         #    with its own size: the unfolded part and coarse

@@ -136,7 +136,8 @@ def _compiled(sub, cfg, deadline):
     (and with `partner_quiet_events` their quiet twins) go first; with
     `partner_nogoods`, after each round every partner fold not yet refolded
     adds its refold (coalesce.py: the joins at stuck events forbidden) right
-    after it: chains one generation longer per round. With `equal_turns`
+    after it: chains one generation longer per round (with `eager_refolds`, per
+    pass: a fold is refolded after its first failed attempt). With `equal_turns`
     every attempt of a round gets the smallest variant's limit.
     (addr | None, placed|exhausted|budget, nodes)"""
     t = time.perf_counter()
@@ -216,6 +217,8 @@ def _compiled(sub, cfg, deadline):
                 rate = (x.nodes - n0) / dt
             if r == 1:
                 return (co.expand(x.addr) if co else x.addr), "placed", nodes()
+            if r < 0 and cfg.eager_refolds:   # the next pass sees the refold: a chain
+                refold(co, tries.index((x, co)) + 1)   # grows per attempt, not per round
             if r == 0:
                 if co is None:
                     return None, "exhausted", nodes()

@@ -206,13 +206,14 @@ def test_refolds_forbid_their_nogoods_and_expand_to_valid_placements():
     assert chained > 10 and placed > 10
 
 
-def test_solve_with_and_without_nogoods_and_equal_turns():
+def test_solve_with_and_without_nogoods_equal_turns_eager_refolds():
     # near-zero-slack tilings whose first partner fold does not place at once
     # (seeds 23, 41, 52: the refold of the first schedule does): every setting
     # places them, and each placement passes the independent validator
     for seed in (23, 41, 52):
         p = _shrunk_tiling(seed, 150, 1 << 16, 60, 0.01)
-        for ov in ({}, dict(partner_nogoods=False), dict(equal_turns=False)):
+        for ov in ({}, dict(partner_nogoods=False), dict(equal_turns=False),
+                   dict(eager_refolds=False)):
             s = solve(p, PlaceConfig(time_limit_s=30, canonical_node_budget=0, **ov))
             assert s.status == PLACED and validate(p, s.addr) == [], (seed, ov)
 

@@ -49,12 +49,14 @@ class PlaceConfig:
                                         #    unjoined) forbidden; the refold joins the round
                                         #    robin (a chain, partner_nogood_depth refolds deep)
     partner_nogood_depth: int = 12      # ...refolds per partner fold at most
-    eager_refolds: bool = True          # ...a partner fold is refolded after its first failed
-                                        #    attempt, not after the round: a chain grows one
-                                        #    generation per pass of the round robin (ten per
-                                        #    round), not one per round (rounds double in nodes:
-                                        #    a 1000-request case reached depth 5 in 60 s, the
+    eager_refolds: bool = True          # ...a partner fold is refolded after refold_after
+                                        #    failed attempts, not after the round (ten attempts):
+                                        #    chains grow ~3x faster (rounds double in nodes: a
+                                        #    1000-request case reached depth 5 in 60 s, the
                                         #    chain that places it needed 9)
+    refold_after: int = 3               # ...failed attempts per generation (1 flooded the round
+                                        #    robin: hard heavy-800-nz 4.9 -> 22 s, 16 s of it
+                                        #    folding, placed by an unrefolded fold's 11th attempt)
     equal_turns: bool = True            # ...the round robin gives every variant the node limit
                                         #    of the smallest (2 n << round), not one growing
                                         #    with its own size: the unfolded part and coarse

@@ -136,8 +136,8 @@ def _compiled(sub, cfg, deadline):
     (and with `partner_quiet_events` their quiet twins) go first; with
     `partner_nogoods`, after each round every partner fold not yet refolded
     adds its refold (coalesce.py: the joins at stuck events forbidden) right
-    after it: chains one generation longer per round (with `eager_refolds`, per
-    pass: a fold is refolded after its first failed attempt). With `equal_turns`
+    after it: chains one generation longer per round (with `eager_refolds`, a
+    fold is refolded after `refold_after` failed attempts). With `equal_turns`
     every attempt of a round gets the smallest variant's limit.
     (addr | None, placed|exhausted|budget, nodes)"""
     t = time.perf_counter()
@@ -191,6 +191,7 @@ def _compiled(sub, cfg, deadline):
             every.append(tries[at][0])
     budget = cfg.canonical_node_budget if cfg.canonical_node_budget > 0 else 1 << 62
     rate = None                       # nodes per second, measured
+    fails = {}                        # eager_refolds: failed attempts per fold
     rnd = 0
     while True:
         seeds = [0, 1, 2, 3, 4 + rnd] if cfg.canonical_restarts else [0]
@@ -217,8 +218,10 @@ def _compiled(sub, cfg, deadline):
                 rate = (x.nodes - n0) / dt
             if r == 1:
                 return (co.expand(x.addr) if co else x.addr), "placed", nodes()
-            if r < 0 and cfg.eager_refolds:   # the next pass sees the refold: a chain
-                refold(co, tries.index((x, co)) + 1)   # grows per attempt, not per round
+            if r < 0 and cfg.eager_refolds and co is not None:  # a later pass sees the
+                fails[id(co)] = fails.get(id(co), 0) + 1        # refold: a chain grows per
+                if fails[id(co)] >= cfg.refold_after:          # refold_after attempts
+                    refold(co, tries.index((x, co)) + 1)
             if r == 0:
                 if co is None:
                     return None, "exhausted", nodes()

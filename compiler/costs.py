@@ -411,13 +411,16 @@ def gelu_cycles(nelem, workers: int, vector_bytes: int):
     return nonlinearity_cycles(nelem, GELU_OP_CYCLES_HALF, workers, vector_bytes)
 
 
-def softmax_cycles(rows, cols, workers: int, vector_bytes: int):
+def softmax_cycles(rows, cols, workers: int, vector_bytes: int, scaled=True):
     """SOFTMAX = popnn softmaxImpl (stable): the scale (BroadcastScalar1D MULTIPLY), row max
     (reduce), x - max (BroadcastVectorOuterByRow SUBTRACT), exp (UnaryOp1D EXPONENT), row sum
     (reduce), the division by the sums as their reciprocal (UnaryOp1D INVERSE on the rows) and a
-    BroadcastVectorOuterByRow MULTIPLY (see the README on popnn's divInPlace)."""
+    BroadcastVectorOuterByRow MULTIPLY (see the README on popnn's divInPlace). The scale's
+    multiply only where `scaled` (the scale word is not 1.0): popnn's softmax has no scale, and
+    Poplar builds no multiply by a constant one (an attention's 1/sqrt(d) is applied by its
+    score MATMUL's scale word, so its SOFTMAX runs at scale 1)."""
     W, V, n = workers, vector_bytes, _i64(rows) * _i64(cols)
-    return (broadcast_scalar_1d_cycles(n, PERF[("MULTIPLY", "f16")], 2, W, V)
+    return ((_i64(scaled) != 0) * broadcast_scalar_1d_cycles(n, PERF[("MULTIPLY", "f16")], 2, W, V)
             + 2 * reduce_rows_cycles(rows, cols, W, V)
             + by_row_cycles(rows, cols, "SUBTRACT", W, V)
             + unary_op_1d_cycles(n, PERF[("EXPONENT", "f16")], 2, W, V, True)

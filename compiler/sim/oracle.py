@@ -39,7 +39,8 @@ The machine, as docs/architecture.md §2 states it:
   + its preamble; see bias_cycles);
 - GELU, SOFTMAX, ONLINE_SOFTMAX, LAYERNORM, ROWSCALE and CAST cost the sum of the popops /
   popnn vertex estimates their PopLibs counterparts run (see vector_cycles and _cast): popnn's
-  GELU non-linearity; softmax = scale, row max, subtract, exp, row sum, reciprocal, multiply;
+  GELU non-linearity; softmax = scale (none at a scale word of 1.0), row max, subtract, exp,
+  row sum, reciprocal, multiply;
   the online softmax adds the f32 state updates; layer norm = two row reductions, the f32
   statistics, whitening, gamma and beta; ROWSCALE a multiply by row (+ an ADD); CAST popops'
   Cast1D. A single row's per-row value is a scalar broadcast, its gamma / beta element-wise;
@@ -62,7 +63,7 @@ BYTES = {isa.DTYPES["f16"]: 2, isa.DTYPES["fp8"]: 1, isa.DTYPES["f32"]: 4}
 DNAME = {v: k for k, v in isa.DTYPES.items()}
 # instruction words a cost reads, per opcode (1-based argument words; word 0 always)
 COST_WORDS = {isa.MATMUL: (4, 5, 6), isa.ADD: (4, 5), isa.COPY: (3, 4), isa.GELU: (3,),
-              isa.LAYERNORM: (5, 6), isa.SOFTMAX: (3, 4), isa.CAST: (3,), isa.ONLINE_SOFTMAX: (4, 5),
+              isa.LAYERNORM: (5, 6), isa.SOFTMAX: (3, 4, 5), isa.CAST: (3,), isa.ONLINE_SOFTMAX: (4, 5),
               isa.ROWSCALE: (5, 6), isa.BIAS: (4, 5), isa.EXCH: (1, 2, 3)}
 ENTRY_COST_WORDS = (0, 2, 3)     # peer tile, row bytes, rows
 SCALE_WORD = {isa.MATMUL: 7, isa.CAST: 4}   # the scale word (f32 bits, or a table address)
@@ -246,8 +247,8 @@ def vector_cycles(op, r, c, add, f: _Figures) -> np.ndarray:
     if op == isa.ROWSCALE:
         return _rows_op(r, c, W, lanes) + np.where(np.asarray(add) != 0, _bin1d(n, W, 3, lanes), 0)
     scale = _scalar1d(n, W, 2, lanes)
-    if op == isa.SOFTMAX:     # scale, max, subtract, exp, sum, 1/sum, multiply
-        return (scale + 2 * _reduce_rows(r, c, W, lanes) + 2 * _rows_op(r, c, W, lanes)
+    if op == isa.SOFTMAX:     # scale (unless its word is 1.0: `add` carries that), max, subtract, exp, sum, 1/sum, multiply
+        return (np.where(np.asarray(add) != 0, scale, 0) + 2 * _reduce_rows(r, c, W, lanes) + 2 * _rows_op(r, c, W, lanes)
                 + _un1d(n, W, 4, 4, 33) + _un1d(r, W, 15, 4, 17))
     if op == isa.ONLINE_SOFTMAX:   # + f32 state: max, subtract, exp, multiply, add
         state = _bin1d(r, W, 4, 2) + 3 * _bin1d(r, W, 3, fl) + _un1d(r, W, 6, 2, 33)
@@ -289,10 +290,11 @@ def kernel_cycles(op, w, f: _Figures) -> np.ndarray:
     for s_, d_ in set(zip(dt2[i].tolist(), dt[i].tolist())):     # (source, destination) types
         j = i[(dt2[i] == s_) & (dt[i] == d_)]
         out[j] = _cast(w[j, 3], BYTES[s_], BYTES[d_], f.workers, V)
-    for code, (a, b) in ((isa.LAYERNORM, (5, 6)), (isa.SOFTMAX, (3, 4)), (isa.ONLINE_SOFTMAX, (4, 5)),
-                         (isa.ROWSCALE, (5, 6))):
+    for code, (a, b) in ((isa.LAYERNORM, (5, 6)), (isa.ONLINE_SOFTMAX, (4, 5)), (isa.ROWSCALE, (5, 6))):
         i = at(code)
         out[i] = vector_cycles(code, w[i, a], w[i, b], (fl[i] & isa.F_ADD) != 0, f)
+    i = at(isa.SOFTMAX)                 # the scale word: 1.0 (0x3F800000) needs no multiply
+    out[i] = vector_cycles(isa.SOFTMAX, w[i, 3], w[i, 4], (w[i, 5] & 0xFFFFFFFF) != 0x3F800000, f)
     return out
 
 

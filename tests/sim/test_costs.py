@@ -263,10 +263,12 @@ def _vector_disagreements(fig: dict) -> int:
     bad = 0
     cases = [(isa.LAYERNORM, (5, 6), 0, t.layernorm_cycles(r, c)), (isa.SOFTMAX, (3, 4), 0, t.softmax_cycles(r, c)),
              (isa.ONLINE_SOFTMAX, (4, 5), 0, t.online_softmax_cycles(r, c)),
+             (isa.SOFTMAX, (3, 4, 5), 0, t.softmax_cycles(r, c, False)),     # word 5 = 1.0: no scale multiply
              (isa.ROWSCALE, (5, 6), 0, t.rowscale_cycles(r, c, 0)),
              (isa.ROWSCALE, (5, 6), isa.F_ADD, t.rowscale_cycles(r, c, 1))]
-    for op, (a, b), flags, expect in cases:
-        bad += _misses(f, op, op | isa.DTYPES["f16"] << 8 | flags << 24, {a: r, b: c}, expect)
+    for op, words, flags, expect in cases:
+        one = {words[2]: np.full_like(r, isa.f32_bits(1.0))} if len(words) > 2 else {}
+        bad += _misses(f, op, op | isa.DTYPES["f16"] << 8 | flags << 24, {words[0]: r, words[1]: c, **one}, expect)
     n = np.arange(1, 3000)
     bad += _misses(f, isa.GELU, isa.GELU | isa.DTYPES["f16"] << 8, {3: n}, t.gelu_cycles(n))
     for src, dst in (("f16", "fp8"), ("fp8", "f16")):
@@ -325,8 +327,10 @@ VEC_MUTANTS = {
         "broadcast_outer_by_row_cycles"](r, c, costs.PERF[(op, "f16")], W, v)),
     "by column: one row as BroadcastVectorInner": ("by_col_cycles", lambda r, c, op, W, v: np.where(
         np.asarray(r) == 1, _ov["by_col_cycles"](np.asarray(r) + 1, c, op, W, v), _ov["by_col_cycles"](r, c, op, W, v))),
-    "softmax: divide as popops' DIVIDE entry a loop": ("softmax_cycles", lambda r, c, W, v: _ov["softmax_cycles"](
-        r, c, W, v) + W * -(-np.asarray(r) // W) * -(-np.asarray(c) // 4) * 20),
+    "softmax: divide as popops' DIVIDE entry a loop": ("softmax_cycles", lambda r, c, W, v, s=True: _ov[
+        "softmax_cycles"](r, c, W, v, s) + W * -(-np.asarray(r) // W) * -(-np.asarray(c) // 4) * 20),
+    "softmax: the scale multiplied at 1.0": ("softmax_cycles", lambda r, c, W, v, s=True: _ov["softmax_cycles"](
+        r, c, W, v, True)),
     "online softmax: no state update": ("online_softmax_cycles", lambda r, c, W, v: _ov["online_softmax_cycles"](
         r, c, W, v) - 2 * _ov["binary_op_1d_cycles"](r, (None, 1), 4, W, v)),
     "layernorm: one reduction": ("layernorm_cycles", lambda r, c, W, v: _ov["layernorm_cycles"](r, c, W, v)

@@ -319,15 +319,46 @@ def broadcast_inner_mul_cycles(rows, cols, workers: int, vector_bytes: int):
     return 1 + 6 * 2 + 24 * workers + (worker + 2) * workers
 
 
+def _continuous_reduce(outputs, partials, lanes: int):
+    """One ContinuousReduce worker vertex (reduction/CycleEstimationFunctions.cpp
+    getCycleEstimateReduceAllRegionsContinuous): outputs x partials / vector width, + 2 for an
+    odd partial count, + 12 an output, + 10, + 7 call and return."""
+    o, C = _i64(outputs), _i64(partials)
+    return o * (C // lanes) + 2 * (C % 2) + 12 * o + 10 + 7
+
+
+def reduce_split(rows, cols, workers: int, vector_bytes: int):
+    """Pieces each row's reduction is cut into when a tile has fewer rows than workers, as
+    popops' ReductionConnection.cpp splitTwoStageReductionsBetweenWorkers cuts them: while a
+    worker is free, one more piece for the reduction with the most approximate cycles after
+    the cut (equal rows: round robin), never reaching maxSplit = min(partials / 2, approximate
+    cycles / 4) (getMaxSplit; approximateCyclesForReduction: partials / opsPerCycle, an ADD of
+    half to one output 2 x the vector width a cycle). Returns (fewest, most) pieces of a row: 1
+    where nothing is cut (rows >= workers, or rows too short)."""
+    R, C = np.broadcast_arrays(_i64(rows), _i64(cols))
+    lanes = vector_bytes // 2
+    cap = np.maximum(1, np.minimum(C // 2, -(-C // (2 * lanes)) // 4) - 1)
+    free = np.maximum(workers - R, 0)
+    R1 = np.maximum(R, 1)
+    return np.minimum(1 + free // R1, cap), np.minimum(1 + -(-free // R1), cap)
+
+
 def reduce_rows_cycles(rows, cols, workers: int, vector_bytes: int):
     """A row reduction of half data (ADD, SQUARE_ADD or MAX; one output per row of cols contiguous
-    partials): the ContinuousReduce worker vertex (reduction/CycleEstimationFunctions.cpp
-    getCycleEstimateReduceAllRegionsContinuous: outputs x partials / vector width, + 2 for an odd
-    partial count, + 12 an output, + 10, + 7 call and return), one per worker context taking
-    ceil(rows / workers) rows (assumed even split, as ADD's reduction), x workers."""
-    o = -(-_i64(rows) // workers)
-    C = _i64(cols)
-    return workers * (o * (C // (vector_bytes // 2)) + 2 * (C % 2) + 12 * o + 10 + 7)
+    partials): ContinuousReduce worker vertices (_continuous_reduce), one per worker context
+    taking ceil(rows / workers) rows (assumed even split, as ADD's reduction), x workers. With
+    fewer rows than workers, popops reduces in two stages (reduce_split): each row's pieces
+    (splitRowsToWorkers: at most ceil(cols / pieces) partials) one a worker, then each row's
+    piece results one row a worker; the two stages' vertices summed, x workers (the compute-set
+    boundary between them is not charged, as between a kernel's other vertices)."""
+    R, C = np.broadcast_arrays(_i64(rows), _i64(cols))
+    lanes = vector_bytes // 2
+    one = workers * _continuous_reduce(-(-R // workers), C, lanes)
+    fewest, most = reduce_split(R, C, workers, vector_bytes)
+    piece = -(-C // fewest)                              # the longest piece: a row cut the fewest times
+    second = -(-C // -(-C // most))                      # pieces of the row cut the most (splitRowsToWorkers)
+    two = workers * (_continuous_reduce(1, piece, lanes) + _continuous_reduce(1, second, lanes))
+    return np.where(most > 1, two, one)
 
 
 def nonlinearity_cycles(nelem, op_cycles: int, workers: int, vector_bytes: int):

@@ -41,7 +41,9 @@ The machine, as docs/architecture.md §2 states it:
   popnn vertex estimates their PopLibs counterparts run (see vector_cycles and _cast): popnn's
   GELU non-linearity; softmax = scale (none at a scale word of 1.0), row max, subtract, exp,
   row sum, reciprocal, multiply;
-  the online softmax adds the f32 state updates; layer norm = two row reductions, the f32
+  the online softmax adds the f32 state updates (a row reduction with fewer rows than workers
+  runs in popops' two stages: each row cut for the idle workers, then the pieces reduced);
+  layer norm = two row reductions, the f32
   statistics, whitening, gamma and beta; ROWSCALE a multiply by row (+ an ADD); CAST popops'
   Cast1D. A single row's per-row value is a scalar broadcast, its gamma / beta element-wise;
 - a COPY costs `kernel_overhead_cycles` plus its bytes at `copy_bytes_per_cycle` (Poplar's
@@ -186,8 +188,19 @@ def _rows_op(r, c, W, lanes):                         # one value per row, 1-cyc
 
 
 def _reduce_rows(r, c, W, lanes):                     # ContinuousReduce, ceil(r/W) outputs a worker
-    o, c = _up(r, W), np.asarray(c, np.int64)
-    return W * (o * (c // lanes) + 12 * o + 17 + 2 * (c & 1))
+    r, c = np.broadcast_arrays(np.asarray(r, np.int64), np.asarray(c, np.int64))
+    o = _up(r, W)
+    single = W * (o * (c // lanes) + 12 * o + 17 + 2 * (c & 1))
+    # fewer rows than workers: popops cuts each row into pieces for the idle workers (round robin,
+    # fewer than min(c / 2, ceil(c / 2·lanes) / 4) pieces), reduces the pieces, then each row's pieces
+    limit = np.minimum(c // 2, _up(c, 2 * lanes) // 4) - 1
+    spare = np.clip(W - r, 0, None)
+    lo = np.clip(1 + spare // np.maximum(r, 1), None, np.maximum(limit, 1))
+    hi = np.clip(1 + _up(spare, np.maximum(r, 1)), None, np.maximum(limit, 1))
+    longest = _up(c, lo)
+    parts = _up(c, _up(c, hi))
+    staged = W * ((longest // lanes) + 2 * (longest & 1) + 29 + (parts // lanes) + 2 * (parts & 1) + 29)
+    return np.where(hi > 1, staged, single)
 
 
 def _gamma(r, c, W, lanes):                           # x * gamma: BroadcastVectorInner1D MULTIPLY

@@ -238,7 +238,9 @@ VEC_HAND = {
     ("gelu", (2240,)): 5811,             # 94 vectors a worker: 9 + 6 (20 + 943 + 4)
     ("gelu", (1,)): 201,                 # no vector, one left-over half: 9 + 6 (20 + 4 + 8)
     ("softmax", (8, 730)): 23359,        # the default trial's attention rows
-    ("layernorm", (1, 1152)): 7853,      # one row: scalar broadcasts and element-wise gamma / beta
+    ("layernorm", (1, 1152)): 5333,      # one row: scalar broadcasts and element-wise gamma / beta; each row
+                                         # sum in two stages: 6 pieces of 192 (48 + 29), then the 6 (1 + 29):
+                                         # 6 x 107 = 642 (one worker's 6 x (288 + 29) = 1902 before: 7853)
     ("layernorm", (12, 64)): 5043,       # 2 rows a worker: the row and column broadcast vertices
     ("online_softmax", (82, 74)): 20266,
     ("rowscale", (82, 64, 1)): 7486,     # multiply by row + BinaryOp1D ADD
@@ -246,6 +248,20 @@ VEC_HAND = {
     ("cast", (1000, 1, 2)): 535,         # fp8 -> f16: 4 a cycle
     ("cast", (3, 2, 1)): 313,            # one worker, three left-over elements
 }
+
+
+REDUCE_HAND = {        # popops' two-stage row reduction (costs.reduce_rows_cycles), by hand, ipu21 (6 workers, 4 halves)
+    (1, 1152): 642,    # 6 pieces of 192: 6 x ((48 + 29) + (1 + 29)); one worker alone: 6 x (288 + 29) = 1902
+    (2, 1152): 936,    # 3 pieces of 384 a row: 6 x ((96 + 29) + (0 + 2 + 29))
+    (5, 1152): 2076,   # one spare worker: row 0 in 2 pieces, the others whole: 6 x ((288 + 29) + (0 + 29))
+    (8, 729): 2442,    # more rows than workers: 2 a worker, one stage: 6 x (2 x 182 + 2 + 24 + 17)
+    (1, 64): 270,      # too short to cut (maxSplit = min(32, 8 / 4) = 2): 6 x (16 + 29)
+}
+
+
+@pytest.mark.parametrize("shape", list(REDUCE_HAND))
+def test_two_stage_row_reduction_by_hand(shape):
+    assert int(costs.reduce_rows_cycles(*shape, 6, 8)) == REDUCE_HAND[shape]
 
 
 @pytest.mark.parametrize("key", list(VEC_HAND))
@@ -290,7 +306,8 @@ def test_cast_mixed_directions_in_one_call():
 
 _ov = {name: getattr(costs, name) for name in (
     "binary_op_1d_cycles", "unary_op_1d_cycles", "broadcast_scalar_1d_cycles", "broadcast_outer_by_row_cycles",
-    "broadcast_inner_mul_core_half", "broadcast_inner_mul_cycles", "reduce_rows_cycles", "nonlinearity_cycles",
+    "broadcast_inner_mul_core_half", "broadcast_inner_mul_cycles", "reduce_rows_cycles", "reduce_split",
+    "nonlinearity_cycles",
     "cast_core_cycles", "cast_split", "cast_cycles", "by_row_cycles", "by_col_cycles", "softmax_cycles",
     "online_softmax_cycles", "layernorm_cycles", "rowscale_cycles")}
 
@@ -316,6 +333,10 @@ VEC_MUTANTS = {
         "broadcast_inner_mul_core_half"](L, np.minimum(b, 1), v) + 2 * (np.asarray(L) // 4) * (np.asarray(b) - 1)),
     "inner multiply: no 24 a worker": ("broadcast_inner_mul_cycles",
                                        lambda r, c, W, v: _ov["broadcast_inner_mul_cycles"](r, c, W, v) - 24 * W),
+    "row reduce: never in two stages": ("reduce_split", lambda r, c, W, v: (np.ones_like(np.asarray(r * c)),) * 2),
+    "row reduce: pieces to maxSplit itself": ("reduce_split", lambda r, c, W, v: tuple(
+        np.maximum(x, np.minimum(np.asarray(c) // 2, -(-np.asarray(c) // 8) // 4)) * (x > 1) + (x <= 1) * x
+        for x in _ov["reduce_split"](r, c, W, v))),
     "row reduce: no per-output 12": ("reduce_rows_cycles", lambda r, c, W, v: _ov["reduce_rows_cycles"](r, c, W, v)
                                      - 12 * W * -(-np.asarray(r) // W)),
     "GELU: popnn's estimator as written": ("nonlinearity_cycles", _as_written_nonlinearity),

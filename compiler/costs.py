@@ -167,7 +167,8 @@ def matmul_cycles(t, m, k, n, dtype: str):
 
 
 # ---- ADD: out = src0 + nsrc1 partials, f16 (the residual add and a k-split's reduction) ----------
-# Two sources are popops' binary ADD, more (or one) a strided reduction of equal-size partials.
+# Two sources are popops' binary ADD, more (or one) a strided reduction of equal-size partials
+# (three or more: or poplin's ReduceAdd, the conv reduction vertex, where cheaper).
 # Both split the elements over the workers: BinaryOp1D by its own ceil(n / workers); the
 # reduction by one worker vertex per context, each ceil(n / workers) outputs (assumed: popops'
 # ReductionConnection.cpp splits outputs between workers in vector-width grains; the even split
@@ -194,10 +195,35 @@ def add_reduce_cycles(nelem, sources, workers: int, vector_bytes: int):
     return workers * (4 + 11 + loops * (3 + 8 + 3 + (_i64(sources) - 1)))
 
 
+def add_conv_reduce_cycles(nelem, sources, workers: int, vector_bytes: int):
+    """poplin's ReduceAdd, the vertex a convolution's (so a matmul's) cross-tile reduction of
+    equal-size partials runs (poplin PerformanceEstimation.hpp getReduceCycleEstimate, as its
+    planner's estimateConvReduceCycles calls it; not single-input: partials from separate
+    buffers, half partials and output): loops of the 128-bit accumulator width (8 halves = 2
+    vectors) over the outputs, + 1 for each set bit below it; each worker ceil-less loops /
+    workers, the left-over loops either one more a worker (a whole last loop) or, with a ragged
+    tail, 2 x sources + 11 once; a loop 3 x sources + 8 (2 cycles to load 8 partials of 64-bit
+    data + 1 for the next pointer, + 8 store and loop); + 32; x workers."""
+    n, S = _i64(nelem), _i64(sources)
+    acc = 2 * (vector_bytes // 2)
+    loops = n // acc + sum((n >> i) & 1 for i in range(int(np.log2(acc))))
+    each, left = loops // workers, loops % workers
+    ragged = (n % acc) != 0
+    cycles = 32 + np.where((left > 0) & ragged, 2 * S + 11, 0)
+    each = each + ((left > 0) & ~ragged)
+    per_loop = acc // min(acc, vector_bytes // 2) + 1
+    return (cycles + (per_loop * S + 8) * each) * workers
+
+
 def add_cycles(nelem, nsrc1, workers: int, vector_bytes: int):
+    """Two sources: popops' BinaryOp1D ADD; one: the strided reduction; three or more (a k-split's
+    partials): the cheaper of popops' strided reduction and poplin's ReduceAdd (the deeper the
+    reduction, the more the strided one's 1 cycle a source per 4 outputs beats ReduceAdd's 3 per 8)."""
     sources = _i64(nsrc1) + 1
+    strided = add_reduce_cycles(nelem, sources, workers, vector_bytes)
+    many = np.minimum(strided, add_conv_reduce_cycles(nelem, sources, workers, vector_bytes))
     return np.where(sources == 2, add_binary_cycles(nelem, workers, vector_bytes),
-                    add_reduce_cycles(nelem, sources, workers, vector_bytes))
+                    np.where(sources >= 3, many, strided))
 
 
 # ---- BIAS: out[r, c] = src[r, c] + bias[c], f16 ---------------------------------------------------

@@ -34,7 +34,8 @@ The machine, as docs/architecture.md §2 states it:
 - an ADD of two f16 sources costs what popops estimates for BinaryOp1D ADD (per worker 26 +
   3 cycles per 4-half vector of its ceil(n/W) elements, x W, + 11); of one or three and more
   sources, its strided reduction (getCyclesEstimateForStridedReduce: per worker 15 + per vector
-  of 4 outputs 13 + sources, x W);
+  of 4 outputs 13 + sources, x W), or with three or more, poplin's ReduceAdd where cheaper
+  (getReduceCycleEstimate: 32 + per 8-output loop 3 x sources + 8, x W);
 - a BIAS costs popops' BroadcastVectorInner1D ADD estimate (vectorInnerMultiVertexAddCycles
   + its preamble; see bias_cycles);
 - GELU, SOFTMAX, ONLINE_SOFTMAX, LAYERNORM, ROWSCALE and CAST cost the sum of the popops /
@@ -138,8 +139,18 @@ def add_cycles(nelem, nsrc1, f: _Figures) -> np.ndarray:
     W, lanes = f.workers, f.vector_bytes_per_cycle // 2          # halves per 64-bit vector
     vecs = _up(_up(nelem, W), lanes)
     two = W * (26 + 3 * vecs) + 11                    # 26 + (1 cycle + 2 load/store) a vector; supervisor 11
-    many = W * (15 + vecs * (14 + np.asarray(nsrc1, np.int64)))   # 15 set-up; 3 + 8 + 3 + (sources - 1) a vector
-    return np.where(np.asarray(nsrc1) == 1, two, many)
+    k = np.asarray(nsrc1, np.int64)
+    many = W * (15 + vecs * (14 + k))                 # 15 set-up; 3 + 8 + 3 + (sources - 1) a vector
+    # 3+ sources may run poplin's ReduceAdd instead: 16-byte accumulator loops (8 halves), the
+    # low bits of a ragged count one loop each; per worker loops // W, the rest one loop more each
+    # (whole) or 2·sources + 11 once (ragged); 3·sources + 8 a loop, + 32, × W
+    n = np.asarray(nelem, np.int64)
+    a = 4 * lanes // 2
+    bits = sum((n >> b) & 1 for b in range(a.bit_length() - 1))
+    lp = n // a + bits
+    tail = (n % a != 0) & (lp % W != 0)
+    ra = W * (32 + np.where(tail, 2 * (k + 1) + 11, 0) + (3 * (k + 1) + 8) * (lp // W + ((lp % W != 0) & ~tail)))
+    return np.where(k == 1, two, np.where(k >= 2, np.minimum(many, ra), many))
 
 
 def bias_cycles(rows, cols, f: _Figures) -> np.ndarray:

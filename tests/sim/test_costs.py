@@ -128,7 +128,11 @@ def test_rate_must_give_whole_cycles_per_row():
 ADD_HAND = {
     (640, 1): 653,      # residual add: BinaryOp1D, 107 halves a worker = 27 vectors
     (576, 22): 5274,    # a 23-way k-split reduction: 96 outputs a worker = 24 loops of 36 cycles
-    (1792, 5): 8640,    # 6 sources: 299 a worker = 75 loops of 19
+    (1792, 5): 6120,    # 6 sources: poplin's ReduceAdd, 224 loops of 8 = 37 a worker + 1 for the 2 left: 38 x
+                        # (3 x 6 + 8) + 32 = 1020, x 6 (the strided reduction: 75 loops of 19, 8640)
+    (2304, 3): 5952,    # 4 sources (fc1's k-split): ReduceAdd, 288 loops = 48 a worker: 48 x 20 + 32 = 992, x 6
+    (1003, 8): 4776,    # 9 sources, ragged: 125 + 2 (bits 1, 2) loops = 21 a worker, the 1 left as 2 x 9 + 11
+                        # once: 32 + 29 + 21 x 35 = 796, x 6 (strided: 42 loops of 22 + 15 = 939, x 6 = 5634)
     (46, 4): 306,       # 5 sources, 8 a worker = 2 loops of 18
     (16, 0): 174,       # one source (a copy through the reducer)
 }
@@ -171,9 +175,15 @@ ADD_MUTANTS = {
     "reduce: one source fewer": ("add_reduce_cycles", lambda n, s, W, v: _orig_add["add_reduce_cycles"](n, np.asarray(s) - 1, W, v)),
     "reduce: floor split": ("add_reduce_cycles", lambda n, s, W, v: W * (15 + -(-(np.asarray(n) // W) // (v // 2))
                                                                          * (13 + np.asarray(s)))),
+    "ReduceAdd: ragged tail as a whole loop": ("add_conv_reduce_cycles", lambda n, s, W, v: _orig_add[
+        "add_conv_reduce_cycles"](np.asarray(n) + (-np.asarray(n)) % 8, s, W, v)),
+    "ReduceAdd: 2 cycles a source a loop": ("add_conv_reduce_cycles", lambda n, s, W, v: _orig_add[
+        "add_conv_reduce_cycles"](n, s, W, v) - W * np.asarray(s) * (-(-np.asarray(n) // 8) // W)),
+    "ReduceAdd never chosen": ("add_conv_reduce_cycles", lambda n, s, W, v: _orig_add["add_reduce_cycles"](n, s, W, v)),
     "every ADD a reduction": ("add_cycles", lambda n, k, W, v: _orig_add["add_reduce_cycles"](n, np.asarray(k) + 1, W, v)),
 }
-_orig_add = {name: getattr(costs, name) for name in ("add_binary_cycles", "add_reduce_cycles", "add_cycles")}
+_orig_add = {name: getattr(costs, name) for name in ("add_binary_cycles", "add_reduce_cycles", "add_conv_reduce_cycles",
+                                                     "add_cycles")}
 
 
 @pytest.mark.parametrize("mutant", list(ADD_MUTANTS))

@@ -381,10 +381,13 @@ def reduce_rows_cycles(rows, cols, workers: int, vector_bytes: int):
     lanes = vector_bytes // 2
     one = workers * _continuous_reduce(-(-R // workers), C, lanes)
     fewest, most = reduce_split(R, C, workers, vector_bytes)
-    piece = -(-C // fewest)                              # the longest piece: a row cut the fewest times
-    second = -(-C // -(-C // most))                      # pieces of the row cut the most (splitRowsToWorkers)
-    two = workers * (_continuous_reduce(1, piece, lanes) + _continuous_reduce(1, second, lanes))
-    return np.where(most > 1, two, one)
+    first, second = 0, 0
+    for s in (fewest, most):                             # every row is cut one of the two ways
+        k = np.where((C <= 3) | (s <= 1), 1, np.minimum(C // 2, -(-C // -(-C // s))))   # splitRowsToWorkers
+        for piece in (C // k, C // k + (C % k != 0)):    # its pieces: C // k, one more for C % k of them
+            first = np.maximum(first, _continuous_reduce(1, piece, lanes))
+        second = np.maximum(second, np.where(k > 1, _continuous_reduce(1, k, lanes), 0))   # uncut rows: done
+    return np.where(most > 1, workers * (first + second), one)
 
 
 def nonlinearity_cycles(nelem, op_cycles: int, workers: int, vector_bytes: int):

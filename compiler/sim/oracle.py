@@ -208,10 +208,13 @@ def _reduce_rows(r, c, W, lanes):                     # ContinuousReduce, ceil(r
     spare = np.clip(W - r, 0, None)
     lo = np.clip(1 + spare // np.maximum(r, 1), None, np.maximum(limit, 1))
     hi = np.clip(1 + _up(spare, np.maximum(r, 1)), None, np.maximum(limit, 1))
-    longest = _up(c, lo)
-    parts = _up(c, _up(c, hi))
-    staged = W * ((longest // lanes) + 2 * (longest & 1) + 29 + (parts // lanes) + 2 * (parts & 1) + 29)
-    return np.where(hi > 1, staged, single)
+    worker = lambda p: p // lanes + 2 * (p & 1) + 29          # one output of p partials
+    stage1, stage2 = np.zeros_like(c), np.zeros_like(c)
+    for cuts in (lo, hi):            # a row's pieces: as even as whole partials allow, at least 2 each
+        n = np.where((cuts > 1) & (c > 3), np.minimum(_up(c, _up(c, cuts)), c // 2), 1)
+        stage1 = np.maximum(stage1, np.maximum(worker(c // n), worker(_up(c, n))))
+        stage2 = np.maximum(stage2, np.where(n > 1, worker(n), 0))
+    return np.where(hi > 1, W * (stage1 + stage2), single)
 
 
 def _gamma(r, c, W, lanes):                           # x * gamma: BroadcastVectorInner1D MULTIPLY

@@ -167,7 +167,8 @@ def matmul_cycles(t, m, k, n, dtype: str):
 
 
 # ---- ADD: out = src0 + nsrc1 partials, f16 (the residual add and a k-split's reduction) ----------
-# Two sources are popops' binary ADD, more (or one) a strided reduction of equal-size partials.
+# Two sources are popops' binary ADD, more (or one) a strided reduction of equal-size partials
+# (three or more: or poplin's ReduceAdd, the conv reduction vertex, where cheaper).
 # Both split the elements over the workers: BinaryOp1D by its own ceil(n / workers); the
 # reduction by one worker vertex per context, each ceil(n / workers) outputs (assumed: popops'
 # ReductionConnection.cpp splits outputs between workers in vector-width grains; the even split
@@ -194,10 +195,35 @@ def add_reduce_cycles(nelem, sources, workers: int, vector_bytes: int):
     return workers * (4 + 11 + loops * (3 + 8 + 3 + (_i64(sources) - 1)))
 
 
+def add_conv_reduce_cycles(nelem, sources, workers: int, vector_bytes: int):
+    """poplin's ReduceAdd, the vertex a convolution's (so a matmul's) cross-tile reduction of
+    equal-size partials runs (poplin PerformanceEstimation.hpp getReduceCycleEstimate, as its
+    planner's estimateConvReduceCycles calls it; not single-input: partials from separate
+    buffers, half partials and output): loops of the 128-bit accumulator width (8 halves = 2
+    vectors) over the outputs, + 1 for each set bit below it; each worker ceil-less loops /
+    workers, the left-over loops either one more a worker (a whole last loop) or, with a ragged
+    tail, 2 x sources + 11 once; a loop 3 x sources + 8 (2 cycles to load 8 partials of 64-bit
+    data + 1 for the next pointer, + 8 store and loop); + 32; x workers."""
+    n, S = _i64(nelem), _i64(sources)
+    acc = 2 * (vector_bytes // 2)
+    loops = n // acc + sum((n >> i) & 1 for i in range(int(np.log2(acc))))
+    each, left = loops // workers, loops % workers
+    ragged = (n % acc) != 0
+    cycles = 32 + np.where((left > 0) & ragged, 2 * S + 11, 0)
+    each = each + ((left > 0) & ~ragged)
+    per_loop = acc // min(acc, vector_bytes // 2) + 1
+    return (cycles + (per_loop * S + 8) * each) * workers
+
+
 def add_cycles(nelem, nsrc1, workers: int, vector_bytes: int):
+    """Two sources: popops' BinaryOp1D ADD; one: the strided reduction; three or more (a k-split's
+    partials): the cheaper of popops' strided reduction and poplin's ReduceAdd (the deeper the
+    reduction, the more the strided one's 1 cycle a source per 4 outputs beats ReduceAdd's 3 per 8)."""
     sources = _i64(nsrc1) + 1
+    strided = add_reduce_cycles(nelem, sources, workers, vector_bytes)
+    many = np.minimum(strided, add_conv_reduce_cycles(nelem, sources, workers, vector_bytes))
     return np.where(sources == 2, add_binary_cycles(nelem, workers, vector_bytes),
-                    add_reduce_cycles(nelem, sources, workers, vector_bytes))
+                    np.where(sources >= 3, many, strided))
 
 
 # ---- BIAS: out[r, c] = src[r, c] + bias[c], f16 ---------------------------------------------------
@@ -319,15 +345,49 @@ def broadcast_inner_mul_cycles(rows, cols, workers: int, vector_bytes: int):
     return 1 + 6 * 2 + 24 * workers + (worker + 2) * workers
 
 
+def _continuous_reduce(outputs, partials, lanes: int):
+    """One ContinuousReduce worker vertex (reduction/CycleEstimationFunctions.cpp
+    getCycleEstimateReduceAllRegionsContinuous): outputs x partials / vector width, + 2 for an
+    odd partial count, + 12 an output, + 10, + 7 call and return."""
+    o, C = _i64(outputs), _i64(partials)
+    return o * (C // lanes) + 2 * (C % 2) + 12 * o + 10 + 7
+
+
+def reduce_split(rows, cols, workers: int, vector_bytes: int):
+    """Pieces each row's reduction is cut into when a tile has fewer rows than workers, as
+    popops' ReductionConnection.cpp splitTwoStageReductionsBetweenWorkers cuts them: while a
+    worker is free, one more piece for the reduction with the most approximate cycles after
+    the cut (equal rows: round robin), never reaching maxSplit = min(partials / 2, approximate
+    cycles / 4) (getMaxSplit; approximateCyclesForReduction: partials / opsPerCycle, an ADD of
+    half to one output 2 x the vector width a cycle). Returns (fewest, most) pieces of a row: 1
+    where nothing is cut (rows >= workers, or rows too short)."""
+    R, C = np.broadcast_arrays(_i64(rows), _i64(cols))
+    lanes = vector_bytes // 2
+    cap = np.maximum(1, np.minimum(C // 2, -(-C // (2 * lanes)) // 4) - 1)
+    free = np.maximum(workers - R, 0)
+    R1 = np.maximum(R, 1)
+    return np.minimum(1 + free // R1, cap), np.minimum(1 + -(-free // R1), cap)
+
+
 def reduce_rows_cycles(rows, cols, workers: int, vector_bytes: int):
     """A row reduction of half data (ADD, SQUARE_ADD or MAX; one output per row of cols contiguous
-    partials): the ContinuousReduce worker vertex (reduction/CycleEstimationFunctions.cpp
-    getCycleEstimateReduceAllRegionsContinuous: outputs x partials / vector width, + 2 for an odd
-    partial count, + 12 an output, + 10, + 7 call and return), one per worker context taking
-    ceil(rows / workers) rows (assumed even split, as ADD's reduction), x workers."""
-    o = -(-_i64(rows) // workers)
-    C = _i64(cols)
-    return workers * (o * (C // (vector_bytes // 2)) + 2 * (C % 2) + 12 * o + 10 + 7)
+    partials): ContinuousReduce worker vertices (_continuous_reduce), one per worker context
+    taking ceil(rows / workers) rows (assumed even split, as ADD's reduction), x workers. With
+    fewer rows than workers, popops reduces in two stages (reduce_split): each row's pieces
+    (splitRowsToWorkers: at most ceil(cols / pieces) partials) one a worker, then each row's
+    piece results one row a worker; the two stages' vertices summed, x workers (the compute-set
+    boundary between them is not charged, as between a kernel's other vertices)."""
+    R, C = np.broadcast_arrays(_i64(rows), _i64(cols))
+    lanes = vector_bytes // 2
+    one = workers * _continuous_reduce(-(-R // workers), C, lanes)
+    fewest, most = reduce_split(R, C, workers, vector_bytes)
+    first, second = 0, 0
+    for s in (fewest, most):                             # every row is cut one of the two ways
+        k = np.where((C <= 3) | (s <= 1), 1, np.minimum(C // 2, -(-C // -(-C // s))))   # splitRowsToWorkers
+        for piece in (C // k, C // k + (C % k != 0)):    # its pieces: C // k, one more for C % k of them
+            first = np.maximum(first, _continuous_reduce(1, piece, lanes))
+        second = np.maximum(second, np.where(k > 1, _continuous_reduce(1, k, lanes), 0))   # uncut rows: done
+    return np.where(most > 1, workers * (first + second), one)
 
 
 def nonlinearity_cycles(nelem, op_cycles: int, workers: int, vector_bytes: int):
@@ -411,13 +471,16 @@ def gelu_cycles(nelem, workers: int, vector_bytes: int):
     return nonlinearity_cycles(nelem, GELU_OP_CYCLES_HALF, workers, vector_bytes)
 
 
-def softmax_cycles(rows, cols, workers: int, vector_bytes: int):
+def softmax_cycles(rows, cols, workers: int, vector_bytes: int, scaled=True):
     """SOFTMAX = popnn softmaxImpl (stable): the scale (BroadcastScalar1D MULTIPLY), row max
     (reduce), x - max (BroadcastVectorOuterByRow SUBTRACT), exp (UnaryOp1D EXPONENT), row sum
     (reduce), the division by the sums as their reciprocal (UnaryOp1D INVERSE on the rows) and a
-    BroadcastVectorOuterByRow MULTIPLY (see the README on popnn's divInPlace)."""
+    BroadcastVectorOuterByRow MULTIPLY (see the README on popnn's divInPlace). The scale's
+    multiply only where `scaled` (the scale word is not 1.0): popnn's softmax has no scale, and
+    Poplar builds no multiply by a constant one (an attention's 1/sqrt(d) is applied by its
+    score MATMUL's scale word, so its SOFTMAX runs at scale 1)."""
     W, V, n = workers, vector_bytes, _i64(rows) * _i64(cols)
-    return (broadcast_scalar_1d_cycles(n, PERF[("MULTIPLY", "f16")], 2, W, V)
+    return ((_i64(scaled) != 0) * broadcast_scalar_1d_cycles(n, PERF[("MULTIPLY", "f16")], 2, W, V)
             + 2 * reduce_rows_cycles(rows, cols, W, V)
             + by_row_cycles(rows, cols, "SUBTRACT", W, V)
             + unary_op_1d_cycles(n, PERF[("EXPONENT", "f16")], 2, W, V, True)

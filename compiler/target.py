@@ -129,9 +129,10 @@ class Target:
         """popnn's GELU non-linearity vertex (NonLinearitySupervisor)."""
         return costs.gelu_cycles(nelem, self.workers, self.vector_bytes_per_cycle)
 
-    def softmax_cycles(self, rows, cols):
-        """popnn's stable softmax: scale, row max, subtract, exp, row sum, reciprocal, multiply."""
-        return costs.softmax_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle)
+    def softmax_cycles(self, rows, cols, scaled=True):
+        """popnn's stable softmax: scale (only where `scaled`: the scale is not 1.0), row max,
+        subtract, exp, row sum, reciprocal, multiply."""
+        return costs.softmax_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle, scaled)
 
     def online_softmax_cycles(self, rows, cols):
         """One flash-attention key block: the softmax steps plus the f32 state updates."""

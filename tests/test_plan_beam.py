@@ -157,7 +157,8 @@ class Reference:
         fn = {"bias": t.bias_cycles, "gelu": lambda r, k: t.gelu_cycles(r * k),
               "cast": lambda r, k: t.cast_cycles(r * k, 2, e_out),
               "add": lambda r, k: t.add_cycles(r * k, 1),
-              "layernorm": t.layernorm_cycles, "softmax": t.softmax_cycles}[op.kind]
+              "layernorm": t.layernorm_cycles,
+              "softmax": lambda r, k: t.softmax_cycles(r, k, op.attr("scale", 1.0) != 1.0)}[op.kind]
         per = {}
         for b in lay:
             per[b[4]] = per.get(b[4], 0) + int(fn(b[1] - b[0], b[3] - b[2]))

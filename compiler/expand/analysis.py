@@ -39,10 +39,11 @@ def kernel_cycles(tg: TileGraph, t: Target) -> np.ndarray:
     cast = on(isa.CAST)
     src_b = np.where((k["dtype"][cast] >> 8 & 0xFF) == isa.DTYPES["fp8"], 1, 2)
     cyc[cast] = t.cast_cycles(k["i0"][cast], src_b, 3 - src_b)
-    for op, fn in ((isa.LAYERNORM, t.layernorm_cycles), (isa.SOFTMAX, t.softmax_cycles),
-                   (isa.ONLINE_SOFTMAX, t.online_softmax_cycles)):
+    for op, fn in ((isa.LAYERNORM, t.layernorm_cycles), (isa.ONLINE_SOFTMAX, t.online_softmax_cycles)):
         sel = on(op)
         cyc[sel] = fn(k["i0"][sel], k["i1"][sel])
+    sm = on(isa.SOFTMAX)                                      # its scale's multiply unless it is 1.0
+    cyc[sm] = t.softmax_cycles(k["i0"][sm], k["i1"][sm], k["i2"][sm] != isa.f32_bits(1.0))
     b = on(isa.BIAS)
     cyc[b] = t.bias_cycles(k["i0"][b], k["i1"][b])
     cp = on(isa.COPY)

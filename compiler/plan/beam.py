@@ -278,7 +278,8 @@ class Costs:
                    "gelu": lambda r, k: t.gelu_cycles(r * k),
                    "cast": lambda r, k: t.cast_cycles(r * k, OUT_BYTES, DTYPE_BYTES[y.dtype]),
                    "add": lambda r, k: t.add_cycles(r * k, 1),
-                   "layernorm": t.layernorm_cycles, "softmax": t.softmax_cycles}
+                   "layernorm": t.layernorm_cycles,
+                   "softmax": lambda r, k: t.softmax_cycles(r, k, op.attr("scale", 1.0) != 1.0)}
             return per_tile_cost(self.blocks(op.inputs[0], desc), fns[op.kind], t.tiles)
         return self._memo(("compute", n, desc), make)
 

@@ -58,8 +58,8 @@ Decisions the machine takes where isa.py is silent (the lowering must match):
     < 1.2e-7; GELU(-inf) is NaN in both forms). LAYERNORM: two-pass mean and
     biased variance, rstd = 1/sqrt(var + eps). SOFTMAX: exp(s - rowmax) / rowsum
     over the first `valid` columns (word 6; 0 = all, > cols is refused), +0 in
-    the others, which are not read; cost softmax_cycles(rows, cols) whatever
-    `valid` is (a row of only -inf gives NaN; NaN/inf inputs propagate).
+    the others, which are not read; cost softmax_cycles(rows, cols, scale != 1.0)
+    whatever `valid` is (no scale multiply at a scale word of 1.0) (a row of only -inf gives NaN; NaN/inf inputs propagate).
   * CAST: (dtype, dtype2) must be (fp8, f16) or (f16, fp8). f16 -> fp8 divides by
     scale in f32 and rounds to nearest even, saturating: |x| > 448 (inf included)
     becomes +-448, NaN stays NaN. fp8 -> f16 multiplies in f32, rounds once.

@@ -461,7 +461,7 @@ class Kernels:
                     y[:, :, :v] = fmath.softmax(np.ascontiguousarray(x[:, :, :v]), scale[g][:, None, None])
                 self._store16(tg, out[g], y)
             self.each(self.slices(grp, 16 * r * c), body)
-        return self.t.softmax_cycles(R, C)
+        return self.t.softmax_cycles(R, C, scale != np.float32(1.0))
 
     def cast(self, step, tiles, pcs, w):
         _, dt, dt2, fl = decode.fields(w[:, 0])

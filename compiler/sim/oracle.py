@@ -34,13 +34,17 @@ The machine, as docs/architecture.md §2 states it:
 - an ADD of two f16 sources costs what popops estimates for BinaryOp1D ADD (per worker 26 +
   3 cycles per 4-half vector of its ceil(n/W) elements, x W, + 11); of one or three and more
   sources, its strided reduction (getCyclesEstimateForStridedReduce: per worker 15 + per vector
-  of 4 outputs 13 + sources, x W);
+  of 4 outputs 13 + sources, x W), or with three or more, poplin's ReduceAdd where cheaper
+  (getReduceCycleEstimate: 32 + per 8-output loop 3 x sources + 8, x W);
 - a BIAS costs popops' BroadcastVectorInner1D ADD estimate (vectorInnerMultiVertexAddCycles
   + its preamble; see bias_cycles);
 - GELU, SOFTMAX, ONLINE_SOFTMAX, LAYERNORM, ROWSCALE and CAST cost the sum of the popops /
   popnn vertex estimates their PopLibs counterparts run (see vector_cycles and _cast): popnn's
-  GELU non-linearity; softmax = scale, row max, subtract, exp, row sum, reciprocal, multiply;
-  the online softmax adds the f32 state updates; layer norm = two row reductions, the f32
+  GELU non-linearity; softmax = scale (none at a scale word of 1.0), row max, subtract, exp,
+  row sum, reciprocal, multiply;
+  the online softmax adds the f32 state updates (a row reduction with fewer rows than workers
+  runs in popops' two stages: each row cut for the idle workers, then the pieces reduced);
+  layer norm = two row reductions, the f32
   statistics, whitening, gamma and beta; ROWSCALE a multiply by row (+ an ADD); CAST popops'
   Cast1D. A single row's per-row value is a scalar broadcast, its gamma / beta element-wise;
 - a COPY costs `kernel_overhead_cycles` plus its bytes at `copy_bytes_per_cycle` (Poplar's
@@ -62,7 +66,7 @@ BYTES = {isa.DTYPES["f16"]: 2, isa.DTYPES["fp8"]: 1, isa.DTYPES["f32"]: 4}
 DNAME = {v: k for k, v in isa.DTYPES.items()}
 # instruction words a cost reads, per opcode (1-based argument words; word 0 always)
 COST_WORDS = {isa.MATMUL: (4, 5, 6), isa.ADD: (4, 5), isa.COPY: (3, 4), isa.GELU: (3,),
-              isa.LAYERNORM: (5, 6), isa.SOFTMAX: (3, 4), isa.CAST: (3,), isa.ONLINE_SOFTMAX: (4, 5),
+              isa.LAYERNORM: (5, 6), isa.SOFTMAX: (3, 4, 5), isa.CAST: (3,), isa.ONLINE_SOFTMAX: (4, 5),
               isa.ROWSCALE: (5, 6), isa.BIAS: (4, 5), isa.EXCH: (1, 2, 3)}
 ENTRY_COST_WORDS = (0, 2, 3)     # peer tile, row bytes, rows
 SCALE_WORD = {isa.MATMUL: 7, isa.CAST: 4}   # the scale word (f32 bits, or a table address)
@@ -135,8 +139,18 @@ def add_cycles(nelem, nsrc1, f: _Figures) -> np.ndarray:
     W, lanes = f.workers, f.vector_bytes_per_cycle // 2          # halves per 64-bit vector
     vecs = _up(_up(nelem, W), lanes)
     two = W * (26 + 3 * vecs) + 11                    # 26 + (1 cycle + 2 load/store) a vector; supervisor 11
-    many = W * (15 + vecs * (14 + np.asarray(nsrc1, np.int64)))   # 15 set-up; 3 + 8 + 3 + (sources - 1) a vector
-    return np.where(np.asarray(nsrc1) == 1, two, many)
+    k = np.asarray(nsrc1, np.int64)
+    many = W * (15 + vecs * (14 + k))                 # 15 set-up; 3 + 8 + 3 + (sources - 1) a vector
+    # 3+ sources may run poplin's ReduceAdd instead: 16-byte accumulator loops (8 halves), the
+    # low bits of a ragged count one loop each; per worker loops // W, the rest one loop more each
+    # (whole) or 2·sources + 11 once (ragged); 3·sources + 8 a loop, + 32, × W
+    n = np.asarray(nelem, np.int64)
+    a = 4 * lanes // 2
+    bits = sum((n >> b) & 1 for b in range(a.bit_length() - 1))
+    lp = n // a + bits
+    tail = (n % a != 0) & (lp % W != 0)
+    ra = W * (32 + np.where(tail, 2 * (k + 1) + 11, 0) + (3 * (k + 1) + 8) * (lp // W + ((lp % W != 0) & ~tail)))
+    return np.where(k == 1, two, np.where(k >= 2, np.minimum(many, ra), many))
 
 
 def bias_cycles(rows, cols, f: _Figures) -> np.ndarray:
@@ -185,8 +199,22 @@ def _rows_op(r, c, W, lanes):                         # one value per row, 1-cyc
 
 
 def _reduce_rows(r, c, W, lanes):                     # ContinuousReduce, ceil(r/W) outputs a worker
-    o, c = _up(r, W), np.asarray(c, np.int64)
-    return W * (o * (c // lanes) + 12 * o + 17 + 2 * (c & 1))
+    r, c = np.broadcast_arrays(np.asarray(r, np.int64), np.asarray(c, np.int64))
+    o = _up(r, W)
+    single = W * (o * (c // lanes) + 12 * o + 17 + 2 * (c & 1))
+    # fewer rows than workers: popops cuts each row into pieces for the idle workers (round robin,
+    # fewer than min(c / 2, ceil(c / 2·lanes) / 4) pieces), reduces the pieces, then each row's pieces
+    limit = np.minimum(c // 2, _up(c, 2 * lanes) // 4) - 1
+    spare = np.clip(W - r, 0, None)
+    lo = np.clip(1 + spare // np.maximum(r, 1), None, np.maximum(limit, 1))
+    hi = np.clip(1 + _up(spare, np.maximum(r, 1)), None, np.maximum(limit, 1))
+    worker = lambda p: p // lanes + 2 * (p & 1) + 29          # one output of p partials
+    stage1, stage2 = np.zeros_like(c), np.zeros_like(c)
+    for cuts in (lo, hi):            # a row's pieces: as even as whole partials allow, at least 2 each
+        n = np.where((cuts > 1) & (c > 3), np.minimum(_up(c, _up(c, cuts)), c // 2), 1)
+        stage1 = np.maximum(stage1, np.maximum(worker(c // n), worker(_up(c, n))))
+        stage2 = np.maximum(stage2, np.where(n > 1, worker(n), 0))
+    return np.where(hi > 1, W * (stage1 + stage2), single)
 
 
 def _gamma(r, c, W, lanes):                           # x * gamma: BroadcastVectorInner1D MULTIPLY
@@ -246,8 +274,8 @@ def vector_cycles(op, r, c, add, f: _Figures) -> np.ndarray:
     if op == isa.ROWSCALE:
         return _rows_op(r, c, W, lanes) + np.where(np.asarray(add) != 0, _bin1d(n, W, 3, lanes), 0)
     scale = _scalar1d(n, W, 2, lanes)
-    if op == isa.SOFTMAX:     # scale, max, subtract, exp, sum, 1/sum, multiply
-        return (scale + 2 * _reduce_rows(r, c, W, lanes) + 2 * _rows_op(r, c, W, lanes)
+    if op == isa.SOFTMAX:     # scale (unless its word is 1.0: `add` carries that), max, subtract, exp, sum, 1/sum, multiply
+        return (np.where(np.asarray(add) != 0, scale, 0) + 2 * _reduce_rows(r, c, W, lanes) + 2 * _rows_op(r, c, W, lanes)
                 + _un1d(n, W, 4, 4, 33) + _un1d(r, W, 15, 4, 17))
     if op == isa.ONLINE_SOFTMAX:   # + f32 state: max, subtract, exp, multiply, add
         state = _bin1d(r, W, 4, 2) + 3 * _bin1d(r, W, 3, fl) + _un1d(r, W, 6, 2, 33)
@@ -289,10 +317,11 @@ def kernel_cycles(op, w, f: _Figures) -> np.ndarray:
     for s_, d_ in set(zip(dt2[i].tolist(), dt[i].tolist())):     # (source, destination) types
         j = i[(dt2[i] == s_) & (dt[i] == d_)]
         out[j] = _cast(w[j, 3], BYTES[s_], BYTES[d_], f.workers, V)
-    for code, (a, b) in ((isa.LAYERNORM, (5, 6)), (isa.SOFTMAX, (3, 4)), (isa.ONLINE_SOFTMAX, (4, 5)),
-                         (isa.ROWSCALE, (5, 6))):
+    for code, (a, b) in ((isa.LAYERNORM, (5, 6)), (isa.ONLINE_SOFTMAX, (4, 5)), (isa.ROWSCALE, (5, 6))):
         i = at(code)
         out[i] = vector_cycles(code, w[i, a], w[i, b], (fl[i] & isa.F_ADD) != 0, f)
+    i = at(isa.SOFTMAX)                 # the scale word: 1.0 (0x3F800000) needs no multiply
+    out[i] = vector_cycles(isa.SOFTMAX, w[i, 3], w[i, 4], (w[i, 5] & 0xFFFFFFFF) != 0x3F800000, f)
     return out
 
 

@@ -128,7 +128,11 @@ def test_rate_must_give_whole_cycles_per_row():
 ADD_HAND = {
     (640, 1): 653,      # residual add: BinaryOp1D, 107 halves a worker = 27 vectors
     (576, 22): 5274,    # a 23-way k-split reduction: 96 outputs a worker = 24 loops of 36 cycles
-    (1792, 5): 8640,    # 6 sources: 299 a worker = 75 loops of 19
+    (1792, 5): 6120,    # 6 sources: poplin's ReduceAdd, 224 loops of 8 = 37 a worker + 1 for the 2 left: 38 x
+                        # (3 x 6 + 8) + 32 = 1020, x 6 (the strided reduction: 75 loops of 19, 8640)
+    (2304, 3): 5952,    # 4 sources (fc1's k-split): ReduceAdd, 288 loops = 48 a worker: 48 x 20 + 32 = 992, x 6
+    (1003, 8): 4776,    # 9 sources, ragged: 125 + 2 (bits 1, 2) loops = 21 a worker, the 1 left as 2 x 9 + 11
+                        # once: 32 + 29 + 21 x 35 = 796, x 6 (strided: 42 loops of 22 + 15 = 939, x 6 = 5634)
     (46, 4): 306,       # 5 sources, 8 a worker = 2 loops of 18
     (16, 0): 174,       # one source (a copy through the reducer)
 }
@@ -171,9 +175,15 @@ ADD_MUTANTS = {
     "reduce: one source fewer": ("add_reduce_cycles", lambda n, s, W, v: _orig_add["add_reduce_cycles"](n, np.asarray(s) - 1, W, v)),
     "reduce: floor split": ("add_reduce_cycles", lambda n, s, W, v: W * (15 + -(-(np.asarray(n) // W) // (v // 2))
                                                                          * (13 + np.asarray(s)))),
+    "ReduceAdd: ragged tail as a whole loop": ("add_conv_reduce_cycles", lambda n, s, W, v: _orig_add[
+        "add_conv_reduce_cycles"](np.asarray(n) + (-np.asarray(n)) % 8, s, W, v)),
+    "ReduceAdd: 2 cycles a source a loop": ("add_conv_reduce_cycles", lambda n, s, W, v: _orig_add[
+        "add_conv_reduce_cycles"](n, s, W, v) - W * np.asarray(s) * (-(-np.asarray(n) // 8) // W)),
+    "ReduceAdd never chosen": ("add_conv_reduce_cycles", lambda n, s, W, v: _orig_add["add_reduce_cycles"](n, s, W, v)),
     "every ADD a reduction": ("add_cycles", lambda n, k, W, v: _orig_add["add_reduce_cycles"](n, np.asarray(k) + 1, W, v)),
 }
-_orig_add = {name: getattr(costs, name) for name in ("add_binary_cycles", "add_reduce_cycles", "add_cycles")}
+_orig_add = {name: getattr(costs, name) for name in ("add_binary_cycles", "add_reduce_cycles", "add_conv_reduce_cycles",
+                                                     "add_cycles")}
 
 
 @pytest.mark.parametrize("mutant", list(ADD_MUTANTS))
@@ -238,7 +248,9 @@ VEC_HAND = {
     ("gelu", (2240,)): 5811,             # 94 vectors a worker: 9 + 6 (20 + 943 + 4)
     ("gelu", (1,)): 201,                 # no vector, one left-over half: 9 + 6 (20 + 4 + 8)
     ("softmax", (8, 730)): 23359,        # the default trial's attention rows
-    ("layernorm", (1, 1152)): 7853,      # one row: scalar broadcasts and element-wise gamma / beta
+    ("layernorm", (1, 1152)): 5333,      # one row: scalar broadcasts and element-wise gamma / beta; each row
+                                         # sum in two stages: 6 pieces of 192 (48 + 29), then the 6 (1 + 29):
+                                         # 6 x 107 = 642 (one worker's 6 x (288 + 29) = 1902 before: 7853)
     ("layernorm", (12, 64)): 5043,       # 2 rows a worker: the row and column broadcast vertices
     ("online_softmax", (82, 74)): 20266,
     ("rowscale", (82, 64, 1)): 7486,     # multiply by row + BinaryOp1D ADD
@@ -246,6 +258,20 @@ VEC_HAND = {
     ("cast", (1000, 1, 2)): 535,         # fp8 -> f16: 4 a cycle
     ("cast", (3, 2, 1)): 313,            # one worker, three left-over elements
 }
+
+
+REDUCE_HAND = {        # popops' two-stage row reduction (costs.reduce_rows_cycles), by hand, ipu21 (6 workers, 4 halves)
+    (1, 1152): 642,    # 6 pieces of 192: 6 x ((48 + 29) + (1 + 29)); one worker alone: 6 x (288 + 29) = 1902
+    (2, 1152): 936,    # 3 pieces of 384 a row: 6 x ((96 + 29) + (0 + 2 + 29))
+    (5, 1152): 2076,   # one spare worker: row 0 in 2 pieces, the others whole: 6 x ((288 + 29) + (0 + 29))
+    (8, 729): 2442,    # more rows than workers: 2 a worker, one stage: 6 x (2 x 182 + 2 + 24 + 17)
+    (1, 64): 270,      # too short to cut (maxSplit = min(32, 8 / 4) = 2): 6 x (16 + 29)
+}
+
+
+@pytest.mark.parametrize("shape", list(REDUCE_HAND))
+def test_two_stage_row_reduction_by_hand(shape):
+    assert int(costs.reduce_rows_cycles(*shape, 6, 8)) == REDUCE_HAND[shape]
 
 
 @pytest.mark.parametrize("key", list(VEC_HAND))
@@ -263,10 +289,12 @@ def _vector_disagreements(fig: dict) -> int:
     bad = 0
     cases = [(isa.LAYERNORM, (5, 6), 0, t.layernorm_cycles(r, c)), (isa.SOFTMAX, (3, 4), 0, t.softmax_cycles(r, c)),
              (isa.ONLINE_SOFTMAX, (4, 5), 0, t.online_softmax_cycles(r, c)),
+             (isa.SOFTMAX, (3, 4, 5), 0, t.softmax_cycles(r, c, False)),     # word 5 = 1.0: no scale multiply
              (isa.ROWSCALE, (5, 6), 0, t.rowscale_cycles(r, c, 0)),
              (isa.ROWSCALE, (5, 6), isa.F_ADD, t.rowscale_cycles(r, c, 1))]
-    for op, (a, b), flags, expect in cases:
-        bad += _misses(f, op, op | isa.DTYPES["f16"] << 8 | flags << 24, {a: r, b: c}, expect)
+    for op, words, flags, expect in cases:
+        one = {words[2]: np.full_like(r, isa.f32_bits(1.0))} if len(words) > 2 else {}
+        bad += _misses(f, op, op | isa.DTYPES["f16"] << 8 | flags << 24, {words[0]: r, words[1]: c, **one}, expect)
     n = np.arange(1, 3000)
     bad += _misses(f, isa.GELU, isa.GELU | isa.DTYPES["f16"] << 8, {3: n}, t.gelu_cycles(n))
     for src, dst in (("f16", "fp8"), ("fp8", "f16")):
@@ -288,7 +316,8 @@ def test_cast_mixed_directions_in_one_call():
 
 _ov = {name: getattr(costs, name) for name in (
     "binary_op_1d_cycles", "unary_op_1d_cycles", "broadcast_scalar_1d_cycles", "broadcast_outer_by_row_cycles",
-    "broadcast_inner_mul_core_half", "broadcast_inner_mul_cycles", "reduce_rows_cycles", "nonlinearity_cycles",
+    "broadcast_inner_mul_core_half", "broadcast_inner_mul_cycles", "reduce_rows_cycles", "reduce_split",
+    "nonlinearity_cycles",
     "cast_core_cycles", "cast_split", "cast_cycles", "by_row_cycles", "by_col_cycles", "softmax_cycles",
     "online_softmax_cycles", "layernorm_cycles", "rowscale_cycles")}
 
@@ -314,6 +343,10 @@ VEC_MUTANTS = {
         "broadcast_inner_mul_core_half"](L, np.minimum(b, 1), v) + 2 * (np.asarray(L) // 4) * (np.asarray(b) - 1)),
     "inner multiply: no 24 a worker": ("broadcast_inner_mul_cycles",
                                        lambda r, c, W, v: _ov["broadcast_inner_mul_cycles"](r, c, W, v) - 24 * W),
+    "row reduce: never in two stages": ("reduce_split", lambda r, c, W, v: (np.ones_like(np.asarray(r * c)),) * 2),
+    "row reduce: pieces to maxSplit itself": ("reduce_split", lambda r, c, W, v: tuple(
+        np.maximum(x, np.minimum(np.asarray(c) // 2, -(-np.asarray(c) // 8) // 4)) * (x > 1) + (x <= 1) * x
+        for x in _ov["reduce_split"](r, c, W, v))),
     "row reduce: no per-output 12": ("reduce_rows_cycles", lambda r, c, W, v: _ov["reduce_rows_cycles"](r, c, W, v)
                                      - 12 * W * -(-np.asarray(r) // W)),
     "GELU: popnn's estimator as written": ("nonlinearity_cycles", _as_written_nonlinearity),
@@ -325,8 +358,10 @@ VEC_MUTANTS = {
         "broadcast_outer_by_row_cycles"](r, c, costs.PERF[(op, "f16")], W, v)),
     "by column: one row as BroadcastVectorInner": ("by_col_cycles", lambda r, c, op, W, v: np.where(
         np.asarray(r) == 1, _ov["by_col_cycles"](np.asarray(r) + 1, c, op, W, v), _ov["by_col_cycles"](r, c, op, W, v))),
-    "softmax: divide as popops' DIVIDE entry a loop": ("softmax_cycles", lambda r, c, W, v: _ov["softmax_cycles"](
-        r, c, W, v) + W * -(-np.asarray(r) // W) * -(-np.asarray(c) // 4) * 20),
+    "softmax: divide as popops' DIVIDE entry a loop": ("softmax_cycles", lambda r, c, W, v, s=True: _ov[
+        "softmax_cycles"](r, c, W, v, s) + W * -(-np.asarray(r) // W) * -(-np.asarray(c) // 4) * 20),
+    "softmax: the scale multiplied at 1.0": ("softmax_cycles", lambda r, c, W, v, s=True: _ov["softmax_cycles"](
+        r, c, W, v, True)),
     "online softmax: no state update": ("online_softmax_cycles", lambda r, c, W, v: _ov["online_softmax_cycles"](
         r, c, W, v) - 2 * _ov["binary_op_1d_cycles"](r, (None, 1), 4, W, v)),
     "layernorm: one reduction": ("layernorm_cycles", lambda r, c, W, v: _ov["layernorm_cycles"](r, c, W, v)

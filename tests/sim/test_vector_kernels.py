@@ -430,7 +430,7 @@ def test_random_shapes_per_tile(seed):
         mm = (exact.matmul_f32(x.astype(np.float32), Bt[i].astype(np.float32).T) * np.float32(sc[i])).astype(np.float16)
         assert np.array_equal(got["mm"], mm)
         t_ = a.t
-        expect = (t_.layernorm_cycles(r, c) + 2 * t_.gelu_cycles(r * c) + t_.softmax_cycles(r, c)
+        expect = (t_.layernorm_cycles(r, c) + 2 * t_.gelu_cycles(r * c) + t_.softmax_cycles(r, c, sc[i] != 1.0)
                   + t_.online_softmax_cycles(r, c) + t_.rowscale_cycles(r, c, False) + t_.matmul_cycles(r, c, c, "f16"))
         assert res.tile_cycles[0, t] == expect
 
@@ -491,3 +491,32 @@ def test_bias_adds_a_row_to_every_row():
         want = (X[i].astype(np.float64) + Bs[i].astype(np.float64)).astype(np.float16)
         assert np.array_equal(Y[i], want)                 # one f32 add, one rounding: exact
         assert res.tile_cycles[0, t] == Asm().t.bias_cycles(r, c)
+
+
+def test_softmax_at_scale_one_costs_no_multiply():
+    """A SOFTMAX whose scale word is 1.0 (an attention's score MATMUL already applied 1/sqrt(d))
+    is charged no BroadcastScalar1D MULTIPLY, by the simulator and the oracle alike (_run_both);
+    any other scale is, and 1.0 changes no byte of the output."""
+    from compiler import costs
+    rng = np.random.default_rng(21)
+    r, c = 8, 729
+    X = [_f16(rng, (r, c), 4.0) for _ in TILES]
+    scales = [1.0, 0.5, 1.0, 2.0, 1.0, 0.125]
+
+    def build(off):
+        a = Asm()
+        s = {"x": _load(a, "x", lambda t: R0_DATA + off(t), X)}
+        for sc, t in zip(scales, TILES):
+            a.on(t, isa.SOFTMAX, R1 + off(t), R0_DATA + off(t), r, c, isa.f32_bits(sc))
+        a.sync()
+        _unload(a, "y", lambda t: R1 + off(t), 2 * r * c)
+        return a.build(), s
+
+    res = _run_both(build)
+    Y = res.outputs["y"].view(np.float16).reshape(len(TILES), r, c)
+    t_ = Asm().t
+    mul = int(costs.broadcast_scalar_1d_cycles(r * c, costs.PERF[("MULTIPLY", "f16")], 2, t_.workers,
+                                               t_.vector_bytes_per_cycle))
+    for i, (sc, t) in enumerate(zip(scales, TILES)):
+        _close(Y[i], _softmax_ref(X[i], sc), rtol=3e-3, atol=2 * F16_TINY)
+        assert res.tile_cycles[0, t] == t_.softmax_cycles(r, c) - (mul if sc == 1.0 else 0)

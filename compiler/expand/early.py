@@ -1,5 +1,5 @@
-"""Early gathers (policy.early_gathers): a matmul's B operand gathered in an earlier
-exchange superstep that has room for it.
+"""Early gathers (policy.early_gathers): a matmul's B operand (and a bias's slices, a
+LayerNorm's gamma and beta) gathered in an earlier exchange superstep that has room.
 
 An exchange superstep lasts as long as its busiest tile, sending or receiving
 (docs/architecture.md §2), so most steps leave bandwidth unused on most tiles: the
@@ -12,7 +12,8 @@ transfers can move to an earlier exchange step where they lengthen nothing.
 After the tile graph is built, each recorded B gather (expand/matmul.py: its transfer
 rows, destination requests, its step and the step after which its source is complete
 and inside the same Repeat body) moves to the exchange step between the two that
-shortens the program most, judged exactly per tile (target.exchange_cycles: the
+shortens the program most (never emptying a step: it would still cost its phase and
+sync), judged exactly per tile (target.exchange_cycles: the
 phase's busiest sender or receiver) with the steps as every earlier move left them;
 none when no step gains. The destination buffer then lives from that step: expand's
 memory screen sees it, so a move that does not fit rejects the candidate like any
@@ -40,8 +41,8 @@ def early_gathers(tg, movable: list, t) -> int:
     cost = lambda snd, rcv: t.exchange_cycles(snd, rcv)
     moved = 0
     for r0, r1, dst, step, ready in movable:
-        if r1 <= r0:
-            continue
+        if r1 <= r0 or int((x["step"] == step).sum()) == r1 - r0:
+            continue                          # nothing, or all its step has: never leave a step empty
         gs = np.bincount(x["src"][r0:r1], nb[r0:r1], minlength=T).astype(np.int64)
         gr = np.bincount(x["dst"][r0:r1], nb[r0:r1], minlength=T).astype(np.int64)
         snd, rcv = sides(step)

@@ -64,8 +64,9 @@ class Ctx:
 
     def may_move(self, name: str, first: int, dst_rows, step: int):
         """Record the transfers added since bld.xfer[first] (a gather of `name` into
-        requests dst_rows in `step`) for early_gathers: movable to any exchange step
-        after `name` is complete (a parameter: any in the same Repeat body)."""
+        requests dst_rows in `step`: a matmul's B, a bias slice, a LayerNorm's gamma and
+        beta) for early_gathers: movable to any exchange step after `name` is complete
+        (a parameter: any in the same Repeat body)."""
         if not self.policy.early_gathers:
             return
         t = self.g.tensors[name]
@@ -193,7 +194,9 @@ def expand_bias(c: Ctx, op):
     tiles = x.tile[A, B]
     step = c.exchanged_at.get(op.inputs[0]) or c.exchange_step()
     buf = c.bld.alloc_rows(f"{op.outputs[0]}.bias", tiles, pad(k * 2, 8), 8, STANDARD, step)
+    first = len(c.bld.xfer)
     c.gather_vector(bname, step, tiles, buf, 0, x.cstart[B], x.cstart[B] + k)
+    c.may_move(bname, first, buf, step)
     s = c.compute_step()
     out = _like(c, op.outputs[0], x, s)
     c.kernel(step=s, tile=tiles, op=isa.BIAS, dtype=F16, r0=out.req[A, B], r1=x.req[A, B], o1=x.off[A, B],
@@ -249,8 +252,10 @@ def expand_rowwise(c: Ctx, op):
     if op.kind == "layernorm":
         C = x.cols
         gb = c.bld.alloc_rows(f"{op.outputs[0]}.gamma_beta", tiles, 2 * pad(C * 2, 8), 8, STANDARD, step_of())
+        first = len(c.bld.xfer)
         for n, pname in enumerate(op.inputs[1:3]):
             c.gather_vector(pname, step_of(), tiles, gb, n * pad(C * 2, 8))
+        c.may_move(op.inputs[1], first, gb, step_of())
     s = c.compute_step()
     out = _like(c, op.outputs[0], x, s)
     if op.kind == "layernorm":

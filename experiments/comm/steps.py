@@ -1,15 +1,21 @@
-"""Where a layer's exchange goes, per superstep, from the expanded tile graph alone
-(model -> plan -> expand; no placement, no simulator): for each exchange step of the
-Repeat body, the op that opened it, its cycles, the busiest tile's sent and received
-bytes, total bytes, and how many tiles send / receive; plus expand's exact body cycles.
+"""Where a layer's cycles go, per superstep and per op, from the expanded tile graph
+alone (model -> plan -> expand; no placement, no simulator). expand's cycles are the
+simulator's (tests hold them equal), so this is the quick loop for plan changes; the
+validated figures come from ops_trial.py.
 
-    python experiments/comm/steps.py [key=value ...]      e.g. model.layers=27
+    python experiments/comm/steps.py [key=value ...] [/ key=value ... / ...]
 
-expand's cycles are the simulator's (a test holds them equal), so this is the quick loop
-for plan changes; the validated figures come from ops_trial.py."""
+The overrides before the first `/` are common (the model is built once); each group
+after one is a variant (policy keys) planned and expanded on that model. For each:
+the finalists' body cycles, then per exchange step of the Repeat body the op that
+opened it, its cycles, the busiest tile's sent and received bytes, total bytes and
+senders / receivers (with -v), and per op the body's exchange and compute cycles.
+e.g.  steps.py model.layers=27 / policy.ring_homes=false policy.early_gathers=false /"""
 from __future__ import annotations
 
+import json
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -19,41 +25,59 @@ from compiler.phases import run_phase  # noqa: E402
 from pipeline.config import compose  # noqa: E402
 
 
-def main(argv):
-    cfg = compose(["model=vit", "target=ipu21", *argv])
-    res = {}
-    for name in ("model", "plan", "expand"):
-        res[name] = run_phase(name, res, cfg)
-    g, e = res["model"].graph, res["expand"]
+def report(g, e, verbose: bool) -> dict:
     if e.rejection:
         print("rejected", e.rejection)
-        return
+        return {}
     for k, f in enumerate(e.finalists):
-        tg, a = f.tilegraph, f.analysis
-        b0, b1 = tg.body_steps()
-        print(f"finalist {k}: body cycles {a['body_cycles']}  {f.candidate.label}")
+        print(f"  finalist {k}: body cycles {f.analysis['body_cycles']}  {f.candidate.label}")
     f = e.finalists[0]
     tg, a = f.tilegraph, f.analysis
     b0, b1 = tg.body_steps()
-    x = tg.xfer
+    x, T = tg.xfer, tg.tiles
     nb = x["s_row_bytes"] * x["s_rows"]
-    T = tg.tiles
-    tot = {"exchange": 0, "compute": 0}
+    per = defaultdict(lambda: [0, 0])
     for s in range(b0, b1):
-        kind = tg.steps[s]
-        cyc = int(a["step_cycles"][s])
-        tot[kind] += cyc
-        op = tg.step_op[s]
+        kind, cyc, op = tg.steps[s], int(a["step_cycles"][s]), tg.step_op[s]
         name = g.ops[op].outputs[0] if op >= 0 else "-"
-        if kind == "exchange":
+        per[name][kind == "compute"] += cyc
+        if kind == "exchange" and verbose:
             sel = x["step"] == s + 1
             snd = np.bincount(x["src"][sel], nb[sel], minlength=T)
             rcv = np.bincount(x["dst"][sel], nb[sel], minlength=T)
-            print(f"  x{s:4d} {name:12s} {cyc:7d}  send max {int(snd.max()):7d} recv max {int(rcv.max()):7d} "
+            print(f"    x{s:4d} {name:12s} {cyc:7d}  send max {int(snd.max()):7d} recv max {int(rcv.max()):7d} "
                   f"total {int(nb[sel].sum()):9d} senders {int((snd > 0).sum()):5d} receivers {int((rcv > 0).sum()):5d}")
+    out = {"body": int(a["body_cycles"]), "candidate": f.candidate.label,
+           "ops": {k: {"exchange": v[0], "compute": v[1]} for k, v in per.items()}}
+    print("  body", out["body"], " exchange", sum(v[0] for v in per.values()), " compute", sum(v[1] for v in per.values()))
+    print("  per op (exchange / compute):", ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in per.items()))
+    return out
+
+
+def main(argv):
+    verbose = "-v" in argv
+    argv = [a for a in argv if a != "-v"]
+    groups, cur = [], []
+    for a in argv + ["/"]:
+        if a == "/":
+            groups.append(cur)
+            cur = []
         else:
-            print(f"  c{s:4d} {name:12s} {cyc:7d}")
-    print("body", a["body_cycles"], tot)
+            cur.append(a)
+    common, variants = groups[0], groups[1:] or [[]]
+    variants = [v for v in variants] if len(groups) > 1 else [[]]
+    cfg0 = compose(["model=vit", "target=ipu21", *common])
+    res = {"model": run_phase("model", {}, cfg0)}
+    results = {}
+    for v in variants:
+        cfg = compose(["model=vit", "target=ipu21", *common, *v])
+        print(" ".join(common + v) or "(defaults)")
+        r = dict(res)
+        r["plan"] = run_phase("plan", r, cfg)
+        r["expand"] = run_phase("expand", r, cfg)
+        results[" ".join(v) or "default"] = report(res["model"].graph, r["expand"], verbose)
+    print(json.dumps({k: v.get("body") for k, v in results.items()}))
+    return results
 
 
 if __name__ == "__main__":

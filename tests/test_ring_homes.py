@@ -28,8 +28,12 @@ def ringed(r) -> list[str]:
 
 
 def ok(r) -> bool:
-    m = r["run"].metrics()
-    return r["report"].summary["status"] == "ok" and m["validated"] and m["ops_failed"] == 0
+    """Validated, and the simulator ran every superstep in the cycles expand computed
+    (local COPYs and moved transfers included)."""
+    m, tg = r["run"].metrics(), r["place"].tilegraph
+    return (r["report"].summary["status"] == "ok" and m["validated"] and m["ops_failed"] == 0
+            and r["run"].cycles_per_step == [int(c) for c in tg.analysis["step_cycles"]] * tg.count
+            and r["run"].cycles == tg.analysis["cycles"])
 
 
 @pytest.mark.parametrize("fp8", [False, True])

@@ -25,6 +25,8 @@ class Policy:
     resident_replication: int = 0     # most tiles holding one resident weight block (a grid's gm); 0 = any
     panel_homes: bool = True          # store weights the AMP reads as micro-panels (FP8) in that order
     operand_relay: bool = True        # plan may spread a matmul's A over idle tiles before gathering it (plan/relay.py)
+    early_gathers: bool = True        # expand moves a matmul's B (bias, LayerNorm parameter) gather to an earlier exchange step with room (expand/early.py)
+    ring_homes: bool = True           # plan may home a weight on its matmul's grid, blocks in pieces over the gm tiles reading them (plan/ring.py)
     grid: str = ""                    # force one GEMM grid "GMxGNxGK[/SP]" (tests, studies); "" = search
     check: str = "rows"               # run's read-back op by op: rows (every iteration, sampled rows) | all | last_iteration | sampled
     check_exchanges: bool = True      # run: every exchange's destination bytes against its source's, every iteration

@@ -71,7 +71,7 @@ def test_too_deep_to_spread_keeps_weights_in_homes():
     assert R * BLOCK > t.memory_end - t.region0_end
     p = plan(model_phase(c), t, policy_of(c))
     assert not any(k.resident for k in p.candidates)
-    assert {w["mode"] for w in p.metrics()["weights"].values()} == {"homes"}
+    assert {w["mode"] for w in p.metrics()["weights"].values()} <= {"homes", "ring"}   # ring: one copy, on its grid
     r = compile_trial(c)
     fin = r["expand"].finalists[r["place"].placement.finalist]
     assert not fin.candidate.resident and r["run"].metrics()["validated"]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from .. import mapper as mappers
 from ..plan import all_resident
 from ..plan.matmul import stationary_weights
+from ..plan.ring import concentrated, unringed
 from ..policy import Policy
 from ..result import Rejection
 from ..target import Target
@@ -107,6 +108,9 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
     if plan_res.rejection:
         return ExpandResult(rejection=plan_res.rejection)
     cands = list(plan_res.candidates)
+    if cands and concentrated(cands[0]) and not cands[0].resident:    # its plain-homes twin: a fallback
+        twin = unringed(cands[0])
+        cands += [twin] if all(twin.strategy != c.strategy for c in cands) else []
     still = stationary_weights(model.graph)
     every = frozenset(n for n, op in enumerate(model.graph.ops) if op.kind == "matmul" and op.inputs[1] in still)
     if policy.weight_stationary and every:
@@ -119,9 +123,9 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
     first_failure = {}
 
     costs = {}                                   # admitted candidate -> its per-op cycles
-    # fallback: the best homes candidate, placed if every finalist with resident weights
-    # fails placement (expand screens their memory, placement alone proves it)
-    homes = mappers.keep_best(1, lambda e: None if e.reason or e.candidate.stationary else e.analysis["cycles"])
+    # fallback: the best homes candidate, placed if every finalist with resident weights or
+    # ring homes fails placement (expand screens their memory, placement alone proves it)
+    homes = mappers.keep_best(1, lambda e: None if e.reason or concentrated(e.candidate) else e.analysis["cycles"])
     fallback = []
 
     def reduce(acc, i, e: Expanded):
@@ -143,7 +147,7 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
             best = reduce(best, n, expand_one(composed, **shared))
             n += 1
     short = [e for _, e in best]
-    if short and all(e.candidate.stationary for e in short):
+    if short and all(concentrated(e.candidate) for e in short):
         short += [e for _, e in fallback]
     res = ExpandResult(short, n, dict(sorted(failures.items())))
     if not res.finalists:

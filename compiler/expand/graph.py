@@ -20,6 +20,8 @@ from ..target import DTYPE_BYTES, STANDARD, Target
 from .layout import Layout, allocate, convert, fill, gather, host_rects, pad
 from .flash import expand_flash
 from .matmul import expand_matmul, resident_weights
+from .early import early_gathers
+from .ring import ring_home, ring_weights
 from .tilegraph import DUMP, END, Builder, TileGraph, concat, soa
 
 F16 = isa.DTYPES["f16"]
@@ -42,6 +44,8 @@ class Ctx:
         self.step_op: list[int] = []                   # op that opened each superstep
         self.fence = -1                                # a Repeat body edge: no compute step spans it
         self.dump: list[dict] = []                     # op outputs as completed (TileGraph.dump)
+        self.done: dict[str, int] = {}                 # op output -> the step count when it is complete
+        self.movable: list[tuple] = []                 # B gathers early_gathers may move (expand/early.py)
 
     # supersteps ---------------------------------------------------------------
     def exchange_step(self) -> int:
@@ -57,6 +61,20 @@ class Ctx:
 
     def kernel(self, **cols):
         self.bld.add("kern", **cols)
+
+    def may_move(self, name: str, first: int, dst_rows, step: int):
+        """Record the transfers added since bld.xfer[first] (a gather of `name` into
+        requests dst_rows in `step`: a matmul's B, a bias slice, a LayerNorm's gamma and
+        beta) for early_gathers: movable to any exchange step after `name` is complete
+        (a parameter: any in the same Repeat body)."""
+        if not self.policy.early_gathers:
+            return
+        t = self.g.tensors[name]
+        if t.kind != "param" and name not in self.done:
+            return
+        ready = max(self.fence, self.done.get(name, 0))
+        rows = lambda k: sum(len(ch["step"]) for ch in self.bld.xfer[:k])
+        self.movable.append((rows(first), rows(len(self.bld.xfer)), np.asarray(dst_rows), step, ready))
 
     # homes --------------------------------------------------------------------
     def home(self, name: str, stream: int, rot: int, count: int = 1, resident: bool = False):
@@ -176,7 +194,9 @@ def expand_bias(c: Ctx, op):
     tiles = x.tile[A, B]
     step = c.exchanged_at.get(op.inputs[0]) or c.exchange_step()
     buf = c.bld.alloc_rows(f"{op.outputs[0]}.bias", tiles, pad(k * 2, 8), 8, STANDARD, step)
+    first = len(c.bld.xfer)
     c.gather_vector(bname, step, tiles, buf, 0, x.cstart[B], x.cstart[B] + k)
+    c.may_move(bname, first, buf, step)
     s = c.compute_step()
     out = _like(c, op.outputs[0], x, s)
     c.kernel(step=s, tile=tiles, op=isa.BIAS, dtype=F16, r0=out.req[A, B], r1=x.req[A, B], o1=x.off[A, B],
@@ -232,8 +252,10 @@ def expand_rowwise(c: Ctx, op):
     if op.kind == "layernorm":
         C = x.cols
         gb = c.bld.alloc_rows(f"{op.outputs[0]}.gamma_beta", tiles, 2 * pad(C * 2, 8), 8, STANDARD, step_of())
+        first = len(c.bld.xfer)
         for n, pname in enumerate(op.inputs[1:3]):
             c.gather_vector(pname, step_of(), tiles, gb, n * pad(C * 2, 8))
+        c.may_move(op.inputs[1], first, gb, step_of())
     s = c.compute_step()
     out = _like(c, op.outputs[0], x, s)
     if op.kind == "layernorm":
@@ -319,9 +341,13 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
     c.stationary = {n: k for k, n in enumerate(ins) if n in still}
     homed = [n for n in ins if n not in c.stationary]
     resident_weights(c, strategy)
-    rots = home_rotations(graph, homed, seq, count, target.tiles, c.panels) if policy.home_rotation else {}
+    ring = ring_weights(graph, strategy, resident)              # homed on their matmul's grid (plan/ring.py)
+    rots = home_rotations(graph, [n for n in homed if n not in ring], seq, count, target.tiles, c.panels) \
+        if policy.home_rotation else {}
     for k, name in enumerate(ins):
-        if name in homed:
+        if name in ring:
+            ring_home(c, name, k, strategy[ring[name]], count if name in seq else 1)
+        elif name in homed:
             c.home(name, k, rots.get(name, 0), count if name in seq else 1,
                    resident=graph.tensors[name].kind == "param" or name in carried.values())
     first, stop = graph.body()
@@ -346,6 +372,7 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
             expand_flash(c, op)
         else:
             raise NotImplementedError(f"expand: op {op.kind!r}")
+        c.done[op.outputs[0]] = len(c.kinds)
         if not c.lay[op.outputs[0]].panel:
             c.dump.append(dump_rows(n, len(c.kinds), c.lay[op.outputs[0]]))
     if rep and stop == len(graph.ops):
@@ -358,4 +385,6 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
     tg.step_op = c.step_op
     tg.dump = concat(c.dump) if c.dump else soa(DUMP)
     tg.in_panels = c.in_panels
+    if c.movable:
+        early_gathers(tg, c.movable, target)
     return tg

@@ -11,6 +11,7 @@ from ..plan.matmul import OUT_BYTES, Grid, reduce_rows
 from ..plan.relay import relay_pieces
 from ..target import DTYPE_BYTES, STANDARD
 from .layout import Layout, gather, host_rects, pad
+from .ring import local_pieces
 from .tilegraph import END
 
 F16 = isa.DTYPES["f16"]
@@ -61,12 +62,16 @@ def expand_matmul(c, op, grid: Grid, scale: float):
     else:
         b_blk = bld.alloc(f"{op.outputs[0]}.b", tile, ng * sb, *isa.OPERANDS[isa.MATMUL]["b"], x)
         b = (b_blk, np.zeros(T, np.int64), np.zeros(T, np.int64), sb_of)
+        first = len(bld.xfer)
         for gl in range(int(gt.glen.max())):                # group gl of every tile's chunk
             has = gl < ng
             # (B_g is [N, K] when transposed: nj rows of kl, exactly the transposed-b operand)
             r0, nr, c0, nc = (v[has] for v in gt.b_rect(np.minimum(gt.gs[gt.q] + gl, len(gt.groups) - 1)))
             gather(bld, c.lay[B.name], x, r0, r0 + nr, c0, c0 + nc, tile[has], b_blk[tile[has]], gl * sb[has],
                    nc * eb, panel=P)
+        if grid.ring:                                       # ring home: own pieces copied on the tile
+            local_pieces(c, first)
+        c.may_move(B.name, first, b_blk[tile], x)           # policy.early_gathers (expand/early.py)
     c.exchanged_at[op.outputs[0]] = x
     Mp, cells = -(-M // grid.sp), []
     for p in range(grid.sp):

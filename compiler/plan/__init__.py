@@ -34,6 +34,7 @@ from ..target import DTYPE_BYTES, Target
 from .beam import GRID_FIELDS, Costs, Options, Residency, beam_search, with_relay, with_resident
 from .homes import home_bytes, panel_elems, panel_weights
 from .matmul import enumerate_grids, stationary_weights
+from .ring import with_rings
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def weight_modes(g, cand: Candidate) -> dict:
             continue
         still = n in cand.resident
         blk = (count if B.name in seq else 1) * -(-gr.kb * gr.nb * DTYPE_BYTES[B.dtype] // 16) * 16
-        out[B.name] = {"mode": "resident" if still else "homes", "grid": gr.label,
+        out[B.name] = {"mode": "resident" if still else "ring" if gr.ring else "homes", "grid": gr.label,
                        "replication": gr.gm if still else 0, "resident_bytes": blk if still else 0}
     return out
 
@@ -204,6 +205,8 @@ def with_lean(g, target: Target, policy: Policy, homes: int, panels: dict, found
         o = matmul_options(g, n, target, policy, homes + reserve)[0]
         o = with_relay(o) if policy.operand_relay and policy.plan_beam else o
         lean[n] = Options(o.op, {**o.a, "mem": o.a["mem"] - reserve})   # Grid.mem_bytes: without the reserve
+    if policy.ring_homes and policy.plan_beam:
+        lean = with_rings(g, lean, target, panels)
     more = [(*f, lean) for f in beam_search(g, target, lean, policy.plan_beam, max(1, k // 4), panels=panels)]
     grids = lambda f: tuple((n, f[2][n].grid(i).label, rot) for n, i, rot in f[1])
     seen = {grids(f) for f in found}
@@ -249,6 +252,8 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
             return res
         options[n] = with_relay(opts) if policy.operand_relay and policy.plan_beam else opts
         leanest[n] = int(opts.a["mem"].min())
+    if policy.ring_homes and policy.plan_beam:
+        options = with_rings(g, options, target, panels)
     k = policy.plan_candidates
     if not policy.plan_beam:
         found = [(*f, options) for f in rank_aligned(options, k)]

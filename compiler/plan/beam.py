@@ -46,6 +46,7 @@ from ..target import DTYPE_BYTES, Target
 from .homes import home_blocks, panel_elems
 from .matmul import OUT_BYTES, Grid, reduce_rows
 from .relay import relay_blocks
+from .ring import ring_exchange
 
 ROWS = ("rows",)          # layout descriptor: whole rows over all tiles
 PANELS = ("panels",)      # a weight's micro-panel home (plan/homes.py)
@@ -66,7 +67,8 @@ class Options:
         return Options(self.op, {k: v[idx] for k, v in self.a.items()})
 
     def grid(self, i: int) -> Grid:
-        return Grid(*(int(self.a[f][i]) for f in GRID_FIELDS), relay=int(self.a["relay"][i]) if "relay" in self.a else 0)
+        flag = lambda f: int(self.a[f][i]) if f in self.a else 0
+        return Grid(*(int(self.a[f][i]) for f in GRID_FIELDS), relay=flag("relay"), ring=flag("ring"))
 
 
 # layouts as blocks (r0, nr, c0, nc, tile) ---------------------------------------
@@ -238,10 +240,14 @@ class Costs:
         B = self.g.tensors[op.inputs[1]]
         if panel_elems(self.t, B.dtype) and b_desc != PANELS:
             homes = np.full(len(o), np.inf)      # a byte-wise permutation, never a choice
+        if "ring" in o.a:                          # B from ring homes (plan/ring.py)
+            homes = np.where(o.a["ring"] == 1, ring_exchange(self, o, per_tile[0]), homes)
         if "still" not in o.a:
             return homes + o.a["rest"]
         # a resident grid's B never moves: only A is received and sent
         alone = self.exchange(o.a["recv_a"], per_tile[0].max() * o.a["gn"])
+        if "ring" in o.a:                          # resident: where its home is does not matter
+            alone = np.where(o.a["ring"] == 1, np.inf, alone)
         return np.where(o.a["still"] == 1, alone, homes) + o.a["rest"]
 
     def relay(self, name: str, desc):

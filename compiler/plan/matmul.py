@@ -38,6 +38,7 @@ class Grid:
     sp: int = 1      # serial passes over the rows (mb, gm are per pass)
     rot: int = 0     # first tile: grid tile t runs on tile (t + rot) mod T (resident weights: balance)
     relay: int = 0   # 1: A is first spread over idle tiles (plan/relay.py, policy.operand_relay)
+    ring: int = 0    # 1: B's home is this grid, each block in pieces over its gm tiles (plan/ring.py)
 
     @property
     def tiles(self) -> int:
@@ -47,7 +48,8 @@ class Grid:
     def label(self) -> str:
         g = f"{self.gg}x" if self.gg > 1 else ""
         return (f"{g}{self.gm}x{self.gn}x{self.gk}" + (f"/{self.sp}" if self.sp > 1 else "")
-                + (f"@{self.rot}" if self.rot else "") + ("~relay" if self.relay else ""))
+                + (f"@{self.rot}" if self.rot else "") + ("~relay" if self.relay else "")
+                + ("~ring" if self.ring else ""))
 
 
 def reduce_rows(mb, gk):

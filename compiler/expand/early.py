@@ -1,0 +1,64 @@
+"""Early gathers (policy.early_gathers): a matmul's B operand (and a bias's slices, a
+LayerNorm's gamma and beta) gathered in an earlier exchange superstep that has room.
+
+An exchange superstep lasts as long as its busiest tile, sending or receiving
+(docs/architecture.md §2), so most steps leave bandwidth unused on most tiles: the
+scores' gather of q and k is bound by the 2/3 of the qkv tiles holding them, while the
+tiles holding v send nothing; the attention's gather of the probabilities and v then
+piles v's sends onto tiles already sending probabilities. A B operand is ready long
+before its matmul (a weight any time in the layer, v as soon as qkv is), so its
+transfers can move to an earlier exchange step where they lengthen nothing.
+
+After the tile graph is built, each recorded B gather (expand/matmul.py: its transfer
+rows, destination requests, its step and the step after which its source is complete
+and inside the same Repeat body) moves to the exchange step between the two that
+shortens the program most (never emptying a step: it would still cost its phase and
+sync), judged exactly per tile (target.exchange_cycles: the
+phase's busiest sender or receiver) with the steps as every earlier move left them;
+none when no step gains. The destination buffer then lives from that step: expand's
+memory screen sees it, so a move that does not fit rejects the candidate like any
+other layout. The simulator runs the moved transfers as any other."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def early_gathers(tg, movable: list, t) -> int:
+    """Move the gathers of `movable` (xfer row range r0..r1, destination request rows,
+    step, ready step) in place in tg; returns how many moved."""
+    x, T = tg.xfer, tg.tiles
+    nb = x["s_row_bytes"] * x["s_rows"]
+    exchange = [s + 1 for s, k in enumerate(tg.steps) if k == "exchange"]
+    load = {}
+
+    def sides(s):
+        if s not in load:
+            sel = x["step"] == s
+            load[s] = (np.bincount(x["src"][sel], nb[sel], minlength=T).astype(np.int64),
+                       np.bincount(x["dst"][sel], nb[sel], minlength=T).astype(np.int64))
+        return load[s]
+
+    cost = lambda snd, rcv: t.exchange_cycles(snd, rcv)
+    moved = 0
+    for r0, r1, dst, step, ready in movable:
+        if r1 <= r0 or int((x["step"] == step).sum()) == r1 - r0:
+            continue                          # nothing, or all its step has: never leave a step empty
+        gs = np.bincount(x["src"][r0:r1], nb[r0:r1], minlength=T).astype(np.int64)
+        gr = np.bincount(x["dst"][r0:r1], nb[r0:r1], minlength=T).astype(np.int64)
+        snd, rcv = sides(step)
+        saved = cost(snd, rcv) - cost(snd - gs, rcv - gr)
+        best, gain = None, 0
+        for y in reversed([s for s in exchange if ready < s < step]):     # latest first: shorter lifetimes
+            ys, yr = sides(y)
+            g = saved - (cost(ys + gs, yr + gr) - cost(ys, yr))
+            if g > gain:
+                best, gain = y, g
+        if best is None:
+            continue
+        x["step"][r0:r1] = best
+        load[step] = (snd - gs, rcv - gr)
+        ys, yr = sides(best)
+        load[best] = (ys + gs, yr + gr)
+        tg.req["start"][dst] = np.minimum(tg.req["start"][dst], best)
+        moved += 1
+    return moved

@@ -1,0 +1,140 @@
+"""Ring homes (policy.ring_homes): a weight's home is its matmul's grid, each block
+held once, cut in pieces over the gm tiles that read it.
+
+At depth a weight cannot be replicated where it is read (27 So400m layers' FP8
+weights are ~280 KB of every tile held once), so a grid with gm > 1 gathers its B
+blocks every layer from homes laid out for no grid in particular: each of its tiles
+receives its whole kb × nb block. T10 (SOSP 2024) instead keeps every weight where
+it is used without replication: the gm tiles sharing a block each hold a disjoint
+piece of it and pass the pieces around a ring. Here a piece is a column range of the
+block (whole words; in an FP8 weight's micro-panel order a column is P contiguous
+bytes of each panel row), piece p on the grid's tile (i = p, j, l) for every member
+of the Repeat's weight sequence, so:
+
+  * every weight byte stays resident on one tile that reads it, at any depth (memory:
+    one copy, as homes);
+  * each use, the gm tiles of a block column pass their pieces to each other, so a
+    tile receives the block less its own piece ((gm - 1)/gm of it) and sends its
+    piece to its gm - 1 peers; its own piece is a local COPY into the operand buffer,
+    in the matmul's compute superstep (the exchange cannot send a tile to itself for
+    free: a self-transfer costs both directions).
+
+The pass is one exchange superstep, not gm - 1 ring shifts: in this machine's
+bulk-synchronous model compute and exchange never overlap, so g - 1 shifts move the
+same bytes at g - 1 phases and syncs, with the matmul cut into g narrower AMP calls;
+one superstep is the ring's traffic at the least cost.
+
+A block narrower than gm pieces of whole words (q columns) is cut into fewer; tiles
+without a piece receive the whole block (plan prices the busiest tile, so such grids
+gain nothing on the receive side and the beam judges them by cost).
+
+Plan's beam prices both for every eligible matmul (Options field `ring`, with_ring
+below); expand builds the homes and the local copies (compiler/expand/ring.py) from
+ring_starts, so the two agree.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def ring_starts(width: int, gm: int, q: int) -> np.ndarray:
+    """Column starts, within a block `width` columns wide, of its pieces for gm tiles:
+    at most gm, balanced in whole multiples of q columns (the last takes the rest)."""
+    units = max(1, width // max(q, 1))
+    s = min(gm, units)
+    return np.arange(s, dtype=np.int64) * units // s * q
+
+
+def _pieces(width, gm, q):
+    """Vectorised ring_starts over grids: (largest piece, pieces, smallest piece)."""
+    width, gm = np.asarray(width, np.int64), np.asarray(gm, np.int64)
+    units = np.maximum(1, width // q)
+    s = np.minimum(gm, units)
+    return q * -(-units // s) + width % q, s, np.minimum(q * (units // s), width)
+
+
+def with_ring(o, N: int, eb: int, q: int, count: int, home_blk: int, t):
+    """The grids of o (plan/beam.py Options) twice: B gathered from its homes (ring 0), then from ring homes
+    (ring 1). For ring grids: `ring_recv` / `ring_send`, the B bytes the busiest grid
+    tile receives / sends (max over the full and the last, narrower n block);
+    `rest` gains the local copy of the largest own piece; `mem` trades the weight's
+    home block (count × home_blk, plan/homes.py) for count × its largest piece;
+    `cycles` (the standalone estimate) takes that exchange."""
+    a = {k: np.concatenate([v, v]) for k, v in o.a.items()}
+    n = len(o)
+    ring = np.repeat([0, 1], n)
+    a["ring"] = ring
+    kb, nb, gn, gm = a["kb"], a["nb"], a["gn"], a["gm"]
+    recv, send, own = np.zeros(2 * n, np.int64), np.zeros(2 * n, np.int64), np.zeros(2 * n, np.int64)
+    for width in (nb, np.maximum(N - (gn - 1) * nb, 1)):          # the full block, the last one
+        w, pieces, least = _pieces(width, gm, q)
+        least = np.where(pieces == gm, least, 0)                    # a tile may own nothing
+        recv = np.maximum(recv, kb * (width - least) * eb)
+        send = np.maximum(send, kb * w * eb * (gm - 1))
+        own = np.maximum(own, kb * w * eb)
+    on = ring == 1
+    a["ring_recv"] = np.where(on, recv, 0)
+    a["ring_send"] = np.where(on, send, 0)
+    a["rest"] = a["rest"] + np.where(on, t.copy_cycles(own), 0)
+    a["mem"] = a["mem"] + np.where(on, count * (-(-own // 16) * 16 - home_blk), 0)
+    bw = t.exchange_bytes_per_cycle
+    a["cycles"] = np.where(on, a["rest"] + t.exchange_phase_cycles
+                           + -(-np.maximum(a["recv_a"] + a["ring_recv"], send) // bw), a["cycles"])
+    keep = ~on | (a["mem"] <= t.tile_bytes)                       # plan/matmul.py's memory screen
+    return type(o)(o.op, {k: v[keep] for k, v in a.items()})
+
+
+def ring_exchange(c, o, a_held: np.ndarray) -> np.ndarray:
+    """The operand exchange of ring grids (Costs.exchange): receivers get their A block
+    and the block less their piece; senders send A (a_held: bytes of A each tile holds,
+    sent gn times) and the grid's tiles (the first gg·gm·gn·gk: homes grids are not
+    rotated) their piece to gm - 1 peers, on a grid tile added to its A."""
+    a = np.asarray(a_held, np.int64)
+    tiles = o.a["gg"] * o.a["gm"] * o.a["gn"] * o.a["gk"]
+    inside = np.maximum.accumulate(a)[np.minimum(tiles, len(a)) - 1]
+    outside = np.append(np.maximum.accumulate(a[::-1])[::-1], 0)[np.minimum(tiles, len(a))]
+    send = np.maximum(inside * o.a["gn"] + o.a["ring_send"], outside * o.a["gn"])
+    return c.exchange(o.a["recv_a"] + o.a["ring_recv"], send)
+
+
+def ring_operand(g, n: int, t, panels: dict) -> dict | None:
+    """What with_ring needs of matmul n's weight, or None when its B cannot have a ring
+    home: B must be a parameter read once, as the b operand of this ungrouped matmul
+    (plan/matmul.py stationary_weights: a Repeat's sequence member inside one), not
+    transposed (pieces are column ranges of [k, n] blocks), and in the order its AMP reads."""
+    from ..target import DTYPE_BYTES
+    from .homes import home_blocks
+    from .matmul import stationary_weights, word_elems
+    op = g.ops[n]
+    if op.attr("transpose_b", False) or op.inputs[1] not in stationary_weights(g):
+        return None
+    B = g.tensors[op.inputs[1]]
+    P = panels.get(B.name, 0)
+    if t.amp_panel_elems.get(B.dtype, 0) and not P:
+        return None                  # read as micro-panels but stored row-major (policy.panel_homes off)
+    count = g.repeat.count if g.repeat and B.name in g.repeat.sequences else 1
+    home_blk = int(home_blocks(*B.shape, DTYPE_BYTES[B.dtype], t.tiles, P)[1].max())
+    return dict(N=B.shape[1], eb=DTYPE_BYTES[B.dtype], q=1 if P else word_elems(B.dtype), count=count,
+                home_blk=home_blk)
+
+
+def with_rings(g, options: dict, t, panels: dict) -> dict:
+    """options with a ring choice (with_ring) for every matmul whose weight can have one."""
+    out = {}
+    for n, o in options.items():
+        r = ring_operand(g, n, t, panels)
+        out[n] = o if r is None else with_ring(o, t=t, **r)
+    return out
+
+
+def unringed(cand):
+    """cand with every weight in its plain homes (its grids without Grid.ring): expand's
+    fallback when ring homes, like resident weights, gather a weight onto too few tiles
+    for placement (a forced or narrow grid at depth)."""
+    from dataclasses import replace
+    return replace(cand, strategy=tuple((n, replace(g, ring=0)) for n, g in cand.strategy))
+
+
+def concentrated(cand) -> bool:
+    """Whether cand holds some weight on its grid's tiles only (resident or ring homes)."""
+    return bool(cand.resident) or any(g.ring for _, g in cand.strategy)

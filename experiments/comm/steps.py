@@ -1,0 +1,84 @@
+"""Where a layer's cycles go, per superstep and per op, from the expanded tile graph
+alone (model -> plan -> expand; no placement, no simulator). expand's cycles are the
+simulator's (tests hold them equal), so this is the quick loop for plan changes; the
+validated figures come from ops_trial.py.
+
+    python experiments/comm/steps.py [key=value ...] [/ key=value ... / ...]
+
+The overrides before the first `/` are common (the model is built once); each group
+after one is a variant (policy keys) planned and expanded on that model. For each:
+the finalists' body cycles, then per exchange step of the Repeat body the op that
+opened it, its cycles, the busiest tile's sent and received bytes, total bytes and
+senders / receivers (with -v), and per op the body's exchange and compute cycles.
+e.g.  steps.py model.layers=27 / policy.ring_homes=false policy.early_gathers=false /"""
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from compiler.phases import run_phase  # noqa: E402
+from pipeline.config import compose  # noqa: E402
+
+
+def report(g, e, verbose: bool) -> dict:
+    if e.rejection:
+        print("rejected", e.rejection)
+        return {}
+    for k, f in enumerate(e.finalists):
+        print(f"  finalist {k}: body cycles {f.analysis['body_cycles']}  {f.candidate.label}")
+    f = e.finalists[0]
+    tg, a = f.tilegraph, f.analysis
+    b0, b1 = tg.body_steps()
+    x, T = tg.xfer, tg.tiles
+    nb = x["s_row_bytes"] * x["s_rows"]
+    per = defaultdict(lambda: [0, 0])
+    for s in range(b0, b1):
+        kind, cyc, op = tg.steps[s], int(a["step_cycles"][s]), tg.step_op[s]
+        name = g.ops[op].outputs[0] if op >= 0 else "-"
+        per[name][kind == "compute"] += cyc
+        if kind == "exchange" and verbose:
+            sel = x["step"] == s + 1
+            snd = np.bincount(x["src"][sel], nb[sel], minlength=T)
+            rcv = np.bincount(x["dst"][sel], nb[sel], minlength=T)
+            print(f"    x{s:4d} {name:12s} {cyc:7d}  send max {int(snd.max()):7d} recv max {int(rcv.max()):7d} "
+                  f"total {int(nb[sel].sum()):9d} senders {int((snd > 0).sum()):5d} receivers {int((rcv > 0).sum()):5d}")
+    out = {"body": int(a["body_cycles"]), "candidate": f.candidate.label,
+           "ops": {k: {"exchange": v[0], "compute": v[1]} for k, v in per.items()}}
+    print("  body", out["body"], " exchange", sum(v[0] for v in per.values()), " compute", sum(v[1] for v in per.values()))
+    print("  per op (exchange / compute):", ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in per.items()))
+    return out
+
+
+def main(argv):
+    verbose = "-v" in argv
+    argv = [a for a in argv if a != "-v"]
+    groups, cur = [], []
+    for a in argv + ["/"]:
+        if a == "/":
+            groups.append(cur)
+            cur = []
+        else:
+            cur.append(a)
+    common, variants = groups[0], groups[1:] or [[]]
+    variants = [v for v in variants] if len(groups) > 1 else [[]]
+    cfg0 = compose(["model=vit", "target=ipu21", *common])
+    res = {"model": run_phase("model", {}, cfg0)}
+    results = {}
+    for v in variants:
+        cfg = compose(["model=vit", "target=ipu21", *common, *v])
+        print(" ".join(common + v) or "(defaults)")
+        r = dict(res)
+        r["plan"] = run_phase("plan", r, cfg)
+        r["expand"] = run_phase("expand", r, cfg)
+        results[" ".join(v) or "default"] = report(res["model"].graph, r["expand"], verbose)
+    print(json.dumps({k: v.get("body") for k, v in results.items()}))
+    return results
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

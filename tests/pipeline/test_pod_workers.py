@@ -12,6 +12,7 @@ from compiler import mapper as mappers  # noqa: E402
 from compiler.phases import compile_trial, policy_of, target_of  # noqa: E402
 from compiler.pod import pod_of  # noqa: E402
 from compiler.pod.run import pod_run  # noqa: E402
+from pipeline import codec  # noqa: E402
 from pipeline.fanout import Executor, ExecutorConfig  # noqa: E402
 from pipeline.stages import make_mapper  # noqa: E402
 from pipeline.store import Store  # noqa: E402
@@ -39,3 +40,7 @@ def test_chips_on_worker_processes(tmp_path):
     for n in want.outputs:
         assert np.array_equal(got.outputs[n], want.outputs[n])
     assert len([e for e in entries if e.endswith(".tsr")]) >= 2       # one entry per chip's run
+    # the pod's phase results are data the stages can write and read back (pipeline/codec.py)
+    for name in ("plan", "place", "lower", "run"):
+        back = codec.loads(codec.dumps(r[name]))
+        assert type(back) is type(r[name]) and back.metrics() == r[name].metrics(), name

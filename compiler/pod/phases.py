@@ -23,6 +23,11 @@ class PodResult:
     split: Split | None = None
     rejection: object = None
 
+    @property
+    def dumps(self) -> list:
+        """place: the chips' failing tile problems (policy.place.dump), named chip<k>-<name>."""
+        return [(f"chip{k}-{n}", text) for k, c in enumerate(self.chips) for n, text in getattr(c, "dumps", [])]
+
     def metrics(self) -> dict:
         out = {"chips": len(self.chips)}
         if self.split is not None:

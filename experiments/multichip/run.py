@@ -24,7 +24,9 @@ from pipeline.config import compose, validate  # noqa: E402
 
 
 def _params(g) -> int:
-    return sum(g.tensors[n].nbytes for n in g.tensors if g.tensors[n].kind == "param")
+    """Parameter bytes the device holds: a Repeat sequence's every member."""
+    seqs = set(g.repeat.sequences) if g.repeat else set()
+    return sum(t.nbytes * (g.repeat.count if n in seqs else 1) for n, t in g.tensors.items() if t.kind == "param")
 
 
 def one_chip(layers: int = 27, dtype: str = "f16") -> dict:

@@ -152,7 +152,8 @@ def run_phase(name: str, results: dict, cfg: dict, mapper=mappers.serial):
     if "pod" in cfg["target"] and name not in ("model", "reference"):   # several chips: compiler/pod
         from .pod import pod_phase
         return pod_phase(name, results, cfg, mapper,
-                         {"expand": _expand, "place": _place, "schedule": _schedule, "lower": _lower})
+                         {"expand": _expand, "place": _place, "schedule": _schedule, "lower": _lower},
+                         target_of(cfg), policy_of(cfg))
     ups, fn = PHASES[name]
     return fn(*(results[u] for u in ups), cfg, mapper)
 

@@ -17,12 +17,12 @@ from .machine import Pod, chip_dict, pod_of
 __all__ = ["Pod", "chip_dict", "pod_of", "pod_phase"]
 
 
-def pod_phase(name: str, results: dict, cfg: dict, mapper, fns: dict):
-    """Phase `name` on a pod target. `fns`: the single-chip functions of compiler/phases.py
-    (plan, expand, place, schedule, lower), each called per chip with the chip's results."""
-    from ..phases import policy_of, target_of
+def pod_phase(name: str, results: dict, cfg: dict, mapper, fns: dict, t, p):
+    """Phase `name` on a pod target (t: one chip's Target, p: the Policy). `fns`: the
+    single-chip functions of compiler/phases.py (expand, place, schedule, lower), each called
+    per chip with the chip's results."""
     from .phases import per_chip, pod_plan
-    pod, t, p = pod_of(cfg["target"]), target_of(cfg), policy_of(cfg)
+    pod = pod_of(cfg["target"])
     r = results
     if name == "plan":
         return pod_plan(r["model"], t, p, pod, mapper)

@@ -21,11 +21,10 @@ from __future__ import annotations
 import io
 import math
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..phases import ReferenceResult
 from ..target import DTYPE_BYTES
 from .link import encode
 from .split import Split, chip_model
@@ -71,6 +70,11 @@ class PodRun:
                 "validated": self.validated, **({"failed": self.failed} if self.failed else {}),
                 "chips": len(self.chips), **chips, **links}
 
+    def pod_report(self, model, plan_res, expand_res, place_res, sched, t, host=None):
+        """compiler/report's report() for a pod (so that compiler/report imports nothing of compiler/pod)."""
+        from .report import pod_report
+        return pod_report(model, plan_res, expand_res, place_res, sched, self, t, host)
+
     def output_npz(self) -> bytes:
         from ..run import RunResult
         return RunResult(outputs=self.outputs, reference=self.reference).output_npz()
@@ -83,15 +87,17 @@ def _chip_metrics(c: ChipRun) -> dict:
     return {k: m[k] for k in keep if k in m} | ({"transfer": c.transfer} if c.transfer else {})
 
 
-def chip_reference(ref: ReferenceResult, split: Split, k: int) -> ReferenceResult:
+def chip_reference(ref, split: Split, k: int):
     """The reference chip k is held to: its layers' outputs and tolerances; the boundary
     activation (the layer output at its last layer) as its output, or the tower's outputs
     on the last chip. No model check per chip (the whole tower's, on the last chip's outputs)."""
     a, b = split.ranges()[k]
     layers = {n: v[a:b] for n, v in ref.layers.items()}
+    only = dict(layers=layers, model_outputs=None, model_figures=None, model_weights=None, fp8_clipping=None)
     if k == len(split.layers) - 1:
-        return ReferenceResult(ref.outputs, ref.tolerance, fp16_outputs=ref.fp16_outputs, layers=layers)
-    return ReferenceResult({"y": ref.layers["values"][b - 1]}, float(ref.layers["tolerance"][b - 1]), layers=layers)
+        return replace(ref, **only)
+    return replace(ref, outputs={"y": ref.layers["values"][b - 1]}, tolerance=float(ref.layers["tolerance"][b - 1]),
+                   fp16_outputs=None, fp8_activation_error=None, **only)
 
 
 def received_bytes(mem, rows: np.ndarray, nbytes: int) -> np.ndarray:

@@ -180,8 +180,7 @@ def chip_graph(g: Graph, a: int, b: int, first_chip: bool, last_chip: bool, k: i
 
 
 def chip_model(model, split: Split, k: int):
-    """Chip k's ModelResult (compiler.phases.ModelResult): its stage's graph and data."""
-    from ..phases import ModelResult
+    """Chip k's ModelResult (compiler.phases.ModelResult, the same type as `model`): its stage's graph and data."""
     g, N = model.graph, len(split.layers)
     a, b = split.ranges()[k]
     h = chip_graph(g, a, b, k == 0, k == N - 1, k)
@@ -191,7 +190,7 @@ def chip_model(model, split: Split, k: int):
         (_, x), = g.repeat.carried
         t = h.tensors[x]
         data[x] = np.zeros(t.shape, np.float16)
-    return ModelResult(h, data)
+    return replace(model, graph=h, data=data)
 
 
 def stage_ops(g: Graph, k: int, chips: int) -> tuple:

@@ -4,9 +4,10 @@
         So400m tower on one ipu21: model, plan, expand, place (no reference or run: a
         rejection needs neither), the first rejection with its figures, and the blocks'
         parameter bytes against the chip's SRAM
-    python experiments/multichip/run.py plan MODEL_PRESET TARGET [layers] [weight_dtype]
-        model and plan only on a pod target: the stage split (layers, estimated cycles,
-        parameter bytes per chip) and each chip's plan (candidates, best estimate)
+    python experiments/multichip/run.py plan MODEL_PRESET TARGET [layers|-] [weight_dtype] [expand]
+        model and plan (and expand) on a pod target: the stage split (layers, estimated
+        cycles, parameter bytes per chip), each chip's plan (candidates, best estimate)
+        and, with `expand`, each chip's expanded cycles or the rejection
 
 The whole trials (validated on pod2 / pod4) are `python -m pipeline.trial target=pod2 ...`."""
 from __future__ import annotations
@@ -48,12 +49,12 @@ def one_chip(layers: int = 27, dtype: str = "f16") -> dict:
     return out
 
 
-def plan(preset: str, target: str, layers: int | None = None, dtype: str = "f16") -> dict:
+def plan(preset: str, target: str, layers: int | None = None, dtype: str = "f16", until: str = "plan") -> dict:
     over = ([f"model={preset}"] if preset.startswith("vit_") else [f"model.preset={preset}"]) + [f"target={target}"]
     over += ([f"model.layers={layers}"] if layers else []) + [f"model.weight_dtype={dtype}"]
     cfg = validate(compose(over))
     res, t0 = {}, time.time()
-    for name in ("model", "plan"):
+    for name in ("model", "plan", "expand")[:2 + (until == "expand")]:
         res[name] = run_phase(name, res, cfg)
     p = res["plan"]
     out = {"overrides": over, "model": res["model"].metrics()["name"], "param_bytes": _params(res["model"].graph)}
@@ -63,6 +64,11 @@ def plan(preset: str, target: str, layers: int | None = None, dtype: str = "f16"
         out["split"] = p.split.metrics()
     out["chips"] = [{"candidates": c.metrics()["candidates"], "best_cycles_estimate": c.metrics()["best_cycles_estimate"],
                      "rejected": c.rejection.message if c.rejection else None} for c in p.chips]
+    if "expand" in res:
+        e = res["expand"]
+        out["expand"] = {"rejected": e.rejection.message if e.rejection else None,
+                         "cycles": [c.metrics()["cycles"] for c in e.chips],
+                         "exchange_table_max_bytes": [c.metrics()["exchange_table_max_bytes"] for c in e.chips]}
     out["host_s"] = round(time.time() - t0, 1)
     return out
 
@@ -72,7 +78,7 @@ if __name__ == "__main__":
     if what == "one_chip":
         r = one_chip(*(int(args[0]),) if args else (), *args[1:2])
     elif what == "plan":
-        r = plan(args[0], args[1], int(args[2]) if len(args) > 2 else None, *args[3:4])
+        r = plan(args[0], args[1], int(args[2]) if len(args) > 2 and args[2] != "-" else None, *args[3:5])
     else:
         raise SystemExit(f"unknown study {what!r}: one_chip | plan")
     print(json.dumps(r, default=str))

@@ -18,9 +18,7 @@ held to the reference end to end, and the model check and FP8 budgets apply to t
 one chip."""
 from __future__ import annotations
 
-import io
 import math
-import zipfile
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -61,7 +59,8 @@ class PodRun:
         if self.rejection:
             return {"validated": False}
         from ..run import _model_metrics
-        chips = {f"chip{k}": {"layers": int(self.split.layers[k]), **_chip_metrics(c)} for k, c in enumerate(self.chips)}
+        chips = {f"chip{k}": {"layers": int(self.split.layers[k]), **_chip_metrics(c)}
+                 for k, c in enumerate(self.chips)}
         links = {f"link{k}": {n: v for n, v in li.items() if n != "words"} for k, li in enumerate(self.links)}
         return {"cycles": self.cycles, "cycles_per_layer": self.cycles_per_layer, "ms": round(self.ms, 6),
                 **self.throughput, "max_abs_error": self.max_abs_error, "rms_rel_error": self.rms_rel_error,

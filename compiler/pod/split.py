@@ -22,9 +22,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..ir import Graph, Op, Repeat, Tensor
+from ..ir import Graph, Op, Repeat
 from ..result import Rejection
-from ..target import DTYPE_BYTES, Target
+from ..target import Target
 from .machine import Pod
 
 MAX_SPLITS = 200_000      # compositions enumerated at most (27 layers over 4 chips: 2,925)
@@ -172,8 +172,8 @@ def chip_graph(g: Graph, a: int, b: int, first_chip: bool, last_chip: bool, k: i
             h.add(replace(t, kind=kind, scale=_cut(t.scale, a, b) if n in body else t.scale))
     for i in idx:
         op = g.ops[i]
-        h.ops.append(Op(op.kind, op.inputs, op.outputs, tuple((key, _cut(v, a, b) if key == "scale" else v) for key, v in op.attrs))
-                     if first <= i < stop else op)
+        attrs = tuple((key, _cut(v, a, b) if key == "scale" else v) for key, v in op.attrs)
+        h.ops.append(Op(op.kind, op.inputs, op.outputs, attrs) if first <= i < stop else op)
     f = first if first_chip else 0
     h.repeat = Repeat(b - a, rep.carried, rep.sequences, f, f + stop - first)
     return h
@@ -191,14 +191,3 @@ def chip_model(model, split: Split, k: int):
         t = h.tensors[x]
         data[x] = np.zeros(t.shape, np.float16)
     return replace(model, graph=h, data=data)
-
-
-def stage_ops(g: Graph, k: int, chips: int) -> tuple:
-    """Which parts of the tower chip k runs, for the report: (pre, layers, post)."""
-    return (k == 0 and g.body()[0] > 0, True, k == chips - 1 and g.body()[1] < len(g.ops))
-
-
-def boundary_bytes(g: Graph) -> int:
-    (y, _), = g.repeat.carried
-    t: Tensor = g.tensors[y]
-    return math.prod(t.shape) * DTYPE_BYTES[t.dtype]

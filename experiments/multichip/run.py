@@ -62,7 +62,8 @@ def plan(preset: str, target: str, layers: int | None = None, dtype: str = "f16"
         out["rejected"] = {"phase": p.rejection.phase, "reason": p.rejection.reason, "message": p.rejection.message}
     if p.split is not None:
         out["split"] = p.split.metrics()
-    out["chips"] = [{"candidates": c.metrics()["candidates"], "best_cycles_estimate": c.metrics()["best_cycles_estimate"],
+    out["chips"] = [{"candidates": c.metrics()["candidates"],
+                     "best_cycles_estimate": c.metrics()["best_cycles_estimate"],
                      "rejected": c.rejection.message if c.rejection else None} for c in p.chips]
     if "expand" in res:
         e = res["expand"]

@@ -4,10 +4,10 @@
         So400m tower on one ipu21: model, plan, expand, place (no reference or run: a
         rejection needs neither), the first rejection with its figures, and the blocks'
         parameter bytes against the chip's SRAM
-    python experiments/multichip/run.py plan MODEL_PRESET TARGET [layers|-] [weight_dtype] [expand]
+    python experiments/multichip/run.py plan MODEL_PRESET TARGET [layers|-] [weight_dtype] [expand|place]
         model and plan (and expand) on a pod target: the stage split (layers, estimated
         cycles, parameter bytes per chip), each chip's plan (candidates, best estimate)
-        and, with `expand`, each chip's expanded cycles or the rejection
+        and, with `expand` / `place`, each chip's expanded cycles / min free bytes or the rejection
 
 The whole trials (validated on pod2 / pod4) are `python -m pipeline.trial target=pod2 ...`."""
 from __future__ import annotations
@@ -54,7 +54,7 @@ def plan(preset: str, target: str, layers: int | None = None, dtype: str = "f16"
     over += ([f"model.layers={layers}"] if layers else []) + [f"model.weight_dtype={dtype}"]
     cfg = validate(compose(over))
     res, t0 = {}, time.time()
-    for name in ("model", "plan", "expand")[:2 + (until == "expand")]:
+    for name in ("model", "plan", "expand", "place")[:2 + ("plan", "expand", "place").index(until)]:
         res[name] = run_phase(name, res, cfg)
     p = res["plan"]
     out = {"overrides": over, "model": res["model"].metrics()["name"], "param_bytes": _params(res["model"].graph)}
@@ -70,6 +70,10 @@ def plan(preset: str, target: str, layers: int | None = None, dtype: str = "f16"
         out["expand"] = {"rejected": e.rejection.message if e.rejection else None,
                          "cycles": [c.metrics()["cycles"] for c in e.chips],
                          "exchange_table_max_bytes": [c.metrics()["exchange_table_max_bytes"] for c in e.chips]}
+    if "place" in res:
+        pl = res["place"]
+        out["place"] = {"rejected": pl.rejection.message if pl.rejection else None,
+                        "min_free_bytes": [c.metrics()["min_free_bytes"] for c in pl.chips]}
     out["host_s"] = round(time.time() - t0, 1)
     return out
 

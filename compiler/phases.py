@@ -82,7 +82,10 @@ def reference_phase(m: ModelResult) -> ReferenceResult:
 
 
 def target_of(cfg) -> Target:
-    return Target.from_dict(dict(cfg["target"]))
+    """One chip's machine; a multi-chip target's `pod` key is read by compiler/pod (and checked here)."""
+    from .pod import chip_dict, pod_of
+    pod_of(cfg["target"])
+    return Target.from_dict(chip_dict(dict(cfg["target"])))
 
 
 def policy_of(cfg) -> Policy:
@@ -146,6 +149,11 @@ PHASES = {
 
 
 def run_phase(name: str, results: dict, cfg: dict, mapper=mappers.serial):
+    if "pod" in cfg["target"] and name not in ("model", "reference"):   # several chips: compiler/pod
+        from .pod import pod_phase
+        return pod_phase(name, results, cfg, mapper,
+                         {"expand": _expand, "place": _place, "schedule": _schedule, "lower": _lower},
+                         target_of(cfg), policy_of(cfg))
     ups, fn = PHASES[name]
     return fn(*(results[u] for u in ups), cfg, mapper)
 

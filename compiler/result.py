@@ -34,4 +34,5 @@ RESULT_TYPES = (
     "compiler.lower.program.Program", "compiler.lower.LowerResult",
     "compiler.run.RunResult",
     "compiler.report.ReportResult",
+    "compiler.pod.split.Split", "compiler.pod.phases.PodResult", "compiler.pod.run.ChipRun", "compiler.pod.run.PodRun",
 )

@@ -6,7 +6,7 @@ the patch rows the host sends, + bias, + pos_embed) and after it the final Layer
 (`features`) and timm's head: SigLIP's attention pool (`embedding`) or the class
 token's Linear classifier (`logits`). Presets: so400m (1152 wide, 27 deep, MLP 4304,
 16 heads, 384² image, patch 14: 729 tokens), b16 (768/12/3072/12, 224², patch 16, class
-token: 197). Weights FP8 e4m3 with per-tensor scales (or f16), activations and partials
+token: 197), g14 (ViT-g/14's dimensions 1408/40/6144/16, 224², patch 14, in b16's structure: 257). Weights FP8 e4m3 with per-tensor scales (or f16), activations and partials
 FP16.
 
 Weights are seeded, or imported from an .npz / .safetensors file with timm's names
@@ -41,6 +41,11 @@ _TIMM_EVAL = dict(crop_pct=0.9, interpolation="bicubic", mean=MEAN, std=STD)
 PRESETS = {"so400m": dict(width=1152, layers=27, hidden=4304, heads=16, tokens=729, image=384, patch=14,
                           pool="map", **_TIMM_EVAL),
            "b16": dict(width=768, layers=12, hidden=3072, heads=12, tokens=197, image=224, patch=16,
+                       pool="token", **_TIMM_EVAL),
+           # ViT-g/14's dimensions (timm vit_giant_patch14_clip_224: 1408 wide, 40 deep, MLP 6144, 16 heads,
+           # 224² in patches of 14, class token: 257) in b16's structure (class token + Linear classifier;
+           # no CLIP pre-norm): ~1 B parameters, more than one chip holds (conf/model/vit_g14.yaml, issue #28)
+           "g14": dict(width=1408, layers=40, hidden=6144, heads=16, tokens=257, image=224, patch=14,
                        pool="token", **_TIMM_EVAL)}
 _CUSTOM = dict(pool="map", crop_pct=1.0, interpolation="bicubic", mean=MEAN, std=STD)   # preset custom
 
@@ -48,7 +53,7 @@ _CUSTOM = dict(pool="map", crop_pct=1.0, interpolation="bicubic", mean=MEAN, std
 @dataclass(frozen=True)
 class VitConfig:
     name: str = "vit"
-    preset: str = "so400m"        # so400m | b16 | custom (then width..tokens below are used)
+    preset: str = "so400m"        # so400m | b16 | g14 | custom (then width..tokens below are used)
     scope: str = ""               # tower: image -> embedding | blocks: the encoder alone, seeded tokens in
     layers: int = 4
     width: int = 0                # 0: from the preset

@@ -91,6 +91,8 @@ def headline(rej, place_res, run_res) -> dict:
 def report(model, plan_res, expand_res, place_res, sched, run_res, t: Target, host: dict | None = None):
     """`host` (time and RSS per phase) is drawn in the profile only when given: the DVC stage
     leaves it out so that profile.html, like every tracked output, is byte-identical on a rerun."""
+    if hasattr(run_res, "pod_report"):        # several chips: the pod's run reports itself (compiler/pod/report.py)
+        return run_res.pod_report(model, plan_res, expand_res, place_res, sched, t, host)
     rej = first_rejection(model, plan_res, expand_res, place_res, sched, run_res)
     summary = headline(rej, place_res, run_res)
     ops = None if rej else ops_table(model.graph, place_res.tilegraph, sched, run_res, t.sync_cycles)

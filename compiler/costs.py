@@ -5,8 +5,9 @@ COPY is Poplar's own (no public estimator) and stays in target.py.
 
 Map of the file: MATMUL's terms (amp_*, matmul_cycles); ADD (add_*); BIAS (bias_*); the vertex
 terms of the other vector kernels (PERF, *_1d_cycles, broadcast_*, reduce_rows_cycles,
-nonlinearity_cycles, cast_*), the per-row / per-column vertex choice (by_row_cycles,
-by_col_cycles) and one function per kernel (gelu_cycles ... rowscale_cycles).
+nonlinearity_cycles, cast_*), an f32 row value's cast to half (row_value_to_half_cycles), the
+per-row / per-column vertex choice (by_row_cycles, by_col_cycles) and one function per kernel
+(gelu_cycles ... rowscale_cycles).
 
 MATMUL:
 

@@ -18,9 +18,12 @@ bound (no schedule can beat it on the machine model of docs/architecture.md §2;
 is at most the run time, so the run time is at least the average tile's work):
   compute   every MAC of the layer at the AMP peak of all tiles (no channel-group
             padding, no weight loads, no invocation overhead);
-  vector    the bytes the layer's vector kernels must read and write at
-            vector_bytes_per_cycle and their exp/tanh/rsqrt at
-            transcendental_elems_per_cycle, spread evenly over all tiles (no overhead);
+  vector    the bytes the layer's vector kernels must read and write at the most a tile's
+            ports move, two 64-bit loads and one 64-bit store a cycle (PORT_BYTES, 24 B:
+            PopLibs' castWorkerCycles readPorts 2, writePorts 1; no popops / popnn
+            estimate moves more: BIAS's inner loop reaches 16 B, a cast 12 B, a binary
+            op 8 B), and their exp/tanh/rsqrt at transcendental_elems_per_cycle, spread
+            evenly over all tiles (no overhead);
   exchange  only what no placement avoids: weights can stay resident where they are read
             (weight-stationary), so no weight byte need move; the activations of 729 tokens
             (1.7 MB) cannot share one tile, and attention mixes all tokens, so at least one
@@ -28,7 +31,8 @@ is at most the run time, so the run time is at least the average tile's work):
             communication lower bound this model does not prove);
   sync      two supersteps per layer at least (that exchange and a compute step).
 estimate (what a good plan might reach; not a bound):
-  compute and vector as above; exchange per matmul the least any grid (gm·gn·gk <= tiles)
+  compute as above, vector at vector_bytes_per_cycle (a binary op's rate); exchange per
+  matmul the least any grid (gm·gn·gk <= tiles)
   must receive on its busiest tile: the activation block, the partials a k-split reduces,
   and B's block when the grid replicates B (gm > 1) or B is an activation (K and V);
   one exchange phase per matmul (two with a k-split) and a sync per superstep.
@@ -48,6 +52,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 OPS = ROOT / "experiments" / "comm" / "ops"     # measured per-op cycles: <mode>-<layers>.csv (ops_trial.py)
 DEPTHS = (4, 27)                                # So400m's per-op table; b16: (12,)
+PORT_BYTES = 3      # x vector_bytes_per_cycle: two 64-bit loads and one 64-bit store a tile-cycle
 PRESETS = {"so400m": ((729, 1152, 4304, 16), DEPTHS, ""), "b16": ((197, 768, 3072, 12), (12,), "b16-")}
 
 
@@ -93,11 +98,12 @@ def layer(f: dict, T0: int, D: int, F: int, H: int, mode: str) -> dict:
     trans = {"layernorm x2": 2 * T0, "gelu": T0 * F, "softmax": H * T0 * T0}
     if mode == "fp8":
         vbytes["casts x4"] = 3 * T0 * (D + D + D + F)
-    vector = (sum(vbytes.values()) / f["vector_bytes_per_cycle"]
-              + sum(trans.values()) / f["transcendental_elems_per_cycle"]) / tiles
+    t_cyc = sum(trans.values()) / f["transcendental_elems_per_cycle"]
+    vector = (sum(vbytes.values()) / f["vector_bytes_per_cycle"] + t_cyc) / tiles
+    vector_floor = (sum(vbytes.values()) / (PORT_BYTES * f["vector_bytes_per_cycle"]) + t_cyc) / tiles
     bound_x = f["exchange_phase_cycles"]
     bound_sync = 2 * f["sync_cycles"]
-    bound = dict(compute=round(compute), vector=round(vector), exchange=bound_x, sync=bound_sync)
+    bound = dict(compute=round(compute), vector=round(vector_floor), exchange=bound_x, sync=bound_sync)
     bound["total"] = sum(bound.values())
     ex, steps, per_mm = 0, 0, {}
     for name, (M, K, N, G, a, r, bm, bb) in mm.items():
@@ -160,7 +166,7 @@ def per_op(f: dict, T0: int, D: int, F: int, H: int, mode: str, depths=DEPTHS) -
         rows[n] = dict(compute=round(op["G"] * op["M"] * op["K"] * op["N"] / (f["amp_macs_per_cycle"][op["amp"]] * P)),
                        vector=0)
     for n, (b, t) in vec.items():
-        rows[n] = dict(compute=0, vector=round((b / f["vector_bytes_per_cycle"]
+        rows[n] = dict(compute=0, vector=round((b / (PORT_BYTES * f["vector_bytes_per_cycle"])
                                                 + t / f["transcendental_elems_per_cycle"]) / P))
     cyc = lambda recv: int(recv // bw) + (ph if recv > 0 else 0)
     layer = {}

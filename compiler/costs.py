@@ -5,8 +5,9 @@ COPY is Poplar's own (no public estimator) and stays in target.py.
 
 Map of the file: MATMUL's terms (amp_*, matmul_cycles); ADD (add_*); BIAS (bias_*); the vertex
 terms of the other vector kernels (PERF, *_1d_cycles, broadcast_*, reduce_rows_cycles,
-nonlinearity_cycles, cast_*), the per-row / per-column vertex choice (by_row_cycles,
-by_col_cycles) and one function per kernel (gelu_cycles ... rowscale_cycles).
+nonlinearity_cycles, cast_*), an f32 row value's cast to half (row_value_to_half_cycles), the
+per-row / per-column vertex choice (by_row_cycles, by_col_cycles) and one function per kernel
+(gelu_cycles ... rowscale_cycles).
 
 MATMUL:
 
@@ -276,6 +277,7 @@ PERF = {
     ("MAXIMUM", "f32"): (2, 4),                                                # binaryOpPerfInfo
     ("VARIANCE_TO_INV_STD_DEV", "f32"): (2, 12),                               # broadcastOpPerfInfo
     ("EXPONENT", "f16"): (4, 4), ("EXPONENT", "f32"): (2, 6), ("INVERSE", "f16"): (4, 15),  # unaryOpPerfInfo
+    ("INVERSE", "f32"): (2, 6),
 }
 GELU_OP_CYCLES_HALF = 5     # popnn PerformanceEstimation.hpp getNonLinearityOpCycles(GELU, half): PopLibs' placeholder
 
@@ -444,6 +446,13 @@ def cast_cycles(nelem, src_bytes, dst_bytes, workers: int, vector_bytes: int):
     return out if out.ndim else out[()]
 
 
+def row_value_to_half_cycles(rows, workers: int, vector_bytes: int):
+    """An f32 value per row (a statistic, a scale) cast to half, because the vertex that applies
+    it to the half data takes both operands in one type (popops' BroadcastVectorOuterByRow1D /
+    BroadcastScalar1D are templated on a single type): Cast1D f32 -> f16 of `rows` elements."""
+    return cast_cycles(rows, 4, 2, workers, vector_bytes)
+
+
 def by_row_cycles(rows, cols, op: str, workers: int, vector_bytes: int):
     """A half op with one f32-statistic value per row (x - mean, x * invStdDev, x * 1/sum): the
     BroadcastVectorOuterByRow1D vertex; a single row's value is a scalar to popops' element-wise
@@ -489,15 +498,17 @@ def softmax_cycles(rows, cols, workers: int, vector_bytes: int, scaled=True):
 
 
 def online_softmax_cycles(rows, cols, workers: int, vector_bytes: int):
-    """ONLINE_SOFTMAX = the scale, row max (reduce), m' = max(m, row max) (BinaryOp1D MAXIMUM f32),
-    c = exp(m - m') (BinaryOp1D SUBTRACT, UnaryOp1D EXPONENT f32), s - m' (BroadcastVectorOuterByRow
-    SUBTRACT), exp (UnaryOp1D EXPONENT half), row sum (reduce), l = l c + sum (BinaryOp1D MULTIPLY
-    and ADD f32). Every step runs, the first block's too (its state is still written)."""
+    """ONLINE_SOFTMAX = the scale, row max (reduce, f32 out), m' = max(m, row max) (BinaryOp1D MAXIMUM
+    f32), c = exp(m - m') (BinaryOp1D SUBTRACT, UnaryOp1D EXPONENT f32), m' to half for the half
+    vertex that subtracts it (Cast1D f32 -> f16 of the rows), s - m' (BroadcastVectorOuterByRow
+    SUBTRACT), exp (UnaryOp1D EXPONENT half), row sum (reduce, f32 out), l = l c + sum (BinaryOp1D
+    MULTIPLY and ADD f32). Every step runs, the first block's too (its state is still written)."""
     W, V, n = workers, vector_bytes, _i64(rows) * _i64(cols)
     return (broadcast_scalar_1d_cycles(n, PERF[("MULTIPLY", "f16")], 2, W, V)
             + 2 * reduce_rows_cycles(rows, cols, W, V)
             + _b1(rows, "MAXIMUM", "f32", W, V) + _b1(rows, "SUBTRACT", "f32", W, V)
             + unary_op_1d_cycles(rows, PERF[("EXPONENT", "f32")], 4, W, V, True)
+            + row_value_to_half_cycles(rows, W, V)
             + by_row_cycles(rows, cols, "SUBTRACT", W, V)
             + unary_op_1d_cycles(n, PERF[("EXPONENT", "f16")], 2, W, V, True)
             + _b1(rows, "MULTIPLY", "f32", W, V) + _b1(rows, "ADD", "f32", W, V))
@@ -505,22 +516,28 @@ def online_softmax_cycles(rows, cols, workers: int, vector_bytes: int):
 
 def layernorm_cycles(rows, cols, workers: int, vector_bytes: int):
     """LAYERNORM = popnn's layer norm: row sums of x and x^2 (two reductions, the 1/cols scale
-    folded in), var = E[x^2] - mean^2 (BinaryOp1D MULTIPLY and SUBTRACT f32 on the rows),
-    1/sqrt(var + eps) (BroadcastScalar1D VARIANCE_TO_INV_STD_DEV f32), whitening (x - mean) x
-    invStdDev (BroadcastVectorOuterByRow SUBTRACT and MULTIPLY), then gamma (BroadcastVectorInner1D
-    MULTIPLY) and beta (BroadcastVectorInner1D ADD, BIAS's estimate)."""
+    folded in, f32 out), var = E[x^2] - mean^2 (BinaryOp1D MULTIPLY and SUBTRACT f32 on the rows),
+    1/sqrt(var + eps) (BroadcastScalar1D VARIANCE_TO_INV_STD_DEV f32), the f32 mean and invStdDev
+    to half for the half vertices that apply them (two Cast1D f32 -> f16 of the rows), whitening
+    (x - mean) x invStdDev (BroadcastVectorOuterByRow SUBTRACT and MULTIPLY), then gamma
+    (BroadcastVectorInner1D MULTIPLY) and beta (BroadcastVectorInner1D ADD, BIAS's estimate)."""
     W, V = workers, vector_bytes
     return (2 * reduce_rows_cycles(rows, cols, W, V)
             + _b1(rows, "MULTIPLY", "f32", W, V) + _b1(rows, "SUBTRACT", "f32", W, V)
             + broadcast_scalar_1d_cycles(rows, PERF[("VARIANCE_TO_INV_STD_DEV", "f32")], 4, W, V)
+            + 2 * row_value_to_half_cycles(rows, W, V)
             + by_row_cycles(rows, cols, "SUBTRACT", W, V) + by_row_cycles(rows, cols, "MULTIPLY", W, V)
             + by_col_cycles(rows, cols, "MULTIPLY", W, V) + by_col_cycles(rows, cols, "ADD", W, V))
 
 
-def rowscale_cycles(rows, cols, add, workers: int, vector_bytes: int):
-    """ROWSCALE = BroadcastVectorOuterByRow MULTIPLY (+ BinaryOp1D ADD half of the addend with
-    F_ADD). Not charged (assumed): the f32 row vector's cast to half, and F_RECIP's reciprocal
-    of the rows (the cost calls do not carry that flag)."""
+def rowscale_cycles(rows, cols, add, recip, workers: int, vector_bytes: int):
+    """ROWSCALE = with F_RECIP the reciprocal of the f32 row vector (UnaryOp1D INVERSE f32, Tessera
+    divides in f32), the row vector to half for the half multiply (Cast1D f32 -> f16 of the rows),
+    BroadcastVectorOuterByRow MULTIPLY, and with F_ADD a BinaryOp1D ADD half of the addend.
+    (popops' ScaledAdd is not a candidate: its scale is one scalar tensor, ScaledAdd.hpp, where
+    ROWSCALE's is one a row; a single row keeps the same two vertices, as its multiply does.)"""
     W, V = workers, vector_bytes
     n = _i64(rows) * _i64(cols)
-    return by_row_cycles(rows, cols, "MULTIPLY", W, V) + (_i64(add) != 0) * add_binary_cycles(n, W, V)
+    return ((_i64(recip) != 0) * unary_op_1d_cycles(rows, PERF[("INVERSE", "f32")], 4, W, V, False)
+            + row_value_to_half_cycles(rows, W, V)
+            + by_row_cycles(rows, cols, "MULTIPLY", W, V) + (_i64(add) != 0) * add_binary_cycles(n, W, V))

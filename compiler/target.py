@@ -150,9 +150,10 @@ class Target:
         """popops' BroadcastVectorInner1D ADD estimate (compiler/costs.py)."""
         return costs.bias_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle)
 
-    def rowscale_cycles(self, rows, cols, add):
-        """BroadcastVectorOuterByRow MULTIPLY (+ BinaryOp1D ADD with F_ADD)."""
-        return costs.rowscale_cycles(rows, cols, add, self.workers, self.vector_bytes_per_cycle)
+    def rowscale_cycles(self, rows, cols, add, recip):
+        """(UnaryOp1D INVERSE f32 with F_RECIP) + Cast1D of the row vector to half +
+        BroadcastVectorOuterByRow MULTIPLY (+ BinaryOp1D ADD with F_ADD)."""
+        return costs.rowscale_cycles(rows, cols, add, recip, self.workers, self.vector_bytes_per_cycle)
 
     def add_cycles(self, nelem, nsrc1):
         """ADD of 1 + nsrc1 f16 sources (compiler/costs.py: popops' BinaryOp1D for two, its

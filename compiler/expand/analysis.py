@@ -49,7 +49,8 @@ def kernel_cycles(tg: TileGraph, t: Target) -> np.ndarray:
     cp = on(isa.COPY)
     cyc[cp] = t.copy_cycles(k["i0"][cp] * k["i1"][cp])        # row_bytes × rows
     rs = on(isa.ROWSCALE)
-    cyc[rs] = t.rowscale_cycles(k["i0"][rs], k["i1"][rs], (k["dtype"][rs] >> 16) & isa.F_ADD)
+    fl = k["dtype"][rs] >> 16
+    cyc[rs] = t.rowscale_cycles(k["i0"][rs], k["i1"][rs], fl & isa.F_ADD, fl & isa.F_RECIP)
     return cyc
 
 

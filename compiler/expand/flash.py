@@ -148,7 +148,7 @@ def estimate(t, policy, T, H, valid, d, kb, nq, ns) -> int | None:
     exch = nb * (t.exchange_phase_cycles + t.sync_cycles) + (max(send, recv) * nb + R * d * 2) // bw
     mm = lambda m, k, n: t.matmul_cycles(m, k, n, "f16")
     comp = nb * (mm(R, d, kn) + mm(R, kn, d) + t.online_softmax_cycles(R, kn) + t.sync_cycles)
-    comp += (nb - 1) * t.rowscale_cycles(R, d, 1)
+    comp += (nb - 1) * t.rowscale_cycles(R, d, 1, 0)
     if ns == 1:
-        return int(exch + comp + t.rowscale_cycles(R, d, 0) + t.sync_cycles)
+        return int(exch + comp + t.rowscale_cycles(R, d, 0, 1) + t.sync_cycles)
     return int(exch + comp + flash_combine.cost(t, R, ns, d))

@@ -143,8 +143,9 @@ def cost(t, R: int, ns: int, d: int) -> int:
     recv = ns * r * (2 * d + 12)
     exch = t.exchange_phase_cycles + -(-max(recv, R * (2 * d + 12)) // t.exchange_bytes_per_cycle)
     osm, rs = t.online_softmax_cycles, t.rowscale_cycles
-    tail = osm(R, 2) + rs(R, 2, 0)
-    merge = (osm(r, 2 * ns) + 3 * osm(n, 2) + 3 * osm(r, 2) + (ns + 1) * rs(r, 2, 0) + 2 * rs(n, 2, 0)
-             + rs(n, 2, 1) + t.add_cycles(2 * r, 2 * ns) + rs(n, d, 0)
-             + t.add_cycles(d * r, ns - 1) + t.add_cycles(d * r, ns) + 2 * rs(r, d, 0) + rs(r, d, 1))
+    tail = osm(R, 2) + rs(R, 2, 0, 0)
+    merge = (osm(r, 2 * ns) + 3 * osm(n, 2) + 3 * osm(r, 2) + (ns + 1) * rs(r, 2, 0, 0) + 2 * rs(n, 2, 0, 0)
+             + rs(n, 2, 1, 0) + t.add_cycles(2 * r, 2 * ns) + rs(n, d, 0, 0)
+             + t.add_cycles(d * r, ns - 1) + t.add_cycles(d * r, ns) + rs(r, d, 0, 0) + rs(r, d, 0, 1)
+             + rs(r, d, 1, 1))
     return int(tail + exch + merge + 2 * t.sync_cycles)

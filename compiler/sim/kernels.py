@@ -528,7 +528,7 @@ class Kernels:
         cycles = np.zeros(len(tiles), I64)
         for grp in groups(np.stack([fl, R, C], 1)):
             r, c = int(R[grp[0]]), int(C[grp[0]])
-            cycles[grp] = self.t.rowscale_cycles(r, c, bool(add[grp[0]]))
+            cycles[grp] = self.t.rowscale_cycles(r, c, bool(add[grp[0]]), bool(recip[grp[0]]))
             def body(g):
                 tg = tiles[g]
                 v = self._load(tg, vec[g], 4 * r, "f32").reshape(-1, r, 1)

@@ -44,9 +44,11 @@ The machine, as docs/architecture.md §2 states it:
   row sum, reciprocal, multiply;
   the online softmax adds the f32 state updates (a row reduction with fewer rows than workers
   runs in popops' two stages: each row cut for the idle workers, then the pieces reduced);
-  layer norm = two row reductions, the f32
-  statistics, whitening, gamma and beta; ROWSCALE a multiply by row (+ an ADD); CAST popops'
+  layer norm = two row reductions, the f32 statistics, whitening, gamma and beta; ROWSCALE a
+  multiply by row (+ an ADD; with F_RECIP the f32 reciprocal of the rows first); CAST popops'
   Cast1D. A single row's per-row value is a scalar broadcast, its gamma / beta element-wise;
+  an f32 per-row value (ROWSCALE's vector, the online max, LayerNorm's mean and invStdDev) is
+  cast to f16 (Cast1D) before the f16 vertex that applies it;
 - a COPY costs `kernel_overhead_cycles` plus its bytes at `copy_bytes_per_cycle` (Poplar's
   own copy: assumed);
 - REPEAT costs nothing: its body runs `count` times (relocation moves addresses; the
@@ -264,26 +266,32 @@ def _cast(n, sb, db, W, vb):                          # Cast1D: 19 + W x (max wo
     return 19 + W * (worst + 23)
 
 
-def vector_cycles(op, r, c, add, f: _Figures) -> np.ndarray:
-    """GELU (r = nelem), SOFTMAX, ONLINE_SOFTMAX, LAYERNORM, ROWSCALE of r x c f16."""
+def vector_cycles(op, r, c, add, f: _Figures, recip=0) -> np.ndarray:
+    """GELU (r = nelem), SOFTMAX, ONLINE_SOFTMAX, LAYERNORM, ROWSCALE of r x c f16. An f32 value
+    per row applied to f16 data is first cast to f16 (`to_half`): popops' broadcast vertices take
+    one type for both operands."""
     W, lanes, fl = f.workers, f.vector_bytes_per_cycle // 2, f.vector_bytes_per_cycle // 4
     r, c = np.asarray(r, np.int64), np.asarray(c, np.int64)
     n = r * c
     if op == isa.GELU:
         return _gelu(r, W, lanes)
-    if op == isa.ROWSCALE:
-        return _rows_op(r, c, W, lanes) + np.where(np.asarray(add) != 0, _bin1d(n, W, 3, lanes), 0)
+    to_half = _cast(r, 4, 2, W, f.vector_bytes_per_cycle)
+    if op == isa.ROWSCALE:   # (1 / v: UnaryOp1D INVERSE float {6 cycles a loop of 2}), v to f16, x v, (+ src1)
+        inv = np.where(np.asarray(recip) != 0, _un1d(r, W, 6, 2, 17), 0)
+        return inv + to_half + _rows_op(r, c, W, lanes) + np.where(np.asarray(add) != 0, _bin1d(n, W, 3, lanes), 0)
     scale = _scalar1d(n, W, 2, lanes)
     if op == isa.SOFTMAX:     # scale (unless its word is 1.0: `add` carries that), max, subtract, exp, sum, 1/sum, multiply
         return (np.where(np.asarray(add) != 0, scale, 0) + 2 * _reduce_rows(r, c, W, lanes) + 2 * _rows_op(r, c, W, lanes)
                 + _un1d(n, W, 4, 4, 33) + _un1d(r, W, 15, 4, 17))
     if op == isa.ONLINE_SOFTMAX:   # + f32 state: max, subtract, exp, multiply, add
         state = _bin1d(r, W, 4, 2) + 3 * _bin1d(r, W, 3, fl) + _un1d(r, W, 6, 2, 33)
-        return scale + 2 * _reduce_rows(r, c, W, lanes) + _rows_op(r, c, W, lanes) + _un1d(n, W, 4, 4, 33) + state
-    # LAYERNORM: sums of x and x^2, mean^2 and the subtraction (f32), var -> invStdDev, whiten, gamma, beta
+        return (scale + 2 * _reduce_rows(r, c, W, lanes) + to_half + _rows_op(r, c, W, lanes)
+                + _un1d(n, W, 4, 4, 33) + state)
+    # LAYERNORM: sums of x and x^2, mean^2 and the subtraction (f32), var -> invStdDev, mean and
+    # invStdDev to f16, whiten, gamma, beta
     beta = np.where(r == 1, _bin1d(n, W, 3, lanes), bias_cycles(r, c, f))
     return (2 * _reduce_rows(r, c, W, lanes) + 2 * _bin1d(r, W, 3, fl) + _scalar1d(r, W, 12, 2)
-            + 2 * _rows_op(r, c, W, lanes) + _gamma(r, c, W, lanes) + beta)
+            + 2 * to_half + 2 * _rows_op(r, c, W, lanes) + _gamma(r, c, W, lanes) + beta)
 
 
 def kernel_cycles(op, w, f: _Figures) -> np.ndarray:
@@ -319,7 +327,8 @@ def kernel_cycles(op, w, f: _Figures) -> np.ndarray:
         out[j] = _cast(w[j, 3], BYTES[s_], BYTES[d_], f.workers, V)
     for code, (a, b) in ((isa.LAYERNORM, (5, 6)), (isa.ONLINE_SOFTMAX, (4, 5)), (isa.ROWSCALE, (5, 6))):
         i = at(code)
-        out[i] = vector_cycles(code, w[i, a], w[i, b], (fl[i] & isa.F_ADD) != 0, f)
+        out[i] = vector_cycles(code, w[i, a], w[i, b], (fl[i] & isa.F_ADD) != 0, f,
+                               (fl[i] & isa.F_RECIP) != 0 if code == isa.ROWSCALE else 0)
     i = at(isa.SOFTMAX)                 # the scale word: 1.0 (0x3F800000) needs no multiply
     out[i] = vector_cycles(isa.SOFTMAX, w[i, 3], w[i, 4], (w[i, 5] & 0xFFFFFFFF) != 0x3F800000, f)
     return out

@@ -1,6 +1,8 @@
 """Every distinct kernel (kind, shape, dtype) of a trial's lowered program, with its cycles
-under the current cost model and under the previous one (main at 8ff4b7d), and the
-trial's totals from the independent oracle (= the simulator's, tests/sim/test_oracle.py).
+under the current cost model, under the one before the row-value casts and ROWSCALE's
+reciprocal (1bf6f91, `before`) and under the per-byte one #25 replaced (main at 8ff4b7d,
+`previous`), and the trial's totals from the independent oracle (= the simulator's,
+tests/sim/test_oracle.py).
 
     python experiments/costs/table.py NAME [overrides ...] > experiments/costs/NAME.md
     python experiments/costs/table.py default
@@ -11,7 +13,8 @@ simulation: the oracle prices the program). `previous` transcribes the cost mode
 change replaced: MATMUL = 50 + k groups x n groups x (weight load + m x in x out / rate),
 f32 at 16 MACs/cycle; ADD = 40 + its bytes read and written at 8 B/cycle; BIAS = 40 + (4 rows
 x cols + 2 cols) B at 8 B/cycle; GELU, SOFTMAX, ONLINE_SOFTMAX, LAYERNORM, ROWSCALE, CAST = 40 +
-their bytes at 8 B/cycle + their exp/erf/rsqrt at 2 a cycle (previous_vector); COPY unchanged."""
+their bytes at 8 B/cycle + their exp/erf/rsqrt at 2 a cycle (previous_vector); COPY unchanged.
+`before` is now less the terms 1bf6f91 did not charge (before_vector)."""
 from __future__ import annotations
 
 import json
@@ -22,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from compiler import isa  # noqa: E402
+from compiler import costs, isa  # noqa: E402
 from compiler.phases import run_phase  # noqa: E402
 from compiler.sim import oracle  # noqa: E402
 from compiler.target import Target  # noqa: E402
@@ -69,6 +72,17 @@ def previous_vector(op, w, flags) -> int:
     return soft if op == isa.SOFTMAX else soft + _up(r, 2) + _up(12 * r, 8)
 
 
+def before_vector(op, r, flags, now) -> int:
+    """The cost at 1bf6f91: now less the f32 row values' casts to half (ROWSCALE's vector, the
+    online max, LayerNorm's mean and invStdDev) and ROWSCALE's reciprocal, which it did not charge."""
+    W, V = 6, 8
+    cast = int(costs.row_value_to_half_cycles(r, W, V))
+    if op == isa.ROWSCALE:
+        inv = int(costs.unary_op_1d_cycles(r, costs.PERF[("INVERSE", "f32")], 4, W, V, False))
+        return now - cast - (inv if flags & isa.F_RECIP else 0)
+    return now - {isa.ONLINE_SOFTMAX: 1, isa.LAYERNORM: 2}.get(op, 0) * cast
+
+
 def compile_program(overrides: list[str]):
     cfg = compose(overrides)
     res = {}
@@ -90,7 +104,7 @@ def kinds(prog, count: int, body: tuple[int, int]):
     c = Counter()
     for i in np.flatnonzero(kern):
         op, w = int(o.op[i]), o.words[i]
-        flags = int(w[0] >> 24 & 0xFF) & (isa.F_ADD if op == isa.ROWSCALE else 0)   # the only cost flag
+        flags = int(w[0] >> 24 & 0xFF) & (isa.F_ADD | isa.F_RECIP if op == isa.ROWSCALE else 0)   # cost flags
         key = (op, int(w[0] >> 8 & 0xFF), int(w[0] >> 16 & 0xFF) | flags << 8, tuple(int(w[j]) for j in SHAPE_WORDS[op]))
         c[key] += count if in_body[i] else 1
     return o, c
@@ -108,7 +122,8 @@ def main(name: str, overrides: list[str]):
     b0, b1 = res["lower"].body
     last = b0 + (count - 1) * (b1 - b0)
     per_layer = int(steps[last:last + b1 - b0].sum())
-    rows, tot_now, tot_prev = [], Counter(), Counter()
+    assert t.workers == 6 and t.vector_bytes_per_cycle == 8     # before_vector's figures
+    rows, tot_now, tot_prev, tot_before = [], Counter(), Counter(), Counter()
     for (op, d, d2f, shape), n in sorted(c.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0])):
         d2, flags = d2f & 0xFF, d2f >> 8
         w = np.zeros((1, isa.INSTR_WORDS), np.int64)
@@ -116,7 +131,7 @@ def main(name: str, overrides: list[str]):
         for j, v in zip(SHAPE_WORDS[op], shape):
             w[0, j] = v
         now = int(oracle.kernel_cycles(np.array([op]), w, oracle._Figures(f))[0])
-        kind = isa.OP_NAMES[op] + ("+add" if flags else "")
+        kind = isa.OP_NAMES[op] + ("+recip" if flags & isa.F_RECIP else "") + ("+add" if flags & isa.F_ADD else "")
         dt = isa.DTYPE_NAMES.get(d, "-") + ("" if not d2 or d2 == d else "x" + isa.DTYPE_NAMES[d2])
         prev = now
         if op == isa.MATMUL:
@@ -128,22 +143,28 @@ def main(name: str, overrides: list[str]):
         if op == isa.BIAS:
             prev = 40 + -(-(4 * shape[0] * shape[1] + 2 * shape[1]) // 8)
         if op in (isa.GELU, isa.SOFTMAX, isa.ONLINE_SOFTMAX, isa.LAYERNORM, isa.ROWSCALE, isa.CAST):
-            prev = previous_vector(op, w[0], flags)
+            prev = previous_vector(op, w[0], flags & isa.F_ADD)
+        before = now
+        if op in (isa.ONLINE_SOFTMAX, isa.LAYERNORM, isa.ROWSCALE):
+            before = before_vector(op, shape[0], flags, now)
         tot_now[kind] += n * now
         tot_prev[kind] += n * prev
-        rows.append((kind, dt, SHAPE_NAMES[op], shape, n, prev, now))
+        tot_before[kind] += n * before
+        rows.append((kind, dt, SHAPE_NAMES[op], shape, n, prev, before, now))
     print(f"# {name}: every distinct kernel of the lowered program ({' '.join(overrides) or 'default trial'})\n")
     print(f"cycles (oracle = simulator): **{int(steps.sum()):,}**, per layer **{per_layer:,}** "
           f"({len(steps)} supersteps)\n")
-    print("| kind | dtype | shape | = | executed | previous cycles | cycles | × |")
-    print("|---|---|---|---|---:|---:|---:|---:|")
-    for kind, dt, sn, shape, n, prev, now in rows:
-        print(f"| {kind} | {dt} | {sn} | {','.join(map(str, shape))} | {n:,} | {prev:,} | {now:,} | {now / prev:.2f} |")
+    print("| kind | dtype | shape | = | executed | previous cycles | before | cycles | × previous | × before |")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|")
+    for kind, dt, sn, shape, n, prev, before, now in rows:
+        print(f"| {kind} | {dt} | {sn} | {','.join(map(str, shape))} | {n:,} | {prev:,} | {before:,} | {now:,} "
+              f"| {now / prev:.2f} | {now / before:.3f} |")
     print("\nKernel cycles summed over every executed instance (all tiles; not the critical path):\n")
-    print("| kind | previous | now | × |")
-    print("|---|---:|---:|---:|")
+    print("| kind | previous | before | now | × previous | × before |")
+    print("|---|---:|---:|---:|---:|---:|")
     for k in tot_now:
-        print(f"| {k} | {tot_prev[k]:,} | {tot_now[k]:,} | {tot_now[k] / max(tot_prev[k], 1):.3f} |")
+        print(f"| {k} | {tot_prev[k]:,} | {tot_before[k]:,} | {tot_now[k]:,} | {tot_now[k] / max(tot_prev[k], 1):.3f} "
+              f"| {tot_now[k] / max(tot_before[k], 1):.3f} |")
     json.dump({"cycles": int(steps.sum()), "cycles_per_layer": per_layer},
               open(Path(__file__).parent / f"{name}.json", "w"), indent=1, sort_keys=True)
 

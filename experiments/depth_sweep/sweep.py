@@ -1,6 +1,6 @@
 """Depth sweep: So400m FP8 ViT on ipu21 at model.layers 1, 2, 4, 8, 16, 27.
 
-    python experiments/depth_sweep/sweep.py [layers ...] [key=value ...] > rows.md
+    python experiments/depth_sweep/sweep.py [layers ...] [key=value ...] [--ops DIR] > rows.md
 
 For each depth: the status, cycles per layer when it runs, the error against its
 tolerance, and for a rejection its phase, reason, tile and deficit (a rejection is
@@ -9,7 +9,8 @@ matmul the weight mode of the placed candidate (R×r: resident, replication r = 
 tiles holding each block; H: gathered from its home each layer) with its grid and the
 resident bytes per tile; host seconds per phase. Extra Hydra overrides (key=value,
 e.g. policy.resident_replication=1) apply to every depth. Runs every phase in-process
-(serial mapper)."""
+(serial mapper). --ops DIR also writes each depth's per-op cycles (the report's ops.csv) as
+DIR/<f16|fp8>-<layers>.csv, the files experiments/roofline/roofline.py --ops DIR reads."""
 from __future__ import annotations
 
 import sys
@@ -25,7 +26,7 @@ from pipeline.config import compose  # noqa: E402
 BODY = ("attn.qkv.weight", "attn.proj.weight", "mlp.fc1.weight", "mlp.fc2.weight")
 
 
-def trial(layers: int, overrides: list) -> dict:
+def trial(layers: int, overrides: list, ops: Path | None = None) -> dict:
     cfg = compose(["model=vit", "target=ipu21", f"model.layers={layers}", *overrides])
     res, secs = {}, {}
     for name in PHASES:
@@ -33,6 +34,10 @@ def trial(layers: int, overrides: list) -> dict:
         res[name] = run_phase(name, res, cfg)
         secs[name] = time.perf_counter() - t0
     s = res["report"].summary
+    if ops is not None and "ops.csv" in res["report"].plots:
+        act = "fp8" if "model.fp8_activations=true" in overrides else "f16"
+        ops.mkdir(parents=True, exist_ok=True)
+        (ops / f"{act}-{layers}.csv").write_text(res["report"].plots["ops.csv"])
     placed = getattr(res["place"], "placement", None)
     modes = {}
     if placed is not None and res["expand"].finalists:
@@ -49,12 +54,12 @@ def mode(m: dict | None) -> str:
     return f"R×{m['replication']} {m['grid']} {m['resident_bytes'] / 1024:.0f}K"
 
 
-def main(depths, overrides):
+def main(depths, overrides, ops=None):
     print("| layers | status | cycles/layer | max abs err / tol | qkv / proj / fc1 / fc2 weights "
           "| min free B | first rejection (phase, reason, tile, deficit B) | host s (expand / place / run) |")
     print("|---:|---|---:|---|---|---:|---|---|")
     for L in depths:
-        r = trial(L, overrides)
+        r = trial(L, overrides, ops)
         rej = r["rejected"]
         why = (f"{rej['phase']}, {rej['reason']}, tile {rej.get('tile', '-')}, {rej.get('deficit_bytes', '-')}"
                if rej else "-")
@@ -69,4 +74,8 @@ def main(depths, overrides):
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    main([int(x) for x in args if "=" not in x] or [1, 2, 4, 8, 16, 27], [x for x in args if "=" in x])
+    ops = None
+    if "--ops" in args:
+        i = args.index("--ops")
+        ops, args = Path(args[i + 1]), args[:i] + args[i + 2:]
+    main([int(x) for x in args if "=" not in x] or [1, 2, 4, 8, 16, 27], [x for x in args if "=" in x], ops)

@@ -1,9 +1,13 @@
 """A true lower bound, and separately an estimate, of cycles per So400m encoder layer,
 from the target figures alone (no compiler code).
 
-    python experiments/roofline/roofline.py [target] [tokens] [width] [hidden] [heads]
+    python experiments/roofline/roofline.py [target] [tokens] [width] [hidden] [heads] [--ops DIR]
 
-writes experiments/roofline/bound.json and prints the tables of results.md.
+writes experiments/roofline/bound.json and prints the tables of results.md. The per-op
+tables read the trials' measured per-op cycles from experiments/comm/ops (ops_trial.py);
+with --ops DIR the "what the trials spend" tables read DIR/<mode>-<layers>.csv instead
+(experiments/depth_sweep/sweep.py --ops DIR) and a before / now table sets them beside
+experiments/comm/ops' relay trials.
 
 Two activation modes: `f16` (the default trial: FP16 activations, so the four weight
 matmuls run at the FP16 rate, a mixed FP16 x FP8 product running at the slower
@@ -14,9 +18,12 @@ bound (no schedule can beat it on the machine model of docs/architecture.md §2;
 is at most the run time, so the run time is at least the average tile's work):
   compute   every MAC of the layer at the AMP peak of all tiles (no channel-group
             padding, no weight loads, no invocation overhead);
-  vector    the bytes the layer's vector kernels must read and write at
-            vector_bytes_per_cycle and their exp/tanh/rsqrt at
-            transcendental_elems_per_cycle, spread evenly over all tiles (no overhead);
+  vector    the bytes the layer's vector kernels must read and write at the most a tile's
+            ports move, two 64-bit loads and one 64-bit store a cycle (PORT_BYTES, 24 B:
+            PopLibs' castWorkerCycles readPorts 2, writePorts 1; no popops / popnn
+            estimate moves more: BIAS's inner loop reaches 16 B, a cast 12 B, a binary
+            op 8 B), and their exp/tanh/rsqrt at transcendental_elems_per_cycle, spread
+            evenly over all tiles (no overhead);
   exchange  only what no placement avoids: weights can stay resident where they are read
             (weight-stationary), so no weight byte need move; the activations of 729 tokens
             (1.7 MB) cannot share one tile, and attention mixes all tokens, so at least one
@@ -24,7 +31,8 @@ is at most the run time, so the run time is at least the average tile's work):
             communication lower bound this model does not prove);
   sync      two supersteps per layer at least (that exchange and a compute step).
 estimate (what a good plan might reach; not a bound):
-  compute and vector as above; exchange per matmul the least any grid (gm·gn·gk <= tiles)
+  compute as above, vector at vector_bytes_per_cycle (a binary op's rate); exchange per
+  matmul the least any grid (gm·gn·gk <= tiles)
   must receive on its busiest tile: the activation block, the partials a k-split reduces,
   and B's block when the grid replicates B (gm > 1) or B is an activation (K and V);
   one exchange phase per matmul (two with a k-split) and a sync per superstep.
@@ -44,6 +52,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 OPS = ROOT / "experiments" / "comm" / "ops"     # measured per-op cycles: <mode>-<layers>.csv (ops_trial.py)
 DEPTHS = (4, 27)                                # So400m's per-op table; b16: (12,)
+PORT_BYTES = 3      # x vector_bytes_per_cycle: two 64-bit loads and one 64-bit store a tile-cycle
 PRESETS = {"so400m": ((729, 1152, 4304, 16), DEPTHS, ""), "b16": ((197, 768, 3072, 12), (12,), "b16-")}
 
 
@@ -89,11 +98,12 @@ def layer(f: dict, T0: int, D: int, F: int, H: int, mode: str) -> dict:
     trans = {"layernorm x2": 2 * T0, "gelu": T0 * F, "softmax": H * T0 * T0}
     if mode == "fp8":
         vbytes["casts x4"] = 3 * T0 * (D + D + D + F)
-    vector = (sum(vbytes.values()) / f["vector_bytes_per_cycle"]
-              + sum(trans.values()) / f["transcendental_elems_per_cycle"]) / tiles
+    t_cyc = sum(trans.values()) / f["transcendental_elems_per_cycle"]
+    vector = (sum(vbytes.values()) / f["vector_bytes_per_cycle"] + t_cyc) / tiles
+    vector_floor = (sum(vbytes.values()) / (PORT_BYTES * f["vector_bytes_per_cycle"]) + t_cyc) / tiles
     bound_x = f["exchange_phase_cycles"]
     bound_sync = 2 * f["sync_cycles"]
-    bound = dict(compute=round(compute), vector=round(vector), exchange=bound_x, sync=bound_sync)
+    bound = dict(compute=round(compute), vector=round(vector_floor), exchange=bound_x, sync=bound_sync)
     bound["total"] = sum(bound.values())
     ex, steps, per_mm = 0, 0, {}
     for name, (M, K, N, G, a, r, bm, bb) in mm.items():
@@ -129,11 +139,11 @@ def per_op_model(T0: int, D: int, F: int, H: int, mode: str) -> tuple[dict, dict
     return mm, vec
 
 
-def measured(mode: str, layers: int, after: str = "", prefix: str = "") -> dict:
+def measured(mode: str, layers: int, after: str = "", prefix: str = "", src: Path = OPS) -> dict:
     """Per-op measured cycles of a trial (experiments/comm/ops/<prefix><mode>-<layers><after>.csv:
     after "" the start commit's plans, "r" with policy.operand_relay), casts renamed
     'cast <input>'; {} when that trial was not run."""
-    p = OPS / f"{prefix}{mode}-{layers}{after}.csv"
+    p = src / f"{prefix}{mode}-{layers}{after}.csv"
     if not p.exists():
         return {}
     rows = list(csv.DictReader(p.open()))
@@ -156,7 +166,7 @@ def per_op(f: dict, T0: int, D: int, F: int, H: int, mode: str, depths=DEPTHS) -
         rows[n] = dict(compute=round(op["G"] * op["M"] * op["K"] * op["N"] / (f["amp_macs_per_cycle"][op["amp"]] * P)),
                        vector=0)
     for n, (b, t) in vec.items():
-        rows[n] = dict(compute=0, vector=round((b / f["vector_bytes_per_cycle"]
+        rows[n] = dict(compute=0, vector=round((b / (PORT_BYTES * f["vector_bytes_per_cycle"])
                                                 + t / f["transcendental_elems_per_cycle"]) / P))
     cyc = lambda recv: int(recv // bw) + (ph if recv > 0 else 0)
     layer = {}
@@ -176,13 +186,13 @@ def per_op(f: dict, T0: int, D: int, F: int, H: int, mode: str, depths=DEPTHS) -
     return dict(ops=rows, layer=layer)
 
 
-def per_op_table(mode: str, res: dict, depths=DEPTHS, prefix: str = "") -> str:
+def per_op_table(mode: str, res: dict, depths=DEPTHS, prefix: str = "", src: Path = OPS) -> str:
     """Markdown: per op, the floors and bounds beside what the trials at `depths` spend
-    (the start commit's plans)."""
+    (the start commit's plans; with src another directory's trials)."""
     DEPTHS = depths
-    m = {L: measured(mode, L, "", prefix) for L in DEPTHS}
-    late = {L for L in DEPTHS if not m[L] and measured(mode, L, "r", prefix)}   # only the relay trial ran
-    m.update({L: measured(mode, L, "r", prefix) for L in late})
+    m = {L: measured(mode, L, "", prefix, src) for L in DEPTHS}
+    late = set() if src != OPS else {L for L in DEPTHS if not m[L] and measured(mode, L, "r", prefix)}
+    m.update({L: measured(mode, L, "r", prefix) for L in late})   # only the relay trial ran
     head = ("| op | compute floor | vector floor |" + "".join(f" exchange bound {L} L |" for L in DEPTHS)
             + "".join(f" {L} L{' (with the relay)' if L in late else ''}: matmul / vector / exchange / sync |"
                       for L in DEPTHS))
@@ -238,8 +248,54 @@ def relay_table(mode: str, res: dict, depths=DEPTHS, prefix: str = "") -> str:
     return "\n".join(out)
 
 
+def costs_table(mode: str, res: dict, now: Path, depths=DEPTHS) -> str:
+    """Markdown: per op, total cycles of the relay trials in experiments/comm/ops (before)
+    and of the trials in `now`, and the layer's ratio to the bound and the estimate."""
+    runs = [(L, measured(mode, L, "r"), measured(mode, L, "", "", now)) for L in depths]
+    runs = [(L, b, a) for L, b, a in runs if b and a]
+    if not runs:
+        return "(no trials in " + str(now) + ")"
+    out = ["| op | " + " | ".join(f"{L} L matmul before → now | {L} L vector before → now | "
+                                   f"{L} L total before → now" for L, _, _ in runs) + " |",
+           "|---|" + "---:|" * (3 * len(runs))]
+    names = [n for n in res["ops"]] + sorted({n for _, b, a in runs for n in (*b, *a)} - set(res["ops"]))
+    g = lambda d, n, k: d.get(n, {}).get(k, 0)
+    for n in names:
+        if all(g(b, n, "total") == 0 and g(a, n, "total") == 0 for _, b, a in runs):
+            continue
+        out.append(f"| {n} | " + " | ".join(f"{g(b, n, k):,} → {g(a, n, k):,}" for _, b, a in runs
+                                             for k in ("matmul", "vector", "total")) + " |")
+    tot = lambda d, k: sum(v[k] for v in d.values())
+    out.append("| **layer** | " + " | ".join(
+        f"**{tot(b, k):,} → {tot(a, k):,}**" + (f" ({(tot(a, k) - tot(b, k)) / tot(b, k):+.1%})" if k == "total" else "")
+        for _, b, a in runs for k in ("matmul", "vector", "total")) + " |")
+    return "\n".join(out)
+
+
+def ratio_rows(modes: dict, now: Path) -> str:
+    """Markdown rows: each trial's cycles per layer before (experiments/comm/ops relay trials)
+    and now (`now`), with its ratio to its mode's bound and estimate."""
+    out = ["| trial | before: cycles / layer | × bound | × estimate | now: cycles / layer | × bound | × estimate |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
+    for mode in ("f16", "fp8"):
+        bd, est = modes[mode]["bound"]["total"], modes[mode]["estimate"]["total"]
+        for L in DEPTHS:
+            b, a = measured(mode, L, "r"), measured(mode, L, "", "", now)
+            if not (b and a):
+                continue
+            tb, ta = (sum(v["total"] for v in d.values()) for d in (b, a))
+            out.append(f"| {L} layers, {mode} activations | {tb:,} | {tb / bd:.2f} | {tb / est:.2f} | "
+                       f"**{ta:,}** | **{ta / bd:.2f}** | {ta / est:.2f} |")
+    return "\n".join(out)
+
+
 def main(argv):
-    """argv: [target] [tokens width hidden heads] (So400m's by default), or [target] b16."""
+    """argv: [target] [tokens width hidden heads] (So400m's by default), or [target] b16;
+    --ops DIR anywhere: the trials now (see the module docstring)."""
+    now = None
+    if "--ops" in argv:
+        i = argv.index("--ops")
+        now, argv = Path(argv[i + 1]).resolve(), argv[:i] + argv[i + 2:]
     name = argv[0] if argv else "ipu21"
     f = yaml.safe_load((ROOT / "conf" / "target" / f"{name}.yaml").read_text())
     if len(argv) > 1 and argv[1] in PRESETS:
@@ -267,9 +323,15 @@ def main(argv):
         print(f"\n### estimate's matmuls, {m} activations\n\n| op | compute | exchange |\n|---|---:|---:|")
         for op, v in r["matmuls"].items():
             print(f"| {op} | {v['compute']:,} | {v['exchange']:,} |")
+    if now is not None:
+        print("\n### cycles per layer against the bound and the estimate: before / now\n")
+        print(ratio_rows(out["modes"], now))
     for m, r in out["per_op"].items():
         print(f"\n### per op, {m} activations: floors, exchange bounds, and what the trials spend\n")
-        print(per_op_table(m, r))
+        print(per_op_table(m, r, src=now or OPS))
+        if now is not None:
+            print(f"\n### per op, {m} activations: total cycles before / now\n")
+            print(costs_table(m, r, now))
         print(f"\n### per op, {m} activations: before / after policy.operand_relay\n")
         print(relay_table(m, r))
 

@@ -248,12 +248,16 @@ VEC_HAND = {
     ("gelu", (2240,)): 5811,             # 94 vectors a worker: 9 + 6 (20 + 943 + 4)
     ("gelu", (1,)): 201,                 # no vector, one left-over half: 9 + 6 (20 + 4 + 8)
     ("softmax", (8, 730)): 23359,        # the default trial's attention rows
-    ("layernorm", (1, 1152)): 5333,      # one row: scalar broadcasts and element-wise gamma / beta; each row
+    ("layernorm", (1, 1152)): 5923,      # one row: scalar broadcasts and element-wise gamma / beta; each row
                                          # sum in two stages: 6 pieces of 192 (48 + 29), then the 6 (1 + 29):
-                                         # 6 x 107 = 642 (one worker's 6 x (288 + 29) = 1902 before: 7853)
-    ("layernorm", (12, 64)): 5043,       # 2 rows a worker: the row and column broadcast vertices
-    ("online_softmax", (82, 74)): 20266,
-    ("rowscale", (82, 64, 1)): 7486,     # multiply by row + BinaryOp1D ADD
+                                         # 6 x 107 = 642 (one worker's 6 x (288 + 29) = 1902 before: 8443);
+                                         # mean and invStdDev cast to half: 2 x 295
+    ("layernorm", (12, 64)): 5633,       # 2 rows a worker: the row and column broadcast vertices
+    ("online_softmax", (82, 74)): 20597,
+    ("rowscale", (82, 64, 1, 0)): 7817,  # v to half + multiply by row + BinaryOp1D ADD
+    ("rowscale", (82, 64, 1, 1)): 8191,  # + 1 / v: UnaryOp1D INVERSE f32 (7 loops of 2 a worker)
+    ("rowscale", (1, 2, 0, 1)): 596,     # one row: INVERSE, Cast1D of one element, BroadcastScalar1D
+    ("cast", (82, 4, 2)): 331,           # f32 -> f16 (a row vector): 4 a loop in 2 cycles
     ("cast", (1000, 2, 1)): 541,         # f16 -> fp8: 8 a loop in 2 cycles
     ("cast", (1000, 1, 2)): 535,         # fp8 -> f16: 4 a cycle
     ("cast", (3, 2, 1)): 313,            # one worker, three left-over elements
@@ -290,8 +294,10 @@ def _vector_disagreements(fig: dict) -> int:
     cases = [(isa.LAYERNORM, (5, 6), 0, t.layernorm_cycles(r, c)), (isa.SOFTMAX, (3, 4), 0, t.softmax_cycles(r, c)),
              (isa.ONLINE_SOFTMAX, (4, 5), 0, t.online_softmax_cycles(r, c)),
              (isa.SOFTMAX, (3, 4, 5), 0, t.softmax_cycles(r, c, False)),     # word 5 = 1.0: no scale multiply
-             (isa.ROWSCALE, (5, 6), 0, t.rowscale_cycles(r, c, 0)),
-             (isa.ROWSCALE, (5, 6), isa.F_ADD, t.rowscale_cycles(r, c, 1))]
+             (isa.ROWSCALE, (5, 6), 0, t.rowscale_cycles(r, c, 0, 0)),
+             (isa.ROWSCALE, (5, 6), isa.F_ADD, t.rowscale_cycles(r, c, 1, 0)),
+             (isa.ROWSCALE, (5, 6), isa.F_RECIP, t.rowscale_cycles(r, c, 0, 1)),
+             (isa.ROWSCALE, (5, 6), isa.F_RECIP | isa.F_ADD, t.rowscale_cycles(r, c, 1, 1))]
     for op, words, flags, expect in cases:
         one = {words[2]: np.full_like(r, isa.f32_bits(1.0))} if len(words) > 2 else {}
         bad += _misses(f, op, op | isa.DTYPES["f16"] << 8 | flags << 24, {words[0]: r, words[1]: c, **one}, expect)
@@ -319,7 +325,7 @@ _ov = {name: getattr(costs, name) for name in (
     "broadcast_inner_mul_core_half", "broadcast_inner_mul_cycles", "reduce_rows_cycles", "reduce_split",
     "nonlinearity_cycles",
     "cast_core_cycles", "cast_split", "cast_cycles", "by_row_cycles", "by_col_cycles", "softmax_cycles",
-    "online_softmax_cycles", "layernorm_cycles", "rowscale_cycles")}
+    "online_softmax_cycles", "layernorm_cycles", "rowscale_cycles", "row_value_to_half_cycles")}
 
 
 def _as_written_nonlinearity(n, op, W, v):     # popnn's later `3 + swish ? 1 : 0 + ...`: the worker costs 1
@@ -366,7 +372,22 @@ VEC_MUTANTS = {
         r, c, W, v) - 2 * _ov["binary_op_1d_cycles"](r, (None, 1), 4, W, v)),
     "layernorm: one reduction": ("layernorm_cycles", lambda r, c, W, v: _ov["layernorm_cycles"](r, c, W, v)
                                  - _ov["reduce_rows_cycles"](r, c, W, v)),
-    "rowscale: add charged always": ("rowscale_cycles", lambda r, c, a, W, v: _ov["rowscale_cycles"](r, c, 1, W, v)),
+    "rowscale: add charged always": ("rowscale_cycles", lambda r, c, a, q, W, v: _ov["rowscale_cycles"](r, c, 1, q, W, v)),
+    "rowscale: no reciprocal": ("rowscale_cycles", lambda r, c, a, q, W, v: _ov["rowscale_cycles"](r, c, a, 0, W, v)),
+    "rowscale: reciprocal charged always": ("rowscale_cycles",
+                                            lambda r, c, a, q, W, v: _ov["rowscale_cycles"](r, c, a, 1, W, v)),
+    "rowscale: reciprocal as INVERSE half": ("rowscale_cycles", lambda r, c, a, q, W, v: _ov["rowscale_cycles"](
+        r, c, a, 0, W, v) + (np.asarray(q) != 0) * _ov["unary_op_1d_cycles"](r, costs.PERF[("INVERSE", "f16")], 2, W, v,
+                                                                             False)),
+    "row value to half: no cast": ("row_value_to_half_cycles", lambda r, W, v: 0 * np.asarray(r)),
+    "row value to half: cast from half": ("row_value_to_half_cycles", lambda r, W, v: _ov["cast_cycles"](r, 2, 2, W, v)),
+    "rowscale: no cast of the vector": ("rowscale_cycles", lambda r, c, a, q, W, v: _ov["rowscale_cycles"](
+        r, c, a, q, W, v) - _ov["row_value_to_half_cycles"](r, W, v)),
+    "online softmax: no cast of the max": ("online_softmax_cycles", lambda r, c, W, v: _ov["online_softmax_cycles"](
+        r, c, W, v) - _ov["row_value_to_half_cycles"](r, W, v)),
+    "layernorm: one cast of the statistics": ("layernorm_cycles", lambda r, c, W, v: _ov["layernorm_cycles"](
+        r, c, W, v) - _ov["row_value_to_half_cycles"](r, W, v)),
+    "PERF: INVERSE f32 as a vector entry": ("PERF", {**costs.PERF, ("INVERSE", "f32"): (None, 6)}),
     "PERF: EXPONENT half 2 cycles a vector": ("PERF", {**costs.PERF, ("EXPONENT", "f16"): (None, 2)}),
     "PERF: VARIANCE_TO_INV_STD_DEV half entry": ("PERF", {**costs.PERF, ("VARIANCE_TO_INV_STD_DEV", "f32"): (4, 24)}),
 }

@@ -238,7 +238,7 @@ def test_rowscale(flags):
         v = 1 / v if flags & isa.F_RECIP else v
         ref = S0[i].astype(np.float64) * v[:, None] + (S1[i].astype(np.float64) if flags & isa.F_ADD else 0)
         _close(Y[i], ref, atol=2e-3)
-        assert res.tile_cycles[0, t] == Asm().t.rowscale_cycles(rows, cols, bool(flags & isa.F_ADD))
+        assert res.tile_cycles[0, t] == Asm().t.rowscale_cycles(rows, cols, flags & isa.F_ADD, flags & isa.F_RECIP)
 
 
 # ---- MATMUL: transposed b, micro-panel b, mixed dtypes -------------------------------------
@@ -324,9 +324,9 @@ def test_online_softmax_attention_over_three_key_blocks():
         np.testing.assert_allclose(st[i, 1], np.exp(s16 - s16.max(-1, keepdims=True)).sum(-1), rtol=2e-3)  # l
     t = a.t
     per_block = (t.matmul_cycles(r, d, kb, "f16") + t.online_softmax_cycles(r, kb)
-                 + t.matmul_cycles(r, kb, d, "f16") + t.rowscale_cycles(r, d, True))
+                 + t.matmul_cycles(r, kb, d, "f16") + t.rowscale_cycles(r, d, True, False))
     assert res.tile_cycles[:3, tiles[0]].tolist() == [per_block] * 3
-    assert res.tile_cycles[3, tiles[0]] == t.rowscale_cycles(r, d, False)
+    assert res.tile_cycles[3, tiles[0]] == t.rowscale_cycles(r, d, False, True)
 
 
 def test_online_softmax_fully_masked_rows_stay_finite():
@@ -431,7 +431,7 @@ def test_random_shapes_per_tile(seed):
         assert np.array_equal(got["mm"], mm)
         t_ = a.t
         expect = (t_.layernorm_cycles(r, c) + 2 * t_.gelu_cycles(r * c) + t_.softmax_cycles(r, c, sc[i] != 1.0)
-                  + t_.online_softmax_cycles(r, c) + t_.rowscale_cycles(r, c, False) + t_.matmul_cycles(r, c, c, "f16"))
+                  + t_.online_softmax_cycles(r, c) + t_.rowscale_cycles(r, c, False, True) + t_.matmul_cycles(r, c, c, "f16"))
         assert res.tile_cycles[0, t] == expect
 
 

@@ -3,7 +3,8 @@ tile group's program; the arithmetic around them is compiler/plan/pipeline.py.
 
     python experiments/throughput/pipeline.py G[,G..] [f16|fp8] [key=value ...] >> rows.md
 
-For G groups of the 27 So400m layers on ipu21 (pipeline.split, pipeline.tiles_for), each
+For G groups of the 27 So400m layers on ipu21 (pipeline.split; tiles by work, the end
+groups' head or patch embedding counted as one layer more: pipeline.tiles_for), each
 group's program is compiled on a target of its own tiles (`target.tiles=w_g`): the first and
 the last group as the tower with their n_g layers (patch embedding and head both: an upper
 bound on either), the others as the encoder alone (`model.scope=blocks`, n_g layers); weights
@@ -47,7 +48,9 @@ def group(scope: str, layers: int, tiles: int, act: str, extra: list) -> dict:
 
 def row(G: int, act: str, extra: list) -> str:
     counts = pipeline.split(LAYERS, G)
-    tiles = pipeline.tiles_for(TILES, counts)
+    # tiles by work: an end group also holds the head (its weights are one layer's: q, kv,
+    # proj, fc1, fc2) or the patch embedding, so it counts one layer more
+    tiles = pipeline.tiles_for(TILES, [n + (g in (0, G - 1)) for g, n in enumerate(counts)])
     scopes = ["tower" if g in (0, G - 1) else "blocks" for g in range(G)]
     done, secs = {}, 0.0
     for key in dict.fromkeys(zip(scopes, counts, tiles)):

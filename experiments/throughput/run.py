@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from compiler.models import photos  # noqa: E402
 from compiler.phases import PHASES, run_phase  # noqa: E402
@@ -70,7 +72,13 @@ def expand_row(b: int, act: str, extra: list) -> str:
         return f"| {b} | {act} | batch | rejected at expand: {rej.message} | - | - | - | - | - | - | {secs:.0f} | {cmd} |"
     cyc = e.metrics()["cycles"]
     tp = throughput(res["model"].graph, target_of(cfg), cyc)
-    return (f"| {b} | {act} | batch | expand | {cyc:,} | {cyc // b:,} | {tp['latency_ms']:.4f} | "
+    best = e.finalists[0]
+    b0, b1 = best.tilegraph.body_steps()         # one layer: exchange and compute supersteps, per image
+    kind = np.asarray(best.tilegraph.steps[b0:b1])
+    step = np.asarray(best.analysis["step_cycles"][b0:b1])
+    xc, cc = (int(step[kind == k].sum()) // b for k in ("exchange", "compute"))
+    return (f"| {b} | {act} | batch | expand (layer per image: exchange {xc:,}, compute {cc:,}) | {cyc:,} | "
+            f"{cyc // b:,} | {tp['latency_ms']:.4f} | "
             f"{tp['images_per_s']:.1f} | - | - | {secs:.0f} | {cmd} |")
 
 

@@ -60,3 +60,24 @@ def test_shift_is_one_exchange_of_the_busiest_tile():
     busiest = -(-rows * width * 2 // 7)                    # 7 senders, 9 receivers: a sender's share
     assert pipeline.shift_cycles(t, rows, width, 2, 7, 9) == \
         t.exchange_phase_cycles + t.sync_cycles + -(-busiest // t.exchange_bytes_per_cycle)
+
+
+def test_a_group_program_runs_on_its_own_tiles():
+    """What experiments/throughput/pipeline.py prices, on the tiny target: a tower of 4
+    layers cut into 2 groups of 2 layers on 32 tiles each; a group's program (compiled on a
+    target of its tiles) runs and validates on the simulator, uses only its tiles, and the
+    simulator's cycles are expand's, which the step is made of."""
+    from compiler.phases import compile_trial
+    counts = pipeline.split(4, 2)
+    tiles = pipeline.tiles_for(64, [n + 1 for n in counts])      # both groups hold an end
+    assert counts == [2, 2] and tiles == [32, 32]
+    tower = dict(name="vit", preset="custom", scope="tower", width=64, hidden=172, heads=2, image=56, patch=14,
+                 pool="map", input="", layers=counts[0])
+    r = compile_trial(dict(model=tower, target=dict(target_cfg("tiny"), tiles=tiles[0]), policy={}))
+    assert r["run"].validated, r["run"].failed
+    assert r["place"].tilegraph.tiles == tiles[0]
+    cycles = r["expand"].finalists[r["place"].placement.finalist].analysis["cycles"]
+    assert r["run"].cycles == cycles
+    st = pipeline.steady([cycles, cycles], pipeline.shift_cycles(Target.from_dict(target_cfg("tiny")),
+                                                                   30, 64, 2, *tiles))
+    assert st.step > cycles and st.latency == 2 * st.step

@@ -1,7 +1,7 @@
 """The spatial pipeline's cost at full depth (issue #27), from expand's exact cycles of each
 tile group's program; the arithmetic around them is compiler/plan/pipeline.py.
 
-    python experiments/throughput/pipeline.py G[,G..] [f16|fp8] [key=value ...] [--batch B] >> rows.md
+    python experiments/throughput/pipeline.py G[,G..] [f16|fp8] [key=value ...] [--batch B] [--tiles w,..]
 
 For G groups of the 27 So400m layers on ipu21 (pipeline.split; tiles by work, the end
 groups' head or patch embedding counted as one layer more: pipeline.tiles_for), each
@@ -13,7 +13,8 @@ in the group's own homes. One markdown row per G: the groups' cycles, the shift 
 groups, the step (slowest group + shift), images/s in the steady state (one image per step,
 its host link not overlapped, as the batch rows count it), latency (G steps + the host link
 of one image), and the weights' mode. G = 1 is the batch-1 tower (a check on the script).
---batch B: items are micro-batches of B images (G <= 2: both groups are towers). Rows are expand's figures: the pipeline
+--batch B: items are micro-batches of B images (G <= 2: both groups are towers). --tiles
+w_0,..: the groups' tiles (default: by work). Rows are expand's figures: the pipeline
 is not lowered (compiler/plan/pipeline.py says what is missing)."""
 from __future__ import annotations
 
@@ -50,20 +51,25 @@ def group(scope: str, layers: int, tiles: int, act: str, extra: list, batch: int
                 resident=f"{len(best.candidate.resident)}/{sum(1 for _ in best.candidate.strategy)} matmuls resident")
 
 
-def row(G: int, act: str, extra: list, batch: int = 1) -> str:
+def row(G: int, act: str, extra: list, batch: int = 1, tiles: list | None = None) -> str:
     counts = pipeline.split(LAYERS, G)
     if batch > 1 and G > 2:
         raise SystemExit("pipeline.py: micro-batches need every group a tower (G <= 2): model.scope=blocks has no batch")
     # tiles by work: an end group also holds the head (its weights are one layer's: q, kv,
     # proj, fc1, fc2) or the patch embedding, so it counts one layer more
-    tiles = pipeline.tiles_for(TILES, [n + (g in (0, G - 1)) for g, n in enumerate(counts)])
+    given = tiles is not None
+    if not given:
+        tiles = pipeline.tiles_for(TILES, [n + (g in (0, G - 1)) for g, n in enumerate(counts)])
+    elif len(tiles) != G or sum(tiles) > TILES:
+        raise SystemExit(f"pipeline.py --tiles {','.join(map(str, tiles))}: {G} groups of at most {TILES} tiles")
     scopes = ["tower" if g in (0, G - 1) else "blocks" for g in range(G)]
     done, secs = {}, 0.0
     for key in dict.fromkeys(zip(scopes, counts, tiles)):
         done[key] = group(*key, act, extra, batch)
         secs += done[key]["secs"]
     gs = [done[k] for k in zip(scopes, counts, tiles)]
-    cmd = f"`pipeline.py {G} {act}{' ' + ' '.join(extra) if extra else ''}{f' --batch {batch}' if batch > 1 else ''}`"
+    cmd = (f"`pipeline.py {G} {act}{' ' + ' '.join(extra) if extra else ''}{f' --batch {batch}' if batch > 1 else ''}"
+           f"{' --tiles ' + ','.join(map(str, tiles)) if given else ''}`")
     shape = " + ".join(f"{n}L/{w}t" for n, w in zip(counts, tiles)) if G <= 4 else \
         f"{G} × ({min(counts)}-{max(counts)}L / {min(tiles)}-{max(tiles)}t)"
     bad = [g for g in gs if "rejected" in g]
@@ -94,7 +100,8 @@ if __name__ == "__main__":
         sys.exit(0)
     act = args[1] if len(args) > 1 and args[1] in ("f16", "fp8") else "f16"
     batch = int(args[args.index("--batch") + 1]) if "--batch" in args else 1
+    tiles = [int(x) for x in args[args.index("--tiles") + 1].split(",")] if "--tiles" in args else None
     extra = [x for x in args[1:] if "=" in x]
     print(HEADER, flush=True)
     for G in (int(x) for x in args[0].split(",")):
-        print(row(G, act, extra, batch), flush=True)
+        print(row(G, act, extra, batch, tiles), flush=True)

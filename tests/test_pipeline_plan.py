@@ -63,7 +63,7 @@ def test_shift_is_one_exchange_of_the_busiest_tile():
 
 
 def test_a_group_program_runs_on_its_own_tiles():
-    """What experiments/throughput/pipeline.py prices, on the tiny target: a tower of 4
+    """What experiments/throughput/groups.py prices, on the tiny target: a tower of 4
     layers cut into 2 groups of 2 layers on 32 tiles each; a group's program (compiled on a
     target of its tiles) runs and validates on the simulator, uses only its tiles, and the
     simulator's cycles are expand's, which the step is made of."""

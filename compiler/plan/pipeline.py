@@ -10,7 +10,7 @@ patch embedding, the last the final norm and head.
 What a step costs is what the slowest group's program costs, plus the shift: the groups
 run in the same supersteps (bulk-synchronous), so every group waits for the slowest. A
 group's program is the encoder of n_g layers on a w_g-tile target, whose cycles expand
-computes exactly (experiments/throughput/pipeline.py runs it); this file holds only the
+computes exactly (experiments/throughput/groups.py runs it); this file holds only the
 arithmetic around those figures, so a test can check it against a step-by-step simulation
 of items moving through groups that shares no code with it.
 

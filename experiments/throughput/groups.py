@@ -1,7 +1,7 @@
 """The spatial pipeline's cost at full depth (issue #27), from expand's exact cycles of each
 tile group's program; the arithmetic around them is compiler/plan/pipeline.py.
 
-    python experiments/throughput/pipeline.py G[,G..] [f16|fp8] [key=value ...] [--batch B] [--tiles w,..]
+    python experiments/throughput/groups.py G[,G..] [f16|fp8] [key=value ...] [--batch B] [--tiles w,..]
 
 For G groups of the 27 So400m layers on ipu21 (pipeline.split; tiles by work, the end
 groups' head or patch embedding counted as one layer more: pipeline.tiles_for), each
@@ -54,21 +54,21 @@ def group(scope: str, layers: int, tiles: int, act: str, extra: list, batch: int
 def row(G: int, act: str, extra: list, batch: int = 1, tiles: list | None = None) -> str:
     counts = pipeline.split(LAYERS, G)
     if batch > 1 and G > 2:
-        raise SystemExit("pipeline.py: micro-batches need every group a tower (G <= 2): model.scope=blocks has no batch")
+        raise SystemExit("groups.py: micro-batches need every group a tower (G <= 2): model.scope=blocks has no batch")
     # tiles by work: an end group also holds the head (its weights are one layer's: q, kv,
     # proj, fc1, fc2) or the patch embedding, so it counts one layer more
     given = tiles is not None
     if not given:
         tiles = pipeline.tiles_for(TILES, [n + (g in (0, G - 1)) for g, n in enumerate(counts)])
     elif len(tiles) != G or sum(tiles) > TILES:
-        raise SystemExit(f"pipeline.py --tiles {','.join(map(str, tiles))}: {G} groups of at most {TILES} tiles")
+        raise SystemExit(f"groups.py --tiles {','.join(map(str, tiles))}: {G} groups of at most {TILES} tiles")
     scopes = ["tower" if g in (0, G - 1) else "blocks" for g in range(G)]
     done, secs = {}, 0.0
     for key in dict.fromkeys(zip(scopes, counts, tiles)):
         done[key] = group(*key, act, extra, batch)
         secs += done[key]["secs"]
     gs = [done[k] for k in zip(scopes, counts, tiles)]
-    cmd = (f"`pipeline.py {G} {act}{' ' + ' '.join(extra) if extra else ''}{f' --batch {batch}' if batch > 1 else ''}"
+    cmd = (f"`groups.py {G} {act}{' ' + ' '.join(extra) if extra else ''}{f' --batch {batch}' if batch > 1 else ''}"
            f"{' --tiles ' + ','.join(map(str, tiles)) if given else ''}`")
     shape = " + ".join(f"{n}L/{w}t" for n, w in zip(counts, tiles)) if G <= 4 else \
         f"{G} × ({min(counts)}-{max(counts)}L / {min(tiles)}-{max(tiles)}t)"

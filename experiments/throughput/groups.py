@@ -104,4 +104,7 @@ if __name__ == "__main__":
     extra = [x for x in args[1:] if "=" in x]
     print(HEADER, flush=True)
     for G in (int(x) for x in args[0].split(",")):
-        print(row(G, act, extra, batch, tiles), flush=True)
+        try:
+            print(row(G, act, extra, batch, tiles), flush=True)
+        except ValueError as e:          # a bad G or tile count: one line, no traceback
+            raise SystemExit(f"groups.py {G}: {e}") from None

@@ -105,6 +105,7 @@ if __name__ == "__main__":
     print(HEADER, flush=True)
     for G in (int(x) for x in args[0].split(",")):
         try:
-            print(row(G, act, extra, batch, tiles), flush=True)
-        except ValueError as e:          # a bad G or tile count: one line, no traceback
+            pipeline.split(LAYERS, G)
+        except ValueError as e:          # a bad G: one line, no traceback
             raise SystemExit(f"groups.py {G}: {e}") from None
+        print(row(G, act, extra, batch, tiles), flush=True)

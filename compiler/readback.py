@@ -161,18 +161,17 @@ def _softmax(op, x, _):
 def _flash(op, x, _):
     q, k, v = x
     ref = reference._op(op, x, lambda a: a)
-    H, d, valid, scale = op.attr("heads"), op.attr("head_dim"), op.attr("valid"), op.attr("scale")
+    d, valid, scale = op.attr("head_dim"), op.attr("valid"), op.attr("scale")
     bound = ulp16(ref) + TINY
-    for h in range(H):
-        c = slice(h * d, (h + 1) * d)
+    for r, cq, ck, cv, c in reference.flash_groups(op):     # (image, head) groups
         # reference.dot, not BLAS: these bounds decide op_error_ratio, a stored figure (issue #24)
-        s = reference.dot(q[:, c], k[:, c].T) * scale
-        sa = reference.dot(np.abs(q[:, c]), np.abs(k[:, c]).T) * abs(scale)
+        s = reference.dot(q[r, cq], k[r, ck].T) * scale
+        sa = reference.dot(np.abs(q[r, cq]), np.abs(k[r, ck]).T) * abs(scale)
         n = valid or s.shape[1]
         D = (3 * U + (d + 4) * E) * sa[:, :n].max(1) + U * np.abs(s[:, :n]).max(1)
         p = reference.softmax(s, 1.0, valid)
         # expm1(y) <= y e^y for y >= 0, e^y by exact.exp64 (numpy's exp and expm1 vary by CPU)
-        bound[:, c] += (2 * D * exact.exp_array(2 * D) + 8 * U)[:, None] * reference.dot(p, np.abs(v[:, c]))
+        bound[r, c] += (2 * D * exact.exp_array(2 * D) + 8 * U)[:, None] * reference.dot(p, np.abs(v[r, cv]))
     return ref, bound
 
 

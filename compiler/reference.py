@@ -427,14 +427,22 @@ def _op_value(op, x, rnd):
         return layernorm(x[0], x[1], x[2], op.attr("eps", 1e-6))
     if op.kind == "flash_attention":   # the same function as materialized attention
         q, k, v = x
-        d, v_ = op.attr("head_dim"), op.attr("valid")
-        out = np.zeros_like(q)
-        for h in range(op.attr("heads")):
-            c = slice(h * d, (h + 1) * d)
-            p = rnd(softmax(rnd(dot(q[:, c], k[:, c].T) * op.attr("scale")), 1.0, v_))
-            out[:, c] = dot(p, v[:, c])
+        d, v_, H = op.attr("head_dim"), op.attr("valid"), op.attr("heads")
+        out = np.zeros((q.shape[0], H * d), q.dtype)
+        for r, cq, ck, cv, co in flash_groups(op):
+            p = rnd(softmax(rnd(dot(q[r, cq], k[r, ck].T) * op.attr("scale")), 1.0, v_))
+            out[r, co] = dot(p, v[r, cv])
         return out
     raise NotImplementedError(f"reference: op {op.kind!r}")
+
+
+def flash_groups(op):
+    """A flash_attention op's (image, head) groups: (rows, Q cols, K cols, V cols, output
+    cols) slices; image b's tokens are rows [b·T, (b+1)·T), head h at `cols`[i] + h·d."""
+    T, H, d = op.attr("tokens"), op.attr("heads"), op.attr("head_dim")
+    cols = op.attr("cols", (0, 0, 0))
+    return [(slice(b * T, (b + 1) * T), *(slice(c0 + h * d, c0 + (h + 1) * d) for c0 in (*cols, 0)))
+            for b in range(op.attr("batch", 1)) for h in range(H)]
 
 
 def _dead_after(g: Graph, first: int, stop: int, keep: set) -> dict[int, list[str]]:

@@ -55,3 +55,34 @@ def test_lean_candidates_fit_a_batch_that_would_not():
     peak = lambda c: max(g.mem_bytes for _, g in c.strategy)
     assert placed.strategy not in {c.strategy for c in off["plan"].candidates}
     assert peak(placed) < min(peak(c) for c in off["plan"].candidates)
+
+
+FLASH_TOWER = dict(TOWER, width=64, hidden=172, image=56, layers=1, batch=2, attention="flash")
+
+
+def test_flash_attention_tower_batch_against_the_reference():
+    """model.attention=flash with a batch (one flash_attention op over (image, head) groups
+    of one QKV tensor's column windows): the run matches the reference end to end and op
+    by op (the flash op's read-back included); and an injected fault -- every group's keys
+    and values read from image 0's rows, so image 1 attends to image 0 -- is caught."""
+    import compiler.expand.flash as flash
+    ok = compile_trial(_cfg(**FLASH_TOWER))
+    assert ok["run"].validated, ok["run"].failed
+    assert "flash_attention" in {op.kind for op in ok["model"].graph.ops}
+    assert ok["run"].metrics()["ops_checked"] > 0
+    T = ok["model"].graph.ops[[op.kind for op in ok["model"].graph.ops].index("flash_attention")].attr("tokens")
+    block, calls = flash._block, []
+
+    def image_0_keys(c, name, K, V, x, first, tile, col, rows, k0, kn, *rest):
+        calls.append(int((k0 >= T).sum()))
+        return block(c, name, K, V, x, first, tile, col, rows, k0 % T, kn, *rest)
+
+    flash._block = image_0_keys
+    try:
+        bad = compile_trial(_cfg(**FLASH_TOWER))
+    finally:
+        flash._block = block
+    assert sum(calls) > 0                       # image 1's key blocks existed and were redirected
+    m = bad["run"].metrics()
+    assert not m["validated"] and m["ops_failed"] > 0
+    assert m["first_failed_op"]["kind"] == "flash_attention", m["first_failed_op"]

@@ -65,6 +65,8 @@ class VitConfig:
     pool: str = ""                # tower head: map (SigLIP attention pool) | token (class token + Linear)
     classes: int = 1000           # pool=token: classifier outputs
     batch: int = 1                # tower: images per run (model.input: a list of that many files, or a stacked array)
+    attention: str = "materialized"  # materialized: S and P stored per (image, head) | flash: one flash_attention
+                                     # op, S never stored beyond a key block (issue #27: what lets B >= 6 fit)
     weight_dtype: str = "fp8"
     gelu: str = "erf"
     eps: float = 1e-6
@@ -117,6 +119,8 @@ class VitConfig:
             raise ValueError(f"model.scope={self.scope!r}: not one of tower, blocks")
         check_positive(self, "layers", "classes", "batch", "calibration")
         check_preprocess(self.crop_pct, self.interpolation, self.mean, self.std)
+        if self.attention not in ("materialized", "flash"):
+            raise ValueError(f"model.attention={self.attention!r}: not one of materialized, flash")
         if self.fp8_scales not in ("least_error", "calibrated", "bound"):
             raise ValueError(f"model.fp8_scales={self.fp8_scales!r}: not one of least_error, calibrated, bound")
         if self.fp8_calibration not in ("photos", "seeded"):
@@ -310,7 +314,11 @@ def build(cfg: dict):
     # one encoder block: the Repeat body, every parameter a sequence over the layers
     h, s1 = norm("x", "norm1", "ln1")
     qkv = linear(h, "attn.qkv.weight", "qkv", D, 3 * D)
-    attention_ops(g, qkv, qkv, qkv, act("attn", D), T, H, hd, valid=T0, cols=(0, D, 2 * D), batch=B)
+    if c.attention == "flash":     # the same function, S never stored whole (attention.py)
+        g.op("flash_attention", [qkv, qkv, qkv], [act("attn", D)], tokens=T, heads=H, head_dim=hd,
+             valid=T0, block=128, scale=1 / np.sqrt(hd), cols=(0, D, 2 * D), batch=B)
+    else:
+        attention_ops(g, qkv, qkv, qkv, act("attn", D), T, H, hd, valid=T0, cols=(0, D, 2 * D), batch=B)
     # attention rows are convex combinations of V's rows: |attn_j| <= max |V_j|
     a, _ = fp8("attn", lambda: after_norm("norm1", s1, "attn.qkv.weight", slice(2 * D, 3 * D)))
     linear(a, "attn.proj.weight", "proj", D, D)

@@ -3,6 +3,7 @@ of B images per run, FP16 or FP8 activations, every phase in-process, validated 
 simulator with read-back (the layers_27 preset: policy.check=sampled, iterations 0, 13, 26).
 
     python experiments/throughput/run.py B[,B..] [f16|fp8] [key=value ...] >> rows.md
+    python experiments/throughput/run.py --expand B[,B..] [f16|fp8] [key=value ...]   # expand's cycles only
 
 One markdown row per B: status, the plan family (batch: every matmul's rows are the B
 images' tokens, B·729 (+1 padding each), weights gathered from their homes once per run for
@@ -16,6 +17,8 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from compiler.models import photos  # noqa: E402
@@ -53,6 +56,32 @@ def trial(b: int, act: str, extra: list) -> dict:
                 secs=time.perf_counter() - t0)
 
 
+def expand_row(b: int, act: str, extra: list) -> str:
+    """model + plan + expand only: expand's exact cycles (the simulator reproduces them cycle
+    for cycle, tests/sim), latency and images/s from them (compiler/run.py throughput); no
+    placement, so no min free bytes."""
+    from compiler.phases import target_of
+    from compiler.run import throughput
+    cfg, res, t0 = compose(overrides(b, act, extra)), {}, time.perf_counter()
+    for name in ("model", "plan", "expand"):
+        res[name] = run_phase(name, res, cfg)
+    e, cmd = res["expand"], f"`run.py --expand {b} {act}{' ' + ' '.join(extra) if extra else ''}`"
+    secs = time.perf_counter() - t0
+    if getattr(e, "rejection", None) or getattr(res["plan"], "rejection", None):
+        rej = e.rejection or res["plan"].rejection
+        return f"| {b} | {act} | batch | rejected at expand: {rej.message} | - | - | - | - | - | - | {secs:.0f} | {cmd} |"
+    cyc = e.metrics()["cycles"]
+    tp = throughput(res["model"].graph, target_of(cfg), cyc)
+    best = e.finalists[0]
+    b0, b1 = best.tilegraph.body_steps()         # one layer: exchange and compute supersteps, per image
+    kind = np.asarray(best.tilegraph.steps[b0:b1])
+    step = np.asarray(best.analysis["step_cycles"][b0:b1])
+    xc, cc = (int(step[kind == k].sum()) // b for k in ("exchange", "compute"))
+    return (f"| {b} | {act} | batch | expand (layer per image: exchange {xc:,}, compute {cc:,}) | {cyc:,} | "
+            f"{cyc // b:,} | {tp['latency_ms']:.4f} | "
+            f"{tp['images_per_s']:.1f} | - | - | {secs:.0f} | {cmd} |")
+
+
 def row(b: int, act: str, extra: list) -> str:
     r = trial(b, act, extra)
     s, run = r["summary"], r["run"]
@@ -74,6 +103,8 @@ HEADER = ("| B | activations | plan | status | cycles | cycles / image | latency
 
 if __name__ == "__main__":
     args = sys.argv[1:]
+    only_expand = "--expand" in args
+    args = [a for a in args if a != "--expand"]
     if not args or args[0] in ("-h", "--help"):
         print(__doc__)
         sys.exit(0)
@@ -82,4 +113,4 @@ if __name__ == "__main__":
     extra = [x for x in args[1:] if "=" in x]
     print(HEADER, flush=True)
     for b in bs:
-        print(row(b, act, extra), flush=True)
+        print((expand_row if only_expand else row)(b, act, extra), flush=True)

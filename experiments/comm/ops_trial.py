@@ -20,7 +20,8 @@ from pipeline.config import compose  # noqa: E402
 HERE = Path(__file__).resolve().parent
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str], here: Path = HERE) -> None:
+    """Writes here/ops/<label>.{csv,json} (another study passes its own folder)."""
     label, overrides = argv[0], argv[1:]
     cfg = compose(["model=vit", "target=ipu21", *overrides])
     res, secs = {}, {}
@@ -35,8 +36,8 @@ def main(argv: list[str]) -> None:
         cand = res["expand"].finalists[placed.finalist].candidate
         out["candidate"] = cand.label
         out["weights"] = weight_modes(res["model"].graph, cand)
-        (HERE / "ops" / f"{label}.csv").write_text(res["report"].plots["ops.csv"])
-    (HERE / "ops" / f"{label}.json").write_text(json.dumps(out, indent=1, default=str) + "\n")
+        (here / "ops" / f"{label}.csv").write_text(res["report"].plots["ops.csv"])
+    (here / "ops" / f"{label}.json").write_text(json.dumps(out, indent=1, default=str) + "\n")
     print(json.dumps({k: out[k] for k in ("label", "status", "secs")}), out["run"].get("cycles_per_layer"))
 
 

@@ -8,38 +8,11 @@ phases as `dvc repro` / `python -m pipeline.trial` (experiments/comm/ops_trial.p
 writing here so that this study's files stay its own)."""
 from __future__ import annotations
 
-import json
 import sys
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from compiler.phases import PHASES, run_phase  # noqa: E402
-from compiler.plan import weight_modes  # noqa: E402
-from pipeline.config import compose  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
-
-
-def main(argv: list[str]) -> None:
-    label, overrides = argv[0], argv[1:]
-    cfg = compose(["model=vit", "target=ipu21", *overrides])
-    res, secs = {}, {}
-    for name in PHASES:
-        t0 = time.perf_counter()
-        res[name] = run_phase(name, res, cfg)
-        secs[name] = round(time.perf_counter() - t0, 1)
-    s = res["report"].summary
-    out = dict(label=label, overrides=overrides, status=s["status"], run=res["run"].metrics(), secs=secs)
-    placed = getattr(res["place"], "placement", None)
-    if placed is not None and res["expand"].finalists:
-        cand = res["expand"].finalists[placed.finalist].candidate
-        out["candidate"] = cand.label
-        out["weights"] = weight_modes(res["model"].graph, cand)
-        (HERE / "ops" / f"{label}.csv").write_text(res["report"].plots["ops.csv"])
-    (HERE / "ops" / f"{label}.json").write_text(json.dumps(out, indent=1, default=str) + "\n")
-    print(json.dumps({k: out[k] for k in ("label", "status", "secs")}), out["run"].get("cycles_per_layer"))
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "comm"))
+import ops_trial  # noqa: E402
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    ops_trial.main(sys.argv[1:], Path(__file__).resolve().parent)

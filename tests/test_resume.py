@@ -69,9 +69,10 @@ def trial(tmp_path_factory):
     ipu = yaml.safe_load((d / "conf" / "target" / "ipu21.yaml").read_text())
     p = yaml.safe_load((d / "params.yaml").read_text())
     p["model"].update(m=512, k=1152, n=1152)
-    # homes only: expand then runs exactly N candidates (stationary would add copies)
+    # homes only: expand then runs exactly N candidates (stationary would add copies, ring homes
+    # their plain-homes twin)
     set_params(d, target=ipu, model=p["model"], **{"policy.plan_candidates": N, "policy.weight_stationary": False,
-                                                   "store": ".store-ref"})
+                                                   "policy.ring_homes": False, "store": ".store-ref"})
     for ph in ("model", "plan"):
         sh([sys.executable, "-m", "pipeline", ph], d)
     finish(stage(d, "expand"))                       # the uninterrupted reference

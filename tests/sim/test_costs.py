@@ -110,13 +110,17 @@ MUTANTS = {
                                        lambda m, n, W, v: _orig["amp_output_cast_cycles"](m, n, W, 2 * v)),
 }
 
+def _caught(disagreements, mutant, monkeypatch):
+    """The oracle agrees with costs.py, then disagrees once `mutant` (attr, replacement) is in."""
+    assert disagreements(IPU21) == 0
+    attr, fn = mutant
+    monkeypatch.setattr(costs, attr, fn)
+    assert disagreements(IPU21) > 0
+
 
 @pytest.mark.parametrize("mutant", list(MUTANTS))
 def test_each_mutated_term_is_caught(mutant, monkeypatch):
-    assert _disagreements(IPU21) == 0
-    attr, fn = MUTANTS[mutant]
-    monkeypatch.setattr(costs, attr, fn)
-    assert _disagreements(IPU21) > 0
+    _caught(_disagreements, MUTANTS[mutant], monkeypatch)
 
 
 def test_rate_must_give_whole_cycles_per_row():
@@ -188,10 +192,7 @@ _orig_add = {name: getattr(costs, name) for name in ("add_binary_cycles", "add_r
 
 @pytest.mark.parametrize("mutant", list(ADD_MUTANTS))
 def test_each_mutated_add_term_is_caught(mutant, monkeypatch):
-    assert _add_disagreements(IPU21) == 0
-    attr, fn = ADD_MUTANTS[mutant]
-    monkeypatch.setattr(costs, attr, fn)
-    assert _add_disagreements(IPU21) > 0
+    _caught(_add_disagreements, ADD_MUTANTS[mutant], monkeypatch)
 
 
 # (rows, cols) -> BIAS cycles, worked by hand in experiments/costs/README.md
@@ -236,10 +237,7 @@ BIAS_MUTANTS = {
 
 @pytest.mark.parametrize("mutant", list(BIAS_MUTANTS))
 def test_each_mutated_bias_term_is_caught(mutant, monkeypatch):
-    assert _bias_disagreements(IPU21) == 0
-    attr, fn = BIAS_MUTANTS[mutant]
-    monkeypatch.setattr(costs, attr, fn)
-    assert _bias_disagreements(IPU21) > 0
+    _caught(_bias_disagreements, BIAS_MUTANTS[mutant], monkeypatch)
 
 
 # ---- GELU, SOFTMAX, ONLINE_SOFTMAX, LAYERNORM, ROWSCALE, CAST: popops / popnn vertex sums --------
@@ -395,7 +393,4 @@ VEC_MUTANTS = {
 
 @pytest.mark.parametrize("mutant", list(VEC_MUTANTS))
 def test_each_mutated_vector_term_is_caught(mutant, monkeypatch):
-    assert _vector_disagreements(IPU21) == 0
-    attr, fn = VEC_MUTANTS[mutant]
-    monkeypatch.setattr(costs, attr, fn)
-    assert _vector_disagreements(IPU21) > 0
+    _caught(_vector_disagreements, VEC_MUTANTS[mutant], monkeypatch)

@@ -435,6 +435,20 @@ def test_random_shapes_per_tile(seed):
         assert res.tile_cycles[0, t] == expect
 
 
+def _softmax_build(X, r, c, scales, valid):
+    """A build(off) for _run_both: tile TILES[i] runs SOFTMAX of X[i] (r x c) at scales[i],
+    valid[i] columns (0: all), into y."""
+    def build(off):
+        a = Asm()
+        s = {"x": _load(a, "x", lambda t: R0_DATA + off(t), X)}
+        for sc, v, t in zip(scales, valid, TILES):
+            a.on(t, isa.SOFTMAX, R1 + off(t), R0_DATA + off(t), r, c, isa.f32_bits(sc), v)
+        a.sync()
+        _unload(a, "y", lambda t: R1 + off(t), 2 * r * c)
+        return a.build(), s
+    return build
+
+
 def test_softmax_valid_columns():
     """SOFTMAX word 6 = valid: softmax over the first `valid` columns (masked padding
     keys), zeros after them; 0 means every column; more than cols is refused."""
@@ -442,17 +456,7 @@ def test_softmax_valid_columns():
     r, c, scale = 4, 24, 0.5
     X = [_f16(rng, (r, c), 2.0) for _ in TILES]
     valid = [0, 24, 1, 17, 17, 5]
-
-    def build(off):
-        a = Asm()
-        s = {"x": _load(a, "x", lambda t: R0_DATA + off(t), X)}
-        for v, t in zip(valid, TILES):
-            a.on(t, isa.SOFTMAX, R1 + off(t), R0_DATA + off(t), r, c, isa.f32_bits(scale), v)
-        a.sync()
-        _unload(a, "y", lambda t: R1 + off(t), 2 * r * c)
-        return a.build(), s
-
-    res = _run_both(build)
+    res = _run_both(_softmax_build(X, r, c, [scale] * len(TILES), valid))
     Y = res.outputs["y"].view(np.float16).reshape(len(TILES), r, c)
     for i, (v, t) in enumerate(zip(valid, TILES)):
         v = v or c
@@ -502,17 +506,7 @@ def test_softmax_at_scale_one_costs_no_multiply():
     r, c = 8, 729
     X = [_f16(rng, (r, c), 4.0) for _ in TILES]
     scales = [1.0, 0.5, 1.0, 2.0, 1.0, 0.125]
-
-    def build(off):
-        a = Asm()
-        s = {"x": _load(a, "x", lambda t: R0_DATA + off(t), X)}
-        for sc, t in zip(scales, TILES):
-            a.on(t, isa.SOFTMAX, R1 + off(t), R0_DATA + off(t), r, c, isa.f32_bits(sc))
-        a.sync()
-        _unload(a, "y", lambda t: R1 + off(t), 2 * r * c)
-        return a.build(), s
-
-    res = _run_both(build)
+    res = _run_both(_softmax_build(X, r, c, scales, [0] * len(TILES)))
     Y = res.outputs["y"].view(np.float16).reshape(len(TILES), r, c)
     t_ = Asm().t
     mul = int(costs.broadcast_scalar_1d_cycles(r * c, costs.PERF[("MULTIPLY", "f16")], 2, t_.workers,

@@ -384,7 +384,12 @@ def _run_dask(ex: Executor, fn, pending: Iterator, deliver, scatter: dict, label
                     with contextlib.suppress(Exception):
                         f.release()
             shared.clear()
-            shared.update(client.scatter(scatter, broadcast=True, hash=False))
+            # Keys unique to this scatter: a dict scattered as it is takes its names as keys, and
+            # the next map_reduce's scatter of "model" raced the release of this one's, which
+            # left its task waiting forever on a key the scheduler had just forgotten.
+            keys = {n: f"{prefix}-{run}-{n}-{next(seq)}" for n in scatter}
+            futs = client.scatter({keys[n]: v for n, v in scatter.items()}, broadcast=True, hash=False)
+            shared.update({n: futs[keys[n]] for n in scatter})
 
     def submit(i, item, k, losses=0):
         fut = client.submit(fn, item, **shared, key=f"{prefix}-{run}-{i}-{next(seq)}", pure=False,

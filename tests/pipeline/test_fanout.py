@@ -181,6 +181,18 @@ def test_scatter_threads_and_processes(proc_ex):
         assert got == want
 
 
+def test_back_to_back_scatters_of_one_name(proc_ex):
+    """Each map_reduce scatters its "table" anew right after the last one released it (a pod runs
+    its chips this way). With the name as the Dask key, a scatter raced the release before it and
+    a task waited forever on a forgotten key (about one run in three of tests/pipeline/
+    test_pod_workers.py hung CI for 90 min); so one call a value, each must see its own."""
+    for k in range(25):
+        table = np.full(20_000, float(k))
+        got = map_reduce(with_shared, range(2), lambda acc, i, r: acc + [r], [],
+                         executor=proc_ex, scatter={"table": table, "bias": 0.0})
+        assert got == [float(k), float(k)], k
+
+
 # ---------------------------------------------------------------------------------------- failures
 
 @pytest.mark.parametrize("kind", ["sync", "threads"])

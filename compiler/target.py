@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from . import costs
+from .costs import DTYPE_BYTES, amp, vector, vertices  # DTYPE_BYTES: defined once, there; phases read it here
 
 # Region classes of an allocation request (also used by the ISA operand specs).
 STANDARD = 0     # either region
@@ -20,7 +20,6 @@ INTERLEAVED = 1  # region 1 only: 128-bit loads need the interleaved region
 CODE = 2         # region 0 only: instructions may be fetched only from there
 REGION_CLASS_NAMES = {STANDARD: "standard", INTERLEAVED: "interleaved", CODE: "code"}
 
-DTYPE_BYTES = {"fp8": 1, "f16": 2, "f32": 4}
 
 
 class ConfigError(ValueError):
@@ -117,48 +116,49 @@ class Target:
 
     def matmul_cycles(self, m, k, n, dtype: str, dtype_a: str | None = None):
         """PopLibs' estimate of the AMP vertex (ConvPartial1x1Out) for this product, term
-        by term in compiler/costs.py: 6 workers splitting the m rows, per-pass worker
+        by term in compiler/costs/amp.py: 6 workers splitting the m rows, per-pass worker
         loops, partials zeroing, weight loads per pass over whole channel groups (a ragged
         block pays for the padding), supervisor loops, the f32 -> f16 output cast.
         Accepts numpy arrays for m, k, n."""
-        return costs.matmul_cycles(self, m, k, n, self.amp_dtype(dtype, dtype_a))
+        return amp.matmul_cycles(self, m, k, n, self.amp_dtype(dtype, dtype_a))
 
     # Kernel costs below accept numpy arrays (the simulator applies them to whole batches).
-    # Each is the sum of the popops / popnn vertex estimates for the kernel (compiler/costs.py).
+    # Each is the sum of the popops / popnn vertex estimates for the kernel (the vertices:
+    # compiler/costs/vertices.py; which ones each kernel runs: compiler/costs/vector.py).
     def gelu_cycles(self, nelem):
         """popnn's GELU non-linearity vertex (NonLinearitySupervisor)."""
-        return costs.gelu_cycles(nelem, self.workers, self.vector_bytes_per_cycle)
+        return vector.gelu_cycles(nelem, self.workers, self.vector_bytes_per_cycle)
 
     def softmax_cycles(self, rows, cols, scaled=True):
         """popnn's stable softmax: scale (only where `scaled`: the scale is not 1.0), row max,
         subtract, exp, row sum, reciprocal, multiply."""
-        return costs.softmax_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle, scaled)
+        return vector.softmax_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle, scaled)
 
     def online_softmax_cycles(self, rows, cols):
         """One flash-attention key block: the softmax steps plus the f32 state updates."""
-        return costs.online_softmax_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle)
+        return vector.online_softmax_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle)
 
     def layernorm_cycles(self, rows, cols):
         """popnn's layer norm: two row reductions, the statistics, whitening, gamma and beta."""
-        return costs.layernorm_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle)
+        return vector.layernorm_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle)
 
     def cast_cycles(self, nelem, src_bytes, dst_bytes):
-        """popops' Cast1D estimate (compiler/costs.py); accepts numpy arrays."""
-        return costs.cast_cycles(nelem, src_bytes, dst_bytes, self.workers, self.vector_bytes_per_cycle)
+        """popops' Cast1D estimate (compiler/costs/vertices.py); accepts numpy arrays."""
+        return vertices.cast_cycles(nelem, src_bytes, dst_bytes, self.workers, self.vector_bytes_per_cycle)
 
     def bias_cycles(self, rows, cols):
-        """popops' BroadcastVectorInner1D ADD estimate (compiler/costs.py)."""
-        return costs.bias_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle)
+        """popops' BroadcastVectorInner1D ADD estimate (compiler/costs/vertices.py)."""
+        return vertices.bias_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle)
 
     def rowscale_cycles(self, rows, cols, add, recip):
         """(UnaryOp1D INVERSE f32 with F_RECIP) + Cast1D of the row vector to half +
         BroadcastVectorOuterByRow MULTIPLY (+ BinaryOp1D ADD with F_ADD)."""
-        return costs.rowscale_cycles(rows, cols, add, recip, self.workers, self.vector_bytes_per_cycle)
+        return vector.rowscale_cycles(rows, cols, add, recip, self.workers, self.vector_bytes_per_cycle)
 
     def add_cycles(self, nelem, nsrc1):
-        """ADD of 1 + nsrc1 f16 sources (compiler/costs.py: popops' BinaryOp1D for two, its
+        """ADD of 1 + nsrc1 f16 sources (compiler/costs/vector.py: popops' BinaryOp1D for two, its
         strided reduction otherwise)."""
-        return costs.add_cycles(nelem, nsrc1, self.workers, self.vector_bytes_per_cycle)
+        return vector.add_cycles(nelem, nsrc1, self.workers, self.vector_bytes_per_cycle)
 
     def vector_cycles(self, nbytes):
         return self.kernel_overhead_cycles + -(-nbytes // self.vector_bytes_per_cycle)

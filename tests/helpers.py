@@ -14,3 +14,19 @@ def cfg(target: str = "tiny", policy: dict | None = None, **model) -> dict:
     m = dict(name="gemm", m=32, k=64, n=64, dtype="f16", seed=0)
     m.update(model)
     return dict(model=m, target=target_cfg(target), policy=dict(policy or {}))
+
+
+def set_cost_term(monkeypatch, name: str, value) -> None:
+    """Replace one term of the cost model (compiler/costs/: a function, PERF, a constant) in every
+    module that binds the name, so each caller sees the mutant whichever module it reads it from."""
+    from compiler.costs import amp, vector, vertices
+    hit = [m for m in (amp, vertices, vector) if name in vars(m)]
+    assert hit, f"no cost term {name!r}"
+    for m in hit:
+        monkeypatch.setattr(m, name, value)
+
+
+def cost_term(name: str):
+    """The unmutated cost term `name` of compiler/costs/, whichever module defines it."""
+    from compiler.costs import amp, vector, vertices
+    return next(vars(m)[name] for m in (amp, vertices, vector) if name in vars(m))

@@ -48,7 +48,7 @@ Decisions the machine takes where isa.py is silent (the lowering must match):
     (compiler/exact.py matmul_f32: an order-free definition of the AMP's f32 accumulation,
     so no host's BLAS changes a bit), times scale in f32, rounded once to f16.
     Cost matmul_cycles(m, k, n, dtype_b, dtype_a): PopLibs' ConvPartial1x1Out estimate
-    (compiler/costs.py), the machine splitting the m rows over its workers as
+    (compiler/costs/amp.py), the machine splitting the m rows over its workers as
     partitionConvPartialByWorker does (worker w: rows wm/W .. (w+1)m/W, floored).
   * Vector kernels compute in f32 (fmath.py; exp is fmath.exp, f32 operations only, not
     numpy's per-CPU variants) and round once to f16; sizes

@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from compiler import costs, isa  # noqa: E402
+from compiler import isa  # noqa: E402
+from compiler.costs import vector, vertices  # noqa: E402
 from compiler.phases import run_phase  # noqa: E402
 from compiler.sim import oracle  # noqa: E402
 from compiler.target import Target  # noqa: E402
@@ -76,9 +77,9 @@ def before_vector(op, r, flags, now) -> int:
     """The cost at 1bf6f91: now less the f32 row values' casts to half (ROWSCALE's vector, the
     online max, LayerNorm's mean and invStdDev) and ROWSCALE's reciprocal, which it did not charge."""
     W, V = 6, 8
-    cast = int(costs.row_value_to_half_cycles(r, W, V))
+    cast = int(vector.row_value_to_half_cycles(r, W, V))
     if op == isa.ROWSCALE:
-        inv = int(costs.unary_op_1d_cycles(r, costs.PERF[("INVERSE", "f32")], 4, W, V, False))
+        inv = int(vertices.unary_op_1d_cycles(r, vertices.PERF[("INVERSE", "f32")], 4, W, V, False))
         return now - cast - (inv if flags & isa.F_RECIP else 0)
     return now - {isa.ONLINE_SOFTMAX: 1, isa.LAYERNORM: 2}.get(op, 0) * cast
 

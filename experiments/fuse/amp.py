@@ -5,7 +5,7 @@ and what the AMP estimate asks of a shape to run near the AMP's rate.
 
 For each matmul of one So400m encoder layer (its grid from the placed candidate's label in
 ops/LABEL.json, written by trial.py), the largest tile's block (mb, kb, nb) and PopLibs'
-ConvPartial1x1Out estimate (compiler/costs.py, the same functions the simulator charges)
+ConvPartial1x1Out estimate (compiler/costs/amp.py, the same functions the simulator charges)
 split into: the AMP floor (m·k·n / MACs a cycle), channel-group padding (a ragged k or n
 block pays for whole 16-wide groups), row imbalance (6 workers: the pass lasts as long as
 the worker with ceil(m/6) rows), per-pass overhead (worker start-up, supervisor loops,
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from compiler import costs  # noqa: E402
+from compiler.costs import amp  # noqa: E402
 from compiler.target import Target  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -43,10 +43,10 @@ def terms(t: Target, m: int, k: int, n: int, dtype: str, a_dtype: str = "f16") -
     d = t.amp_dtype(dtype, a_dtype)
     gi, go, macs = t.amp_in_group[d], t.amp_out_group[d], t.amp_macs_per_cycle[d]
     total = int(t.matmul_cycles(m, k, n, dtype, a_dtype))
-    cast = 0 if d == "fp8" else int(costs.amp_output_cast_cycles(m, n, t.workers, t.vector_bytes_per_cycle))
+    cast = 0 if d == "fp8" else int(amp.amp_output_cast_cycles(m, n, t.workers, t.vector_bytes_per_cycle))
     passes = -(-k // gi) * -(-n // go)
     core = gi * go // macs
-    rows = int(costs.amp_worker_rows(m, t.workers).max())
+    rows = int(amp.amp_worker_rows(m, t.workers).max())
     floor = m * k * n / macs
     padded = passes * core * m
     balanced = passes * core * rows * t.workers

@@ -1,21 +1,22 @@
 """MATMUL cycles = PopLibs' ConvPartial1x1Out estimate, ADD = popops' BinaryOp1D / strided
 reduction estimates, BIAS = popops' BroadcastVectorInner1D ADD, GELU / SOFTMAX / ONLINE_SOFTMAX /
 LAYERNORM / ROWSCALE / CAST = the sums of the popops / popnn vertices their counterparts run
-(compiler/costs.py).
+(compiler/costs/: amp.py, vertices.py, vector.py).
 
-Three kinds of check, none sharing code with compiler/costs.py:
+Three kinds of check, none sharing code with compiler/costs/:
 - hand transcriptions: the figures worked term by term in experiments/costs/README.md;
 - the oracle (compiler/sim/oracle.py, its own reading of PopLibs) equals target.py on a
   brute-force grid of shapes and types;
-- every term of compiler/costs.py, mutated, makes that grid disagree."""
+- every term of compiler/costs/, mutated, makes that grid disagree."""
 import numpy as np
 import pytest
 import yaml
 
-from compiler import costs, isa
+from compiler import isa
+from compiler.costs import DTYPE_BYTES, amp, vertices
 from compiler.sim import oracle
 from compiler.target import ConfigError, Target
-from helpers import REPO
+from helpers import REPO, cost_term, set_cost_term
 
 IPU21 = yaml.safe_load((REPO / "conf" / "target" / "ipu21.yaml").read_text())
 
@@ -81,7 +82,7 @@ def _ceil_split(m, workers):           # rows ceil(m/W) each to the first worker
     return np.clip(m - np.arange(workers) * q, 0, q)
 
 
-_orig = {name: getattr(costs, name) for name in dir(costs) if name.startswith("amp_")}
+_orig = {name: getattr(amp, name) for name in dir(amp) if name.startswith("amp_")}
 MUTANTS = {
     "worker split: ceil rows first": ("amp_worker_rows", _ceil_split),
     "half worker: no retention saving": ("amp_worker_cycles_half_float",
@@ -111,10 +112,10 @@ MUTANTS = {
 }
 
 def _caught(disagreements, mutant, monkeypatch):
-    """The oracle agrees with costs.py, then disagrees once `mutant` (attr, replacement) is in."""
+    """The oracle agrees with compiler/costs/, then disagrees once `mutant` (attr, replacement) is in."""
     assert disagreements(IPU21) == 0
     attr, fn = mutant
-    monkeypatch.setattr(costs, attr, fn)
+    set_cost_term(monkeypatch, attr, fn)
     assert disagreements(IPU21) > 0
 
 
@@ -186,7 +187,7 @@ ADD_MUTANTS = {
     "ReduceAdd never chosen": ("add_conv_reduce_cycles", lambda n, s, W, v: _orig_add["add_reduce_cycles"](n, s, W, v)),
     "every ADD a reduction": ("add_cycles", lambda n, k, W, v: _orig_add["add_reduce_cycles"](n, np.asarray(k) + 1, W, v)),
 }
-_orig_add = {name: getattr(costs, name) for name in ("add_binary_cycles", "add_reduce_cycles", "add_conv_reduce_cycles",
+_orig_add = {name: cost_term(name) for name in ("add_binary_cycles", "add_reduce_cycles", "add_conv_reduce_cycles",
                                                      "add_cycles")}
 
 
@@ -222,7 +223,7 @@ def test_bias_oracle_equals_target(target):
     assert _bias_disagreements(yaml.safe_load((REPO / "conf" / "target" / f"{target}.yaml").read_text())) == 0
 
 
-_orig_bias = {name: getattr(costs, name) for name in ("bias_core_cycles", "bias_cycles")}
+_orig_bias = {name: cost_term(name) for name in ("bias_core_cycles", "bias_cycles")}
 BIAS_MUTANTS = {
     "core: no scalar path": ("bias_core_cycles", lambda L, b, v: np.where(
         np.asarray(L) % 4 == 0, _orig_bias["bias_core_cycles"](L, b, v), _orig_bias["bias_core_cycles"](4, b, v))),
@@ -262,7 +263,7 @@ VEC_HAND = {
 }
 
 
-REDUCE_HAND = {        # popops' two-stage row reduction (costs.reduce_rows_cycles), by hand, ipu21 (6 workers, 4 halves)
+REDUCE_HAND = {        # popops' two-stage row reduction (vertices.reduce_rows_cycles), by hand, ipu21 (6 workers, 4 halves)
     (1, 1152): 642,    # 6 pieces of 192: 6 x ((48 + 29) + (1 + 29)); one worker alone: 6 x (288 + 29) = 1902
     (2, 1152): 936,    # 3 pieces of 384 a row: 6 x ((96 + 29) + (0 + 2 + 29))
     (5, 1152): 2076,   # one spare worker: row 0 in 2 pieces, the others whole: 6 x ((288 + 29) + (0 + 29))
@@ -273,7 +274,7 @@ REDUCE_HAND = {        # popops' two-stage row reduction (costs.reduce_rows_cycl
 
 @pytest.mark.parametrize("shape", list(REDUCE_HAND))
 def test_two_stage_row_reduction_by_hand(shape):
-    assert int(costs.reduce_rows_cycles(*shape, 6, 8)) == REDUCE_HAND[shape]
+    assert int(vertices.reduce_rows_cycles(*shape, 6, 8)) == REDUCE_HAND[shape]
 
 
 @pytest.mark.parametrize("key", list(VEC_HAND))
@@ -303,7 +304,7 @@ def _vector_disagreements(fig: dict) -> int:
     bad += _misses(f, isa.GELU, isa.GELU | isa.DTYPES["f16"] << 8, {3: n}, t.gelu_cycles(n))
     for src, dst in (("f16", "fp8"), ("fp8", "f16")):
         bad += _misses(f, isa.CAST, isa.CAST | isa.DTYPES[dst] << 8 | isa.DTYPES[src] << 16, {3: n},
-                       t.cast_cycles(n, costs.DTYPE_BYTES[src], costs.DTYPE_BYTES[dst]))
+                       t.cast_cycles(n, DTYPE_BYTES[src], DTYPE_BYTES[dst]))
     return bad
 
 
@@ -318,7 +319,7 @@ def test_cast_mixed_directions_in_one_call():
     assert got == [VEC_HAND[("cast", (1000, 2, 1))], VEC_HAND[("cast", (1000, 1, 2))], VEC_HAND[("cast", (3, 2, 1))]]
 
 
-_ov = {name: getattr(costs, name) for name in (
+_ov = {name: cost_term(name) for name in (
     "binary_op_1d_cycles", "unary_op_1d_cycles", "broadcast_scalar_1d_cycles", "broadcast_outer_by_row_cycles",
     "broadcast_inner_mul_core_half", "broadcast_inner_mul_cycles", "reduce_rows_cycles", "reduce_split",
     "nonlinearity_cycles",
@@ -356,10 +357,10 @@ VEC_MUTANTS = {
     "GELU: popnn's estimator as written": ("nonlinearity_cycles", _as_written_nonlinearity),
     "GELU: float op cycles": ("GELU_OP_CYCLES_HALF", 10),
     "cast core: one cycle a vector": ("cast_core_cycles", lambda n, s, d, v: _ov["cast_core_cycles"](n, 4, 4, v)),
-    "cast split: even elements": ("cast_split", lambda n, W: costs.amp_worker_rows(n, W)),
+    "cast split: even elements": ("cast_split", lambda n, W: amp.amp_worker_rows(n, W)),
     "cast: no worker entry (23)": ("cast_cycles", lambda n, s, d, W, v: _ov["cast_cycles"](n, s, d, W, v) - 23 * W),
     "by row: one row as a row broadcast": ("by_row_cycles", lambda r, c, op, W, v: _ov[
-        "broadcast_outer_by_row_cycles"](r, c, costs.PERF[(op, "f16")], W, v)),
+        "broadcast_outer_by_row_cycles"](r, c, vertices.PERF[(op, "f16")], W, v)),
     "by column: one row as BroadcastVectorInner": ("by_col_cycles", lambda r, c, op, W, v: np.where(
         np.asarray(r) == 1, _ov["by_col_cycles"](np.asarray(r) + 1, c, op, W, v), _ov["by_col_cycles"](r, c, op, W, v))),
     "softmax: divide as popops' DIVIDE entry a loop": ("softmax_cycles", lambda r, c, W, v, s=True: _ov[
@@ -375,7 +376,7 @@ VEC_MUTANTS = {
     "rowscale: reciprocal charged always": ("rowscale_cycles",
                                             lambda r, c, a, q, W, v: _ov["rowscale_cycles"](r, c, a, 1, W, v)),
     "rowscale: reciprocal as INVERSE half": ("rowscale_cycles", lambda r, c, a, q, W, v: _ov["rowscale_cycles"](
-        r, c, a, 0, W, v) + (np.asarray(q) != 0) * _ov["unary_op_1d_cycles"](r, costs.PERF[("INVERSE", "f16")], 2, W, v,
+        r, c, a, 0, W, v) + (np.asarray(q) != 0) * _ov["unary_op_1d_cycles"](r, vertices.PERF[("INVERSE", "f16")], 2, W, v,
                                                                              False)),
     "row value to half: no cast": ("row_value_to_half_cycles", lambda r, W, v: 0 * np.asarray(r)),
     "row value to half: cast from half": ("row_value_to_half_cycles", lambda r, W, v: _ov["cast_cycles"](r, 2, 2, W, v)),
@@ -385,9 +386,9 @@ VEC_MUTANTS = {
         r, c, W, v) - _ov["row_value_to_half_cycles"](r, W, v)),
     "layernorm: one cast of the statistics": ("layernorm_cycles", lambda r, c, W, v: _ov["layernorm_cycles"](
         r, c, W, v) - _ov["row_value_to_half_cycles"](r, W, v)),
-    "PERF: INVERSE f32 as a vector entry": ("PERF", {**costs.PERF, ("INVERSE", "f32"): (None, 6)}),
-    "PERF: EXPONENT half 2 cycles a vector": ("PERF", {**costs.PERF, ("EXPONENT", "f16"): (None, 2)}),
-    "PERF: VARIANCE_TO_INV_STD_DEV half entry": ("PERF", {**costs.PERF, ("VARIANCE_TO_INV_STD_DEV", "f32"): (4, 24)}),
+    "PERF: INVERSE f32 as a vector entry": ("PERF", {**vertices.PERF, ("INVERSE", "f32"): (None, 6)}),
+    "PERF: EXPONENT half 2 cycles a vector": ("PERF", {**vertices.PERF, ("EXPONENT", "f16"): (None, 2)}),
+    "PERF: VARIANCE_TO_INV_STD_DEV half entry": ("PERF", {**vertices.PERF, ("VARIANCE_TO_INV_STD_DEV", "f32"): (4, 24)}),
 }
 
 

@@ -10,7 +10,7 @@ from compiler import sim
 from compiler.phases import compile_trial
 from compiler.sim import oracle
 from compiler.target import Target
-from helpers import cfg, target_cfg
+from helpers import cfg, set_cost_term, target_cfg
 
 WORKLOADS = {
     "gemm": dict(name="gemm", m=32, k=64, n=64, dtype="f16", seed=0),
@@ -95,7 +95,7 @@ MUTANTS = {
 }
 
 
-COST_TERMS = {       # compiler/costs.py terms changed behind the oracle's back, end to end
+COST_TERMS = {       # compiler/costs/ terms changed behind the oracle's back, end to end
     "no f32 -> f16 output cast": ("amp_output_cast_cycles", lambda m, n, W, v: 0),
     "weights loaded 64 bits a cycle": ("amp_weight_load_cycles", lambda u, g, b, r: u * g * b // (r // 2)),
     "row reductions one worker": ("reduce_rows_cycles", lambda r, c, W, v: W * (np.asarray(r) * (np.asarray(c) // 4)
@@ -107,11 +107,10 @@ COST_TERMS = {       # compiler/costs.py terms changed behind the oracle's back,
 
 @pytest.mark.parametrize("term", list(COST_TERMS))
 def test_a_changed_cost_term_is_caught_end_to_end(term, monkeypatch):
-    from compiler import costs
     r = compiled(WORKLOADS["vit"])
     expected = oracle.step_cycles(r["lower"].program).tolist()
     attr, fn = COST_TERMS[term]
-    monkeypatch.setattr(costs, attr, fn)
+    set_cost_term(monkeypatch, attr, fn)
     assert simulate(r).step_cycles.tolist() != expected
 
 

@@ -1,6 +1,6 @@
-"""The two reduction models of compiler/costs.py against step-by-step emulations of the PopLibs
+"""The two reduction models of compiler/costs/vertices.py against step-by-step emulations of the PopLibs
 procedures they summarise, written as loops over workers, pieces and loops (sharing no code or
-closed form with costs.py):
+closed form with compiler/costs/):
 
 - reduce_rows_cycles with fewer rows than workers: popops' ReductionConnection.cpp hands spare
   workers out one at a time to the reduction with the most approximate cycles after one more cut
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler import costs
+from compiler.costs import vector, vertices
 
 W, VB = 6, 8                  # ipu21: 6 workers, 64-bit vectors (4 halves)
 
@@ -89,13 +89,13 @@ def _emulate_reduce_add(out_size: int, depth: int) -> int:
 @pytest.mark.parametrize("r", [1, 2, 3, 4, 5, 6, 7, 8, 13])
 def test_row_reduction_matches_popops_procedure(r):
     cols = [1, 2, 3, 7, 16, 31, 32, 33, 63, 64, 65, 100, 127, 128, 255, 511, 729, 730, 1152, 2053, 4304]
-    got = costs.reduce_rows_cycles(np.full(len(cols), r), np.asarray(cols), W, VB)
+    got = vertices.reduce_rows_cycles(np.full(len(cols), r), np.asarray(cols), W, VB)
     assert got.tolist() == [_emulate_rows(r, c) for c in cols]
 
 
 def test_reduce_add_matches_poplin_estimate_output_by_output():
     n, s = np.meshgrid(np.arange(1, 700), np.arange(1, 30), indexing="ij")
-    got = costs.add_conv_reduce_cycles(n.ravel(), s.ravel(), W, VB)
+    got = vertices.add_conv_reduce_cycles(n.ravel(), s.ravel(), W, VB)
     want = [_emulate_reduce_add(int(a), int(b)) for a, b in zip(n.ravel(), s.ravel())]
     assert got.tolist() == want
 
@@ -103,7 +103,7 @@ def test_reduce_add_matches_poplin_estimate_output_by_output():
 def test_the_cheaper_reduction_vertex_is_charged():
     """ADD of 3+ sources: whichever of the two vertices is cheaper for the shape (both occur on
     So400m: 6 partials of 1792 outputs ReduceAdd, 23 of 576 the strided one)."""
-    assert int(costs.add_cycles(1792, 5, W, VB)) == _emulate_reduce_add(1792, 6) < int(
-        costs.add_reduce_cycles(1792, 6, W, VB))
-    assert int(costs.add_cycles(576, 22, W, VB)) == int(costs.add_reduce_cycles(576, 23, W, VB)) < \
+    assert int(vector.add_cycles(1792, 5, W, VB)) == _emulate_reduce_add(1792, 6) < int(
+        vertices.add_reduce_cycles(1792, 6, W, VB))
+    assert int(vector.add_cycles(576, 22, W, VB)) == int(vertices.add_reduce_cycles(576, 23, W, VB)) < \
         _emulate_reduce_add(576, 23)

@@ -501,7 +501,7 @@ def test_softmax_at_scale_one_costs_no_multiply():
     """A SOFTMAX whose scale word is 1.0 (an attention's score MATMUL already applied 1/sqrt(d))
     is charged no BroadcastScalar1D MULTIPLY, by the simulator and the oracle alike (_run_both);
     any other scale is, and 1.0 changes no byte of the output."""
-    from compiler import costs
+    from compiler.costs import vertices
     rng = np.random.default_rng(21)
     r, c = 8, 729
     X = [_f16(rng, (r, c), 4.0) for _ in TILES]
@@ -509,8 +509,8 @@ def test_softmax_at_scale_one_costs_no_multiply():
     res = _run_both(_softmax_build(X, r, c, scales, [0] * len(TILES)))
     Y = res.outputs["y"].view(np.float16).reshape(len(TILES), r, c)
     t_ = Asm().t
-    mul = int(costs.broadcast_scalar_1d_cycles(r * c, costs.PERF[("MULTIPLY", "f16")], 2, t_.workers,
-                                               t_.vector_bytes_per_cycle))
+    mul = int(vertices.broadcast_scalar_1d_cycles(r * c, vertices.PERF[("MULTIPLY", "f16")], 2, t_.workers,
+                                                  t_.vector_bytes_per_cycle))
     for i, (sc, t) in enumerate(zip(scales, TILES)):
         _close(Y[i], _softmax_ref(X[i], sc), rtol=3e-3, atol=2 * F16_TINY)
         assert res.tile_cycles[0, t] == t_.softmax_cycles(r, c) - (mul if sc == 1.0 else 0)

@@ -1,170 +1,20 @@
-"""Kernel cycles as PopLibs estimates them: MATMUL (the AMP vertex Poplar would run for the
-shape), ADD and BIAS (popops' vertices), and GELU, SOFTMAX, ONLINE_SOFTMAX, LAYERNORM, ROWSCALE,
-CAST (the popops / popnn vertices their counterparts run, summed: the section at the end).
-COPY is Poplar's own (no public estimator) and stays in target.py.
+"""The popops / popnn vertex estimators Tessera's vector kernels are costed with, each
+transcribed from PopLibs' cycle estimators and generic in its perf-table entry, so a vertex's
+figures live in one place whichever kernel runs it (the kernels' recipes: vector.py; MATMUL's
+AMP vertex: amp.py).
 
-Map of the file: MATMUL's terms (amp_*, matmul_cycles); ADD (add_*); BIAS (bias_*); the vertex
-terms of the other vector kernels (PERF, *_1d_cycles, broadcast_*, reduce_rows_cycles,
-nonlinearity_cycles, cast_*), an f32 row value's cast to half (row_value_to_half_cycles), the
-per-row / per-column vertex choice (by_row_cycles, by_col_cycles) and one function per kernel
-(gelu_cycles ... rowscale_cycles).
-
-MATMUL:
-
-A tile's MATMUL (a [m, k] x b [k, n], f32 accumulation, f16 out) is, in PopLibs' terms,
-a 1x1 convolution (poplin/MatMul.cpp: a matmul is a convolution whose field is the m rows,
-input channels k, output channels n) run by the AMP vertex `ConvPartial1x1Out`; its cost
-is that vertex's estimate, `MAKE_PERF_ESTIMATOR_NAME(ConvPartial1x1Out)` in
-graphcore/poplibs lib/poplin/poplinCycleEstimators.cpp, which calls
-`getConvPartial1x1SupervisorCycleEstimate` of lib/poplin/PerformanceEstimation.hpp.
-The terms, each a function below named for the PopLibs function it transcribes:
-
-  worker split    `amp_worker_rows`: the m output rows over the 6 workers as
-                  partitionConvPartialByWorker (poplin/ConvUtil.cpp) splits them:
-                  worker i gets rows [i*m//6, (i+1)*m//6). Every worker has one
-                  work-list entry, possibly 0 rows (the codelet estimator reads
-                  numFieldElems = worklist value + 3 for every context).
-  worker loop     `amp_worker_cycles_half_float` / `_quarter`: one worker's cycles for
-                  one pass (getConvPartial1x1SupervisorInnerLoopCycleEstimateHalfFloat /
-                  ...Quarter): start-up, per-row core loop (coreCycles: 4 for half and
-                  quarter, 8 for float; = in_group x out_group / amp_macs_per_cycle),
-                  partials zeroing on the first input-channel pass, state-retention saving.
-  pass time       `amp_pass_cycles`: the slowest worker x 6 (the supervisor issues to
-                  the 6 contexts in turn), or the fastest x 6 + 14 if that is later
-                  ("tag cost to worker with min cycles").
-  weight loads    `amp_weight_load_cycles` (getConvPartialAmpSupervisorWeightLoadCycleEstimate):
-                  numConvUnits x weightBytesPerConvUnit / convUnitCoeffLoadBytesPerCycle per pass.
-  supervisor      `amp_supervisor_half_float` / `_quarter`
-                  (getConvPartial1x1SupervisorOuterLoopCycleEstimateHalfFloat / ...Quarter):
-                  non-loop overhead, conv-group / out-group / in-group loop overheads,
-                  the first in-group pass with zeroing, the later ones without, the
-                  worker-state retention cycles.
-  output cast     `amp_output_cast_cycles`: f32 partials -> f16 out, the separate Cast the
-                  planner charges when partials and output types differ and there is no
-                  reduction (estimateConvReduceCycles -> estimateCastCycles, poplin/ConvPlan.cpp).
-
-The vertex: activations are a's type, or the slower operand's (amp_dtype: an f16 x fp8
-product runs as f16). Half and float activations use float partials (PopLibs' default
-partialsType, and Tessera's f32 accumulation): numConvUnits = amp_out_group, one output
-pass per group (outChansPerGroup = numConvUnits), inChansPerGroup = amp_in_group
-(weightsPerConvUnit). QUARTER (FP8) activations have only the half-partials AMP vertex
-(ConvVertexType.cpp canUseConvolutionInstruction refuses QUARTER with float partials), so
-an FP8 x FP8 MATMUL is costed as that vertex and no cast (Tessera's numerics stay the exact
-f32 sum; only the cost follows the vertex). One conv group per call. The constants are
-the vertex code's (PopLibs's transcription of its assembly); the machine figures (workers,
-channel groups, rates, load width) come from the target YAML.
-
-Every function accepts numpy arrays for m, k, n (the planner prices whole grids at once).
-compiler/sim/oracle.py re-derives the same estimate separately; tests/sim/test_costs.py
-pins hand-computed values (experiments/costs/README.md) and mutates each term.
-"""
+Map of the file: ADD's vertices (add_binary_cycles, add_reduce_cycles, add_conv_reduce_cycles;
+which one an ADD runs: vector.add_cycles); BIAS's vertex, BroadcastVectorInner1D ADD
+(bias_core_cycles, bias_cycles); PERF, the perf-table entries, and GELU's op cycles; the
+element-wise and broadcast vertices (binary_op_1d_cycles, unary_op_1d_cycles,
+broadcast_scalar_1d_cycles, broadcast_outer_by_row_cycles, broadcast_inner_mul_*); the row
+reductions (reduce_split, reduce_rows_cycles); the non-linearity (nonlinearity_cycles);
+Cast1D, CAST's vertex (cast_core_cycles, cast_split, cast_cycles)."""
 from __future__ import annotations
 
 import numpy as np
 
-DTYPE_BYTES = {"fp8": 1, "f16": 2, "f32": 4}
-
-
-def _i64(x):
-    return np.asarray(x, np.int64)
-
-
-def amp_worker_rows(m, workers: int):
-    """Rows of each worker: int64[..., workers] (partitionConvPartialByWorker, ConvUtil.cpp)."""
-    m = _i64(m)[..., None]
-    i = np.arange(workers, dtype=np.int64)
-    return ((i + 1) * m) // workers - (i * m) // workers
-
-
-def amp_worker_cycles_half_float(e, zeroing: bool, float_acts: bool, conv_units: int, core: int):
-    """One worker, one pass, float partials (PerformanceEstimation.hpp
-    getConvPartial1x1SupervisorInnerLoopCycleEstimateHalfFloat with floatPartials).
-    Half activations take the code path PopLibs shares between half x float partials
-    and half x 16 units; float activations their own, zeroing 8 cycles a row with 16
-    conv units, else 4; the state-retention saving (7) is half activations' only."""
-    e = _i64(e)
-    z = int(bool(zeroing))
-    if float_acts:
-        zc = 8 if conv_units == 16 else 4
-        c = np.select([e == 0, e == 1, e == 2],
-                      [24, 47 + (2 + zc) * z, 46 + (2 + 2 * zc) * z],
-                      46 + (2 + zc * e) * z + (e - 3) * core)
-        return c
-    c = np.select([e == 0, e == 1, e == 2],
-                  [20 + (2 - z), 31 + (2 - z), 40 + (2 - z)],
-                  (38 - z) + (e - 3) * core)
-    return c - 7
-
-
-def amp_worker_cycles_quarter(e, zeroing: bool, core: int):
-    """One worker, one pass, QUARTER activations (getConvPartial1x1SupervisorInnerLoopCycleEstimateQuarter):
-    20 cycles of worker overhead, then by rows; zeroing saves 5."""
-    e = _i64(e)
-    zs = 5 if zeroing else 0
-    return 20 + np.select([e == 0, e == 1, e == 2], [0, 17 - zs, 22 - zs], 29 - zs + (e - 3) * core)
-
-
-def amp_pass_cycles(worker_cycles, workers: int):
-    """A pass as the supervisor sees it: max over workers x workers, at least the
-    minimum x workers + 14 (the tag cost)."""
-    w = _i64(worker_cycles)
-    return np.maximum(w.max(-1) * workers, w.min(-1) * workers + 14)
-
-
-def amp_weight_load_cycles(conv_units: int, in_group: int, elem_bytes: int, load_bytes_per_cycle: int) -> int:
-    """getConvPartialAmpSupervisorWeightLoadCycleEstimate (filter height 1): every conv
-    unit's weightsPerConvUnit x element bytes at convUnitCoeffLoadBytesPerCycle."""
-    return conv_units * in_group * elem_bytes // load_bytes_per_cycle
-
-
-def amp_supervisor_half_float(in_groups, out_groups, loads: int, inner_z, inner_nz, workers: int,
-                              float_acts: bool):
-    """getConvPartial1x1SupervisorOuterLoopCycleEstimateHalfFloat, one conv group, one
-    output pass per group, float partials (the shared code path: +1 / -1 cycles)."""
-    gi, go = _i64(in_groups), _i64(out_groups)
-    keep, keep_in = (0, 0) if float_acts else (7, 3)    # conv1x1WorkerRetentionSavings
-    retention = workers * (keep + keep_in * (gi - 1))
-    later = (gi - 1) * (15 - 1 + 1 + go * (19 + 6 + loads + inner_nz))
-    first = 10 + 1 + go * (19 - 1 + 7 + loads + inner_z)
-    return 50 + retention + (12 + 1) + later + first
-
-
-def amp_supervisor_quarter(in_groups, out_groups, loads: int, inner_z, inner_nz, workers: int):
-    """getConvPartial1x1SupervisorOuterLoopCycleEstimateQuarter, one conv group."""
-    gi, go = _i64(in_groups), _i64(out_groups)
-    call = 6 * workers
-    first = (14 * workers + 11 + call) + loads + inner_z
-    later = (gi - 1) * ((11 * workers + 6 + call) + loads + inner_nz)
-    return 46 + (2 * workers + 9) + go * ((6 * workers + 10) + first + later)
-
-
-def amp_output_cast_cycles(m, n, workers: int, vector_bytes: int):
-    """f32 partials to f16 out (ConvPlan.cpp estimateCastCycles): each worker's share of
-    m x n, the longer of reading f32 and writing f16 vectors, + 26, times the workers."""
-    per_worker = -(-(_i64(m) * _i64(n)) // workers)
-    read = -(-per_worker // (vector_bytes // 4))
-    write = -(-per_worker // (vector_bytes // 2))
-    return (np.maximum(read, write) + 26) * workers
-
-
-def matmul_cycles(t, m, k, n, dtype: str):
-    """The AMP estimate for an m x k x n product whose activations run as `dtype`
-    (the slower operand's, Target.amp_dtype); `t` the Target."""
-    W = t.workers
-    gi_n, go_n = t.amp_in_group[dtype], t.amp_out_group[dtype]
-    core = gi_n * go_n // t.amp_macs_per_cycle[dtype]
-    in_groups, out_groups = -(-_i64(k) // gi_n), -(-_i64(n) // go_n)
-    rows = amp_worker_rows(m, W)
-    loads = amp_weight_load_cycles(go_n, gi_n, DTYPE_BYTES[dtype], t.amp_weight_load_bytes_per_cycle)
-    if dtype == "fp8":
-        inner_z = amp_pass_cycles(amp_worker_cycles_quarter(rows, True, core), W)
-        inner_nz = amp_pass_cycles(amp_worker_cycles_quarter(rows, False, core), W)
-        return amp_supervisor_quarter(in_groups, out_groups, loads, inner_z, inner_nz, W)
-    fa = dtype == "f32"
-    inner_z = amp_pass_cycles(amp_worker_cycles_half_float(rows, True, fa, go_n, core), W)
-    inner_nz = amp_pass_cycles(amp_worker_cycles_half_float(rows, False, fa, go_n, core), W)
-    return (amp_supervisor_half_float(in_groups, out_groups, loads, inner_z, inner_nz, W, fa)
-            + amp_output_cast_cycles(m, n, W, t.vector_bytes_per_cycle))
+from . import _i64
 
 
 # ---- ADD: out = src0 + nsrc1 partials, f16 (the residual add and a k-split's reduction) ----------
@@ -214,17 +64,6 @@ def add_conv_reduce_cycles(nelem, sources, workers: int, vector_bytes: int):
     each = each + ((left > 0) & ~ragged)
     per_loop = acc // min(acc, vector_bytes // 2) + 1
     return (cycles + (per_loop * S + 8) * each) * workers
-
-
-def add_cycles(nelem, nsrc1, workers: int, vector_bytes: int):
-    """Two sources: popops' BinaryOp1D ADD; one: the strided reduction; three or more (a k-split's
-    partials): the cheaper of popops' strided reduction and poplin's ReduceAdd (the deeper the
-    reduction, the more the strided one's 1 cycle a source per 4 outputs beats ReduceAdd's 3 per 8)."""
-    sources = _i64(nsrc1) + 1
-    strided = add_reduce_cycles(nelem, sources, workers, vector_bytes)
-    many = np.minimum(strided, add_conv_reduce_cycles(nelem, sources, workers, vector_bytes))
-    return np.where(sources == 2, add_binary_cycles(nelem, workers, vector_bytes),
-                    np.where(sources >= 3, many, strided))
 
 
 # ---- BIAS: out[r, c] = src[r, c] + bias[c], f16 ---------------------------------------------------
@@ -444,100 +283,3 @@ def cast_cycles(nelem, src_bytes, dst_bytes, workers: int, vector_bytes: int):
         worst = cast_core_cycles(cast_split(n[sel], workers), s_, d_, vector_bytes).max(-1)
         out[sel] = 19 + workers * (worst + 23)
     return out if out.ndim else out[()]
-
-
-def row_value_to_half_cycles(rows, workers: int, vector_bytes: int):
-    """An f32 value per row (a statistic, a scale) cast to half, because the vertex that applies
-    it to the half data takes both operands in one type (popops' BroadcastVectorOuterByRow1D /
-    BroadcastScalar1D are templated on a single type): Cast1D f32 -> f16 of `rows` elements."""
-    return cast_cycles(rows, 4, 2, workers, vector_bytes)
-
-
-def by_row_cycles(rows, cols, op: str, workers: int, vector_bytes: int):
-    """A half op with one f32-statistic value per row (x - mean, x * invStdDev, x * 1/sum): the
-    BroadcastVectorOuterByRow1D vertex; a single row's value is a scalar to popops' element-wise
-    ops (ElementWise.cpp broadcasts it as one), so one row runs BroadcastScalar1D over its cols."""
-    e = PERF[(op, "f16")]
-    return np.where(_i64(rows) == 1, broadcast_scalar_1d_cycles(cols, e, 2, workers, vector_bytes),
-                    broadcast_outer_by_row_cycles(rows, cols, e, workers, vector_bytes))
-
-
-def by_col_cycles(rows, cols, op: str, workers: int, vector_bytes: int):
-    """gamma (MULTIPLY) or beta (ADD), one value per column: BroadcastVectorInner1D (BIAS's vertex
-    for ADD); a single row is the same shape as gamma, an element-wise BinaryOp1D."""
-    one = binary_op_1d_cycles(_i64(rows) * _i64(cols), PERF.get((op, "f16"), (None, 1)), 2, workers, vector_bytes)
-    many = (broadcast_inner_mul_cycles(rows, cols, workers, vector_bytes) if op == "MULTIPLY"
-            else bias_cycles(rows, cols, workers, vector_bytes))
-    return np.where(_i64(rows) == 1, one, many)
-
-
-def _b1(n, op, d, W, V):
-    return binary_op_1d_cycles(n, PERF[(op, d)], DTYPE_BYTES[d], W, V)
-
-
-def gelu_cycles(nelem, workers: int, vector_bytes: int):
-    """GELU = popnn's GELU non-linearity (NonLinearitySupervisor, its GELU op cycles)."""
-    return nonlinearity_cycles(nelem, GELU_OP_CYCLES_HALF, workers, vector_bytes)
-
-
-def softmax_cycles(rows, cols, workers: int, vector_bytes: int, scaled=True):
-    """SOFTMAX = popnn softmaxImpl (stable): the scale (BroadcastScalar1D MULTIPLY), row max
-    (reduce), x - max (BroadcastVectorOuterByRow SUBTRACT), exp (UnaryOp1D EXPONENT), row sum
-    (reduce), the division by the sums as their reciprocal (UnaryOp1D INVERSE on the rows) and a
-    BroadcastVectorOuterByRow MULTIPLY (see the README on popnn's divInPlace). The scale's
-    multiply only where `scaled` (the scale word is not 1.0): popnn's softmax has no scale, and
-    Poplar builds no multiply by a constant one (an attention's 1/sqrt(d) is applied by its
-    score MATMUL's scale word, so its SOFTMAX runs at scale 1)."""
-    W, V, n = workers, vector_bytes, _i64(rows) * _i64(cols)
-    return ((_i64(scaled) != 0) * broadcast_scalar_1d_cycles(n, PERF[("MULTIPLY", "f16")], 2, W, V)
-            + 2 * reduce_rows_cycles(rows, cols, W, V)
-            + by_row_cycles(rows, cols, "SUBTRACT", W, V)
-            + unary_op_1d_cycles(n, PERF[("EXPONENT", "f16")], 2, W, V, True)
-            + unary_op_1d_cycles(rows, PERF[("INVERSE", "f16")], 2, W, V, False)
-            + by_row_cycles(rows, cols, "MULTIPLY", W, V))
-
-
-def online_softmax_cycles(rows, cols, workers: int, vector_bytes: int):
-    """ONLINE_SOFTMAX = the scale, row max (reduce, f32 out), m' = max(m, row max) (BinaryOp1D MAXIMUM
-    f32), c = exp(m - m') (BinaryOp1D SUBTRACT, UnaryOp1D EXPONENT f32), m' to half for the half
-    vertex that subtracts it (Cast1D f32 -> f16 of the rows), s - m' (BroadcastVectorOuterByRow
-    SUBTRACT), exp (UnaryOp1D EXPONENT half), row sum (reduce, f32 out), l = l c + sum (BinaryOp1D
-    MULTIPLY and ADD f32). Every step runs, the first block's too (its state is still written)."""
-    W, V, n = workers, vector_bytes, _i64(rows) * _i64(cols)
-    return (broadcast_scalar_1d_cycles(n, PERF[("MULTIPLY", "f16")], 2, W, V)
-            + 2 * reduce_rows_cycles(rows, cols, W, V)
-            + _b1(rows, "MAXIMUM", "f32", W, V) + _b1(rows, "SUBTRACT", "f32", W, V)
-            + unary_op_1d_cycles(rows, PERF[("EXPONENT", "f32")], 4, W, V, True)
-            + row_value_to_half_cycles(rows, W, V)
-            + by_row_cycles(rows, cols, "SUBTRACT", W, V)
-            + unary_op_1d_cycles(n, PERF[("EXPONENT", "f16")], 2, W, V, True)
-            + _b1(rows, "MULTIPLY", "f32", W, V) + _b1(rows, "ADD", "f32", W, V))
-
-
-def layernorm_cycles(rows, cols, workers: int, vector_bytes: int):
-    """LAYERNORM = popnn's layer norm: row sums of x and x^2 (two reductions, the 1/cols scale
-    folded in, f32 out), var = E[x^2] - mean^2 (BinaryOp1D MULTIPLY and SUBTRACT f32 on the rows),
-    1/sqrt(var + eps) (BroadcastScalar1D VARIANCE_TO_INV_STD_DEV f32), the f32 mean and invStdDev
-    to half for the half vertices that apply them (two Cast1D f32 -> f16 of the rows), whitening
-    (x - mean) x invStdDev (BroadcastVectorOuterByRow SUBTRACT and MULTIPLY), then gamma
-    (BroadcastVectorInner1D MULTIPLY) and beta (BroadcastVectorInner1D ADD, BIAS's estimate)."""
-    W, V = workers, vector_bytes
-    return (2 * reduce_rows_cycles(rows, cols, W, V)
-            + _b1(rows, "MULTIPLY", "f32", W, V) + _b1(rows, "SUBTRACT", "f32", W, V)
-            + broadcast_scalar_1d_cycles(rows, PERF[("VARIANCE_TO_INV_STD_DEV", "f32")], 4, W, V)
-            + 2 * row_value_to_half_cycles(rows, W, V)
-            + by_row_cycles(rows, cols, "SUBTRACT", W, V) + by_row_cycles(rows, cols, "MULTIPLY", W, V)
-            + by_col_cycles(rows, cols, "MULTIPLY", W, V) + by_col_cycles(rows, cols, "ADD", W, V))
-
-
-def rowscale_cycles(rows, cols, add, recip, workers: int, vector_bytes: int):
-    """ROWSCALE = with F_RECIP the reciprocal of the f32 row vector (UnaryOp1D INVERSE f32, Tessera
-    divides in f32), the row vector to half for the half multiply (Cast1D f32 -> f16 of the rows),
-    BroadcastVectorOuterByRow MULTIPLY, and with F_ADD a BinaryOp1D ADD half of the addend.
-    (popops' ScaledAdd is not a candidate: its scale is one scalar tensor, ScaledAdd.hpp, where
-    ROWSCALE's is one a row; a single row keeps the same two vertices, as its multiply does.)"""
-    W, V = workers, vector_bytes
-    n = _i64(rows) * _i64(cols)
-    return ((_i64(recip) != 0) * unary_op_1d_cycles(rows, PERF[("INVERSE", "f32")], 4, W, V, False)
-            + row_value_to_half_cycles(rows, W, V)
-            + by_row_cycles(rows, cols, "MULTIPLY", W, V) + (_i64(add) != 0) * add_binary_cycles(n, W, V))

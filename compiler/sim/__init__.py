@@ -9,8 +9,11 @@ placed addresses; every tile fetches its instructions from its own memory.
   memory.py    tile memory, flat positions, chunked gather/scatter movers
   load.py      loading code/tables/profile areas; host in/out streams
   decode.py    word 0 (op | dtype << 8 | dtype2 << 16 | flags << 24) rules per opcode
-  kernels.py   MATMUL / ADD / COPY / GELU / LAYERNORM / SOFTMAX / CAST / ONLINE_SOFTMAX /
-               ROWSCALE, batched across tiles; operand rules
+  kernels.py   the kernels, batched across tiles: worker slices, operand rules, loads and
+               stores, the dispatch (Kernels), its opcodes in two mixins:
+  matmul_kernels.py  MATMUL / ADD / COPY
+  vector_kernels.py  GELU / BIAS / LAYERNORM / SOFTMAX / CAST / ONLINE_SOFTMAX / ROWSCALE
+  operands.py  grouping of identical instances, operand widening, f16 rounding, scratch
   fmath.py     the f32 arithmetic of the vector kernels (erf, GELU, layernorm, softmax, fp8)
   exchange.py  the exchange phase: table decoding, matching, BSP transfer
   repeat.py    REPEAT: loop state, relocation of fetched code and exchange-table words

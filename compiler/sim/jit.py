@@ -4,7 +4,7 @@ widening to float32, f16 rounding fused with the store, and chunk moves.
 Each replaces a numpy sequence that made 2-4 passes over the data with
 temporaries (gather -> widening table lookup, f32 -> f16 cast -> scatter, record
 gather -> scatter): bit for bit the same results, in one pass. fp8 widens through
-the 256-entry table kernels.py builds from the library cast; f16 by bit arithmetic
+the 256-entry table operands.py builds from the library cast; f16 by bit arithmetic
 equal to numpy's cast on all 65536 inputs (tests/sim/test_jit.py). Rounding is
 numpy's own f32 -> f16 conversion (npy_floatbits_to_halfbits: round to nearest
 even, NaN keeps its top payload bits, never quieted), checked against astype over

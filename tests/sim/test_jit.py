@@ -8,7 +8,7 @@ import pytest
 
 from compiler import isa
 from compiler.sim import jit, memory
-from compiler.sim.kernels import _NO_SCALE, _WIDEN
+from compiler.sim.operands import _NO_SCALE, _WIDEN
 
 FP8 = ml_dtypes.float8_e4m3fn
 

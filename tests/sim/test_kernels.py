@@ -164,7 +164,7 @@ def test_overlapping_buffers_give_a_wrong_answer():
 
 
 def test_f16_rounding_matches_numpy_bit_for_bit():
-    from compiler.sim.kernels import to_f16
+    from compiler.sim.operands import to_f16
     rng = np.random.default_rng(11)
     x = np.concatenate([rng.standard_normal(200_000) * 10.0 ** rng.integers(-12, 6, 200_000),
                         np.arange(-3000, 3000) * 2.0 ** -25,          # exact ties between subnormals
@@ -178,7 +178,7 @@ def test_f16_rounding_matches_numpy_bit_for_bit():
 
 
 def test_widening_tables_match_casts():
-    from compiler.sim.kernels import widen
+    from compiler.sim.operands import widen
     h = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
     assert np.array_equal(widen(h.view(np.uint8), "f16").view(np.uint32),
                           h.view(np.float16).astype(np.float32).view(np.uint32))
@@ -187,7 +187,7 @@ def test_widening_tables_match_casts():
 
 
 def test_fp8_widening_any_length():
-    from compiler.sim.kernels import widen
+    from compiler.sim.operands import widen
     b = np.random.default_rng(3).integers(0, 256, (5, 11), dtype=np.uint8)
     for x in (b, b[:, :10], b[:, 1:]):          # odd length, even length, a strided view
         assert np.array_equal(widen(x, "fp8").view(np.uint32), x.view(FP8).astype(np.float32).view(np.uint32))

@@ -8,6 +8,7 @@ import pytest
 
 from compiler import sim
 from compiler.sim import jit, kernels
+from compiler.sim.operands import _NO_SCALE
 
 pytestmark = pytest.mark.skipif(not jit.hw_f16_ok(), reason="no CPU f16 conversion here")
 
@@ -44,7 +45,7 @@ def test_rounding_is_numpys_nans_included():
     rng = np.random.default_rng(11)
     x = _hard_f32(rng, 300_001)
     got = np.empty(x.size, np.uint16)
-    jit.store_f16_hw(got, np.zeros(1, np.int64), x[None], kernels._NO_SCALE)
+    jit.store_f16_hw(got, np.zeros(1, np.int64), x[None], _NO_SCALE)
     with np.errstate(all="ignore"):
         want = x.astype(np.float16).view(np.uint16)
     bad = np.flatnonzero(got != want)
@@ -80,7 +81,7 @@ def test_loops_match_the_arithmetic_ones(n):
         assert np.array_equal(a.view(np.uint32)[~nan], b.view(np.uint32)[~nan]), k
     x = _hard_f32(rng, 4 * n).reshape(4, n)
     scale = np.array([1.0, 0.37, 3e4, -2.0 ** -20], np.float32)
-    for sc in (scale, kernels._NO_SCALE):
+    for sc in (scale, _NO_SCALE):
         m1, m2 = np.zeros(8192, np.uint16), np.zeros(8192, np.uint16)
         with np.errstate(all="ignore"):
             jit.store_f16(m1, p0, x, sc)

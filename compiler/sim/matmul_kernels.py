@@ -1,0 +1,143 @@
+"""MATMUL, ADD and COPY, the simulator's kernels that are not vector arithmetic: the AMP's
+products (f16/fp8/f32, mixed f16/fp8, transposed or micro-panel b; each output the exact sum
+of its products rounded once to f32, exact.matmul_f32), the sum of f16 partials in f32 (a
+k-split's reduction, the residual add), and word-aligned byte moves. A mixin of
+kernels.Kernels, which gives it the worker slices, operand checks, loads and stores; the
+vector kernels are vector_kernels.py."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import exact, isa
+from ..target import DTYPE_BYTES
+from . import decode, jit
+from .fault import first_fault
+from .memory import I64, extent, gather, move_within, plan_chunks
+from .operands import _WIDEN, NP_DTYPES, groups, scratch, widen
+from .scales import scale_word
+
+
+class MatmulKernels:
+    # ---- MATMUL ---------------------------------------------------------------
+    def matmul(self, step, tiles, pcs, w):
+        _, dt, dt2, fl = decode.fields(w[:, 0])
+        dta = np.where(dt2 == 0, dt, dt2)                   # a's dtype (0: same as b's)
+        f32c = isa.DTYPES["f32"]
+        first_fault((dt == f32c) != (dta == f32c),
+                    lambda i: f"MATMUL mixes f32 with {decode.dtype_name(dt[i] if dt[i] != f32c else dta[i])} "
+                              f"(f32 only with f32)", tiles, step, pcs)
+        a, b, out, M, K, N = (w[:, j] for j in range(1, 7))
+        self._dims(isa.MATMUL, step, tiles, pcs, {"m": M, "k": K, "n": N})
+        sizes = np.array([0] + [DTYPE_BYTES[isa.DTYPE_NAMES[c]] for c in (1, 2, 3)], I64)
+        self.check_operands(isa.MATMUL, step, tiles, pcs,
+                            {"a": (a, M * K * sizes[dta], None), "b": (b, K * N * sizes[dt], None),
+                             "out": (out, M * N * 2, None)})
+        scale = scale_word(self, step, tiles, pcs, w[:, 7], fl, isa.MATMUL)
+        tr = (fl & isa.F_TRANSPOSE_B) != 0
+        pan = (fl & isa.F_PANEL_B) != 0
+        # The AMP engine loads a b dtype the target lists in amp_panel_elems only as
+        # micro-panels (isa.panel_order): such b must be flagged F_PANEL_B, and no other
+        # b layout (row-major, transposed) or dtype has a panel mode to fall back on.
+        panel_h = self.panel_h
+        listed = panel_h[dt] > 0
+        ff = lambda bad, msg: first_fault(bad, msg, tiles, step, pcs)
+        ff(pan & tr, lambda i: "MATMUL b cannot be both micro-panel (F_PANEL_B) and transposed (F_TRANSPOSE_B)")
+        ff(pan & ~listed,
+           lambda i: f"MATMUL b of {decode.dtype_name(dt[i])} has no micro-panel mode on this target")
+        ff(listed & ~pan,
+           lambda i: f"MATMUL b of {decode.dtype_name(dt[i])} is read only as micro-panels of "
+                     f"{panel_h[dt[i]]} on this target: F_PANEL_B is required")
+        cycles = np.zeros(len(tiles), I64)
+        for grp in groups(np.stack([dt, dta, tr, pan, M, K, N], 1)):
+            g0 = grp[0]
+            db, da = isa.DTYPE_NAMES[int(dt[g0])], isa.DTYPE_NAMES[int(dta[g0])]
+            mm, kk, nn = int(M[g0]), int(K[g0]), int(N[g0])
+            cycles[grp] = self.t.matmul_cycles(mm, kk, nn, db, da)     # the panel layout costs nothing extra
+            P = int(panel_h[dt[g0]]) if pan[g0] else 0
+            def body(g):
+                self._matmul(tiles[g], a[g], b[g], out[g], scale[g], mm, kk, nn, da, db, bool(tr[g0]), P)
+            self.each(self.slices(grp, 4 * (mm * kk + kk * nn + mm * nn)), body)
+        return cycles
+
+    def _matmul(self, tg, a, b, out, scale, mm, kk, nn, da, db, transpose_b, panel):
+        """panel: micro-panel height P of b (0: b is plain row-major / transposed).
+        A, B and C live in this thread's scratch buffer where the compiled loads apply.
+        C is each product's exact sum rounded once to f32 (exact.matmul_f32: the AMP's
+        f32 accumulation, defined as the exact sum so that no host's BLAS kernel, thread
+        count or CPU changes a bit; BLAS does the float64 work where that provably cannot)."""
+        m, n = self.m, len(tg)
+        eb = NP_DTYPES[db].itemsize
+        sa, sb, sc = n * mm * kk, n * kk * nn, n * mm * nn
+        buf = scratch(4 * (sa + sb + sc)).view(np.float32)
+        A = self._load_into(tg, a, mm * kk, da, buf[:sa].reshape(n, mm * kk))
+        if panel and db in _WIDEN:      # panel order back to [k, n], widened in the same pass
+            B = buf[sa:sa + sb].reshape(n, kk, nn)
+            jit.load_panels(m.flat, m.pos(tg, b), kk, nn, panel, eb, _WIDEN[db], B)
+        elif not panel:
+            B = self._load_into(tg, b, kk * nn, db, buf[sa:sa + sb].reshape(n, kk * nn))
+        else:
+            B = gather(m.flat, m.pos(tg, b), kk * nn * eb)
+            if panel:    # same bytes, panel order: back to [k, n] (reordered as raw elements, before widening)
+                B = isa.from_panel_order(B.view(f"<u{eb}"), kk, nn, panel).reshape(len(tg), -1).view(np.uint8)
+            B = widen(B, db)
+        B = B.reshape(-1, nn, kk).transpose(0, 2, 1) if transpose_b else B.reshape(-1, kk, nn)
+        C = exact.matmul_f32(A.reshape(-1, mm, kk), B, out=buf[sa + sb:sa + sb + sc].reshape(n, mm, nn))
+        self._store16(tg, out, C, scale)
+
+    # ---- ADD ----------------------------------------------------------------
+    def add(self, step, tiles, pcs, w):
+        m = self.m
+        out, s0, s1, ns, ne, st = (w[:, j] for j in range(1, 7))
+        self._dims(isa.ADD, step, tiles, pcs, {"nelem": ne})
+        first_fault((ns < 0) | (ns > m.tile_bytes) | (st > m.tile_bytes),
+                    lambda i: f"ADD nsrc1 = {ns[i]}, stride = {st[i]} is not a valid shape", tiles, step, pcs)
+        has1 = ns > 0
+        a1 = isa.OPERANDS[isa.ADD]["src1"][0]
+        # every partial src1 + i*stride is an aligned vector read, so the stride is too
+        first_fault((ns > 1) & (st % a1 != 0),
+                    lambda i: f"ADD operand src1 stride {st[i]} is not {a1}-byte aligned", tiles, step, pcs)
+        nb = ne * 2
+        self.check_operands(isa.ADD, step, tiles, pcs,
+                            {"out": (out, nb, None), "src0": (s0, nb, None),
+                             "src1": (s1, extent(nb, ns, st), has1)})
+        cycles = np.zeros(len(tiles), I64)
+        for grp in groups(np.stack([ns, ne], 1)):
+            k, n = int(ns[grp[0]]), int(ne[grp[0]])
+            cycles[grp] = self.t.add_cycles(n, k)
+            def body(g):
+                tg = tiles[g]
+                p0, p1 = m.pos(tg, s0[g]), m.pos(tg, s1[g])
+                if k > 0 and not ((p0 | p1 | st[g]) & 1).any():   # aligned operands: compiled sum
+                    acc = np.empty((len(g), n), np.float32)
+                    self._f16("add_f16")(m.flat16, p0 >> 1, p1 >> 1, st[g] >> 1, k, n, acc)
+                else:
+                    acc = self._load(tg, s0[g], 2 * n)
+                    for i in range(k):   # sequential f32 accumulation: the order the kernel adds in
+                        acc += self._load(tg, s1[g] + i * st[g], 2 * n)
+                self._store16(tg, out[g], acc)
+            self.each(self.slices(grp, 8 * n), body)
+        return cycles
+
+    # ---- COPY -----------------------------------------------------------------
+    def copy(self, step, tiles, pcs, w):
+        m = self.m
+        dst, src, rb, rows, dst_st, src_st = (w[:, j] for j in range(1, 7))
+        first_fault((rb > m.tile_bytes) | (rows > m.tile_bytes) | (dst_st > m.tile_bytes) | (src_st > m.tile_bytes),
+                    lambda i: f"COPY of {rows[i]} rows of {rb[i]} B (strides {dst_st[i]}, {src_st[i]}) "
+                              f"is out of range", tiles, step, pcs)
+        W = isa.COPY_WORD
+        for nm, v in (("row_bytes", rb), ("dst_stride", dst_st), ("src_stride", src_st)):
+            first_fault(v % W != 0, lambda i: f"unencodable copy: {nm} = {v[i]} is not a multiple of "
+                                              f"{W}-byte words", tiles, step, pcs)
+        live = rb * rows > 0
+        self.check_operands(isa.COPY, step, tiles, pcs,
+                            {"dst": (dst, extent(rb, rows, dst_st), live),
+                             "src": (src, extent(rb, rows, src_st), live)},
+                            note=" (unencodable copy)")
+        sp, dp, L = plan_chunks(m.pos(tiles, src), rb, rows, src_st, m.pos(tiles, dst), rb, rows, dst_st)
+        move_within(m.flat, m.tiles, m.tile_bytes, sp, dp, L)
+        nbytes = rb * rows
+        cycles = np.zeros(len(tiles), I64)
+        for g in groups(nbytes[:, None]):
+            cycles[g] = self.t.copy_cycles(int(nbytes[g[0]]))
+        return cycles

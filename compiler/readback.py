@@ -3,7 +3,7 @@
 After the superstep that completes an op's output, the host reads the output's bytes
 at their placed addresses (lower's dump rows: a tensor dump, as a debugger does on
 hardware; the simulator's execution never depends on it). Each op is checked against
-the reference op (compiler/reference.py) applied to the device's own activations,
+the reference op (compiler/reference.py; its arithmetic, compiler/reference_ops.py) applied to the device's own activations,
 read back the same way when their producers completed, and to the true parameters
 and inputs (the model's data: a wrong weight in a home or a wrong Repeat member
 shows up in the op that reads it). The bound is one op's rounding, not the graph's,
@@ -58,7 +58,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from . import exact, reference
+from . import exact, reference, reference_ops
 from .compare import real_rows
 from .exchange_check import ExchangeCheck
 from .ir import member
@@ -110,8 +110,8 @@ def _matmul(op, x, _):
     """In f32 (BLAS at twice the f64 rate): rounding the inputs to f32 and summing k
     products in f32 err by at most (k+2)e sum|a||b| more, which the bound adds."""
     a, b = (v.astype(np.float32, copy=False) for v in x)
-    ref = reference.matmul(op, a, b)
-    s = reference.matmul(op, np.abs(a), np.abs(b))
+    ref = reference_ops.matmul(op, a, b)
+    s = reference_ops.matmul(op, np.abs(a), np.abs(b))
     np.abs(s, out=s)
     k = op.attr("k")
     s *= (3 * U + (2 * k + 8) * E) * (1 + (k + 2) * E)    # last factor: s itself summed in f32
@@ -125,7 +125,7 @@ def _sum(op, x, _):
 
 
 def _gelu(op, x, _):
-    ref = reference.gelu(x[0], op.attr("approx", "tanh"))
+    ref = reference_ops.gelu(x[0], op.attr("approx", "tanh"))
     ax = np.abs(x[0])
     return ref, ulp16(ref) + (16 + 8 * ax + ax * ax * ax) * E * np.abs(ref) + TINY   # (** 3 is libm's pow)
 
@@ -133,7 +133,7 @@ def _gelu(op, x, _):
 def _layernorm(op, x, _):
     v, gamma, beta = x
     D = v.shape[1]
-    ref = reference.layernorm(v, gamma, beta, op.attr("eps", 1e-6))
+    ref = reference_ops.layernorm(v, gamma, beta, op.attr("eps", 1e-6))
     mu = v.mean(1, keepdims=True)
     rstd = 1 / np.sqrt(((v - mu) ** 2).mean(1, keepdims=True) + op.attr("eps", 1e-6))
     z = np.abs((v - mu) * rstd)
@@ -143,7 +143,7 @@ def _layernorm(op, x, _):
 
 def _softmax(op, x, _):
     scale, valid = op.attr("scale", 1.0), op.attr("valid", 0)
-    ref = reference.softmax(x[0], scale, valid)
+    ref = reference_ops.softmax(x[0], scale, valid)
     n = valid or x[0].shape[1]
     bound = np.full(ref.shape, TINY)            # the biggest tensors: bound built in place
     s = np.abs(x[0][:, :n], out=bound[:, :n])
@@ -164,14 +164,14 @@ def _flash(op, x, _):
     d, valid, scale = op.attr("head_dim"), op.attr("valid"), op.attr("scale")
     bound = ulp16(ref) + TINY
     for r, cq, ck, cv, c in reference.flash_groups(op):     # (image, head) groups
-        # reference.dot, not BLAS: these bounds decide op_error_ratio, a stored figure (issue #24)
-        s = reference.dot(q[r, cq], k[r, ck].T) * scale
-        sa = reference.dot(np.abs(q[r, cq]), np.abs(k[r, ck]).T) * abs(scale)
+        # reference_ops.dot, not BLAS: these bounds decide op_error_ratio, a stored figure (issue #24)
+        s = reference_ops.dot(q[r, cq], k[r, ck].T) * scale
+        sa = reference_ops.dot(np.abs(q[r, cq]), np.abs(k[r, ck]).T) * abs(scale)
         n = valid or s.shape[1]
         D = (3 * U + (d + 4) * E) * sa[:, :n].max(1) + U * np.abs(s[:, :n]).max(1)
-        p = reference.softmax(s, 1.0, valid)
+        p = reference_ops.softmax(s, 1.0, valid)
         # expm1(y) <= y e^y for y >= 0, e^y by exact.exp64 (numpy's exp and expm1 vary by CPU)
-        bound[r, c] += (2 * D * exact.exp_array(2 * D) + 8 * U)[:, None] * reference.dot(p, np.abs(v[r, cv]))
+        bound[r, c] += (2 * D * exact.exp_array(2 * D) + 8 * U)[:, None] * reference_ops.dot(p, np.abs(v[r, cv]))
     return ref, bound
 
 

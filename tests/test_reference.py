@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from compiler import reference
+from compiler import reference, reference_ops
 from compiler.ir import Op
 
 
@@ -18,7 +18,7 @@ def test_inplace_rounding_is_numpys_cast():
     with np.errstate(all="ignore"):
         want = bits.view(np.float32).astype(np.float16).astype(np.float32).view(np.uint32)
     got = bits.copy()
-    reference._round_f32_inplace(got)
+    reference_ops._round_f32_inplace(got)
     bad = np.flatnonzero(got != want)
     assert not len(bad), [(hex(bits[i]), hex(want[i]), hex(got[i])) for i in bad[:5]]
 
@@ -26,7 +26,7 @@ def test_inplace_rounding_is_numpys_cast():
 def test_round_fresh_keeps_width_and_values():
     x = np.array([1 + 2 ** -11, 1 + 3 * 2 ** -11, 65519.0, 65520.0, -2.0 ** -25, 2.0 ** -24 * 1.5, np.nan])
     for dt in (np.float32, np.float64):
-        y = reference._round_fresh(x.astype(dt))
+        y = reference_ops._round_fresh(x.astype(dt))
         assert y.dtype == dt
         with np.errstate(over="ignore"):
             np.testing.assert_array_equal(y, x.astype(np.float16).astype(dt))
@@ -58,9 +58,9 @@ def test_gelu_erf_by_table_is_the_direct_kernel_and_math_erf():
     """The table (f16 inputs) gives the direct kernel's bits; both are within 1 float32 ulp
     (plus 2^-140 absolute in the far tail) of libm's erf in float64, computed here without them."""
     x = _edge_and_f16(np.random.default_rng(11))
-    got = reference.gelu(x, "erf")
+    got = reference_ops.gelu(x, "erf")
     direct = np.empty_like(x)
-    reference._gelu_erf(x, direct)
+    reference_ops._gelu_erf(x, direct)
     assert got.dtype == np.float32 and got.tobytes() == direct.tobytes()
     with np.errstate(over="ignore", invalid="ignore"):
         want = np.array([0.5 * v * math.erfc(-v / math.sqrt(2.0)) if math.isfinite(v) else
@@ -68,20 +68,20 @@ def test_gelu_erf_by_table_is_the_direct_kernel_and_math_erf():
     with np.errstate(invalid="ignore"):
         bad = np.flatnonzero((_ulps32(got, want) > 1) & (np.abs(got - want) > 2.0 ** -140))
     assert not len(bad), [(x[i], got[i], want[i]) for i in bad[:5]]
-    big = np.resize(x, reference.GELU_SPLIT + 3)          # in two halves on two threads
+    big = np.resize(x, reference_ops.GELU_SPLIT + 3)          # in two halves on two threads
     want = np.empty_like(big)
-    reference._gelu_erf(big, want)
-    assert reference.gelu(big, "erf").view(np.uint32).tobytes() == want.view(np.uint32).tobytes()
+    reference_ops._gelu_erf(big, want)
+    assert reference_ops.gelu(big, "erf").view(np.uint32).tobytes() == want.view(np.uint32).tobytes()
     x64 = EDGE.astype(np.float64)              # float64 inputs (read-back) keep the direct path
     ref64 = [0.5 * v * math.erfc(-v / math.sqrt(2.0)) if math.isfinite(v) else math.nan for v in x64.tolist()]
-    np.testing.assert_allclose(reference.gelu(x64, "erf")[np.isfinite(x64)], np.array(ref64)[np.isfinite(x64)],
+    np.testing.assert_allclose(reference_ops.gelu(x64, "erf")[np.isfinite(x64)], np.array(ref64)[np.isfinite(x64)],
                                rtol=1e-13, atol=1e-300)
 
 
 def test_gelu_tanh_is_numpys_float64_formula():
     """Within a float32 ulp of numpy's float64 x / (1 + exp(-2u)) (= 0.5 x (1 + tanh u))."""
     x = _edge_and_f16(np.random.default_rng(12))
-    got = reference.gelu(x, "tanh")
+    got = reference_ops.gelu(x, "tanh")
     with np.errstate(over="ignore", invalid="ignore"):
         v = x.astype(np.float64)
         want = v / (1 + np.exp(-2 * math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)))
@@ -110,7 +110,7 @@ def test_softmax_is_numpys_float64_softmax_rounded():
     rows (a NaN, a +inf) where numpy's are; masked columns +0; f16=True its f16 rounding."""
     rng = np.random.default_rng(5)
     x = (rng.standard_normal((300, 730)) * 4).astype(np.float16).astype(np.float32)   # attention's width
-    assert _ulps32(reference.softmax(x, 1.0, 729), _softmax_whole(x, 1.0, 729)).max() <= 1
+    assert _ulps32(reference_ops.softmax(x, 1.0, 729), _softmax_whole(x, 1.0, 729)).max() <= 1
     for dt in (np.float32, np.float64):
         x = (rng.standard_normal((700, 301)) * 6).astype(dt)
         x[3, 7], x[4, :] = np.inf, -np.inf
@@ -118,8 +118,8 @@ def test_softmax_is_numpys_float64_softmax_rounded():
         for scale, v in ((1.0, 0), (0.125, 300), (np.float64(0.11785113019775793), 299)):
             with np.errstate(invalid="ignore", over="ignore"):
                 want = _softmax_whole(x, scale, v or 301)
-                got = reference.softmax(x, scale, v)
-                r = reference.softmax(x, scale, v, f16=True)
+                got = reference_ops.softmax(x, scale, v)
+                r = reference_ops.softmax(x, scale, v, f16=True)
             assert got.dtype == r.dtype == dt
             assert (np.isnan(got) == np.isnan(want)).all()
             if dt == np.float32:
@@ -138,7 +138,7 @@ def _matmul_by_blocks(op, a, b):
     out = np.zeros((max(g[4] for g in groups) + m, max(g[5] for g in groups) + n), np.float32)
     for ar, ac, br, bc, cr, cc in groups:
         bb = b[br:br + n, bc:bc + k].T if op.attr("transpose_b", False) else b[br:br + k, bc:bc + n]
-        out[cr:cr + m, cc:cc + n] = reference.dot(a[ar:ar + m, ac:ac + k], bb)
+        out[cr:cr + m, cc:cc + n] = reference_ops.dot(a[ar:ar + m, ac:ac + k], bb)
     out *= op.attr("scale", 1.0)
     return out
 
@@ -160,9 +160,9 @@ def test_grouped_matmul_writes_blocks_in_place():
         "m": t, "n": d, "k": 600, "scale": -2.0, "groups": ((0, 0, 0, 0, 0, 0), (t, 0, 0, d, 2 * t, d))}.items())))
     for op, a, b in ((scores, qkv, qkv), (pv, probs, v), (sparse, probs, v)):
         want = _matmul_by_blocks(op, a, b)
-        assert _same_bits(reference.matmul(op, a, b), want)
+        assert _same_bits(reference_ops.matmul(op, a, b), want)
         with np.errstate(over="ignore"):
-            assert _same_bits(reference.matmul(op, a, b, f16=True), want.astype(np.float16).astype(np.float32))
+            assert _same_bits(reference_ops.matmul(op, a, b, f16=True), want.astype(np.float16).astype(np.float32))
 
 
 def test_two_evaluations_sharing_weights_are_each_alone():

@@ -1,7 +1,7 @@
 """The compiled f32 -> f16 roundings against numpy's astype on every one of the
 2**32 float32 bit patterns: the simulator's two (compiler/sim/jit.py: f16 bits by integer
 arithmetic, `sim`, and by the CPU's conversion with NaNs fixed up, `sim-cpu`) and the
-reference's (compiler/reference.py, in place as float32 values; independent code).
+reference's (compiler/reference_ops.py, in place as float32 values; independent code).
 `python experiments/host_time/f16_exhaustive.py` (a minute or two on one core; prints
 the mismatches, exit 1 if any). tests/sim/test_jit.py and tests/test_reference.py
 check samples of the same."""
@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from compiler import reference
+from compiler import reference_ops
 from compiler.sim import jit
 
 CHUNK = 1 << 26
@@ -26,7 +26,7 @@ def main():
         jit.f16_bits(b.view(np.float32), got)
         jit.store_f16_hw(cpu, np.zeros(1, np.int64), b.view(np.float32)[None], np.zeros(0, np.float32))
         r = b.copy()
-        reference._round_f32_inplace(r)
+        reference_ops._round_f32_inplace(r)
         for name, d in (("sim", np.flatnonzero(want.view(np.uint16) != got)),
                         ("sim-cpu", np.flatnonzero(want.view(np.uint16) != cpu)),
                         ("reference", np.flatnonzero(want.astype(np.float32).view(np.uint32) != r))):

@@ -2,7 +2,8 @@
 `python experiments/host_time/reference_diff.py MODEL.npz REV [--device OUTPUT.npz] [--runs N]`.
 
 Loads compiler/reference.py as it was at REV (git show; it imports only compiler.ir and
-compiler.models.gemm, taken from this checkout), evaluates both on the artifact's graph and
+compiler.models.gemm, taken from this checkout, and, from the revision that split its
+arithmetic out on, compiler/reference_ops.py, taken from REV too), evaluates both on the artifact's graph and
 data (artifacts/model/result.npz after `dvc exp run -S model.layers=27`, say), and prints
 each revision's seconds and tolerance, how many output elements differ and by how much, and
 with --device (that trial's artifacts/run/output.npz) the device's max error against each.
@@ -34,12 +35,36 @@ from compiler.compare import real_rows  # noqa: E402
 from pipeline import codec  # noqa: E402
 
 
+def _module_at(rev: str, path: str, name: str) -> types.ModuleType | None:
+    """compiler/<path> as it was at REV, run as a module `name` of package compiler (its relative
+    imports resolve in this checkout); None if REV has no such file."""
+    r = subprocess.run(["git", "show", f"{rev}:compiler/{path}"], cwd=REPO, capture_output=True, text=True)
+    if r.returncode != 0:
+        return None
+    mod = types.ModuleType(name)
+    mod.__package__ = "compiler"
+    src = r.stdout.replace("cache=True", "cache=False")  # numba caches only functions in files on disk
+    exec(compile(src, f"{rev}:compiler/{path}", "exec"), mod.__dict__)
+    return mod
+
+
 def at_revision(rev: str) -> types.ModuleType:
-    src = subprocess.run(["git", "show", f"{rev}:compiler/reference.py"], cwd=REPO, check=True,
-                         capture_output=True, text=True).stdout
+    """REV's reference; from the revision that split its arithmetic into reference_ops.py on,
+    REV's reference_ops.py with it (registered under a name of its own, so this checkout's
+    reference_ops stays as it is)."""
+    ops = _module_at(rev, "reference_ops.py", f"compiler._reference_ops_at_{abs(hash(rev))}")
+    if ops is None:
+        mod = _module_at(rev, "reference.py", f"reference_{rev}")
+        if mod is None:
+            raise SystemExit(f"error: {rev} has no compiler/reference.py")
+        return mod
+    sys.modules[ops.__name__] = ops
+    r = subprocess.run(["git", "show", f"{rev}:compiler/reference.py"], cwd=REPO, check=True,
+                       capture_output=True, text=True)
+    src = r.stdout.replace("from .reference_ops import", f"from {ops.__name__} import")
+    src = src.replace("cache=True", "cache=False")
     mod = types.ModuleType(f"reference_{rev}")
-    mod.__package__ = "compiler"                   # its relative imports resolve in this checkout
-    src = src.replace("cache=True", "cache=False")  # numba caches only functions in files on disk
+    mod.__package__ = "compiler"
     exec(compile(src, f"{rev}:compiler/reference.py", "exec"), mod.__dict__)
     return mod
 

@@ -175,14 +175,14 @@ def figures(g, rounded: dict, unrounded: dict, model: dict) -> dict:
 
 def source_weights(g):
     """The weights the model is defined with, under timm's names: the config's file, or
-    the seeded tensors the model phase drew (models/vit.py, lazily per tensor)."""
-    from .models import vit
+    the seeded tensors the model phase drew (models/vit_weights.py, lazily per tensor)."""
+    from .models import vit_weights as vw
     a = g.meta[META]
     dims = dict(width=a["width"], hidden=a["hidden"], patch=a["patch"], tokens=a["tokens"], pool=a["pool"])
-    shapes = vit.block_shapes(a["depth"], a["width"], a["hidden"]) | vit.tower_shapes(dims, a["classes"])
+    shapes = vw.block_shapes(a["depth"], a["width"], a["hidden"]) | vw.tower_shapes(dims, a["classes"])
     if a["weights"]:
-        return vit.load_weights(a["weights"], shapes)[0]
-    return vit.seeded_weights(a["seed"], a["depth"], a["width"], a["hidden"], shapes)
+        return vw.load_weights(a["weights"], shapes)[0]
+    return vw.seeded_weights(a["seed"], a["depth"], a["width"], a["hidden"], shapes)
 
 
 def weights_check(g, data: dict) -> dict:

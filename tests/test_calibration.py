@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from compiler import reference
-from compiler.models import calibrate, photos, vit
+from compiler.models import calibrate, photos, vit, vit_config
 from compiler.models.calibrate import cast_amax
 from compiler.phases import ModelResult, compile_trial, reference_phase
 from helpers import target_cfg
@@ -26,7 +26,7 @@ def scales(g):
 
 
 def samples(spec, data):
-    c = vit.VitConfig(**spec)
+    c = vit_config.VitConfig(**spec)
     return vit.calibration_inputs(c, c.dims(), data["pixels"].shape[0], 1)
 
 
@@ -51,7 +51,7 @@ def test_calibration_reads_only_calibration_photos_never_the_trials_input(tmp_pa
     trial input, given as its pixels, is opened by the test, not the build), and no
     evaluation the calibration runs is fed the trial's pixel rows."""
     trial = calibrate.tower_input([calibrate.photo_pixels(photos.DEFAULT, 28, 1.0, (0.5,) * 3, (0.5,) * 3)],
-                                  vit.VitConfig(**TOWER).dims(), 4)["pixels"]     # 2 x 2 patches
+                                  vit_config.VitConfig(**TOWER).dims(), 4)["pixels"]     # 2 x 2 patches
     np.save(tmp_path / "x.npy", calibrate.photo_pixels(photos.DEFAULT, 28, 1.0, (0.5,) * 3, (0.5,) * 3))
     opened, fed = [], []
     load, evaluate = photos.load, reference.evaluate

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from compiler import compare, reference
-from compiler.models import vit
+from compiler.models import vit, vit_config
 from compiler.target import ConfigError
 
 TOWER = dict(name="vit", preset="custom", scope="tower", width=32, hidden=64, heads=2, image=28, patch=14,
@@ -47,7 +47,7 @@ def relative_means(g, data, inputs):
 
 
 def calibration_input(spec, data):
-    c = vit.VitConfig(**spec)
+    c = vit_config.VitConfig(**spec)
     return vit.calibration_inputs(c, c.dims(), data["pixels"].shape[0], 1)[0]
 
 

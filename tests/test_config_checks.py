@@ -9,7 +9,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from compiler.models import precheck, vit
+from compiler.models import precheck, vit_config, vit_weights
 from compiler.target import ConfigError
 from pipeline.config import compose, validate
 from test_bad_input import one_line_error, run
@@ -30,10 +30,10 @@ def cfg(**kw) -> dict:
 
 
 def weights(path, layers=4, drop=None, extra=None, fmt="npz", dtype=None):
-    c = vit.VitConfig(**(TINY | dict(layers=layers)))
+    c = vit_config.VitConfig(**(TINY | dict(layers=layers)))
     d = c.dims()
-    shapes = vit.block_shapes(layers, d["width"], d["hidden"]) | vit.tower_shapes(d, c.classes)
-    w = vit.seeded_weights(3, 0, 0, 0, shapes).state_dict()
+    shapes = vit_weights.block_shapes(layers, d["width"], d["hidden"]) | vit_weights.tower_shapes(d, c.classes)
+    w = vit_weights.seeded_weights(3, 0, 0, 0, shapes).state_dict()
     if drop:
         w.pop(drop)
     w |= extra or {}

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from compiler import isa
-from compiler.models import vit
+from compiler.models import vit_weights
 from compiler.models.gemm import dequantize, quantize
 from compiler.phases import compile_trial, target_of
 from compiler.run import run
@@ -23,7 +23,7 @@ LINEARS = ("attn.qkv.weight", "attn.proj.weight", "mlp.fc1.weight", "mlp.fc2.wei
 
 @pytest.fixture(scope="module")
 def trial(tmp_path_factory):
-    w = vit.seeded_weights(np.random.default_rng(3), 2, 32, 64).state_dict()
+    w = vit_weights.seeded_weights(np.random.default_rng(3), 2, 32, 64).state_dict()
     for name in LINEARS:
         w[f"blocks.1.{name}"] *= np.float32(2.0 ** -16)
     path = tmp_path_factory.mktemp("w") / "w.npz"

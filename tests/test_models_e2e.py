@@ -36,7 +36,7 @@ def test_model_validates(name):
 
 
 def _timm_file(tmp_path, drop=None, bad=None):
-    from compiler.models.vit import seeded_weights
+    from compiler.models.vit_weights import seeded_weights
     w = seeded_weights(np.random.default_rng(1), 1, 32, 64).state_dict()
     if drop:
         w.pop(drop)

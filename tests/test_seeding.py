@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from compiler import reference
-from compiler.models import vit
+from compiler.models import vit, vit_weights
 from compiler.models.fp8cast import to_fp8
 from compiler.models.gemm import quantize
 from compiler.models.weights import name_rng, uniform
@@ -37,14 +37,14 @@ def test_quantize_float32_is_the_plain_cast():
 
 
 def test_seeded_weights_depend_on_seed_and_name_only():
-    w = vit.seeded_weights(5, 3, 32, 64)
+    w = vit_weights.seeded_weights(5, 3, 32, 64)
     a = w["blocks.2.mlp.fc1.weight"]
     _ = [w[k] for k in reversed(list(w))]                   # other reads in between change nothing
-    assert np.array_equal(a, vit.seeded_weights(5, 3, 32, 64)["blocks.2.mlp.fc1.weight"])
+    assert np.array_equal(a, vit_weights.seeded_weights(5, 3, 32, 64)["blocks.2.mlp.fc1.weight"])
     assert not np.array_equal(a, w["blocks.1.mlp.fc1.weight"])
-    assert not np.array_equal(a, vit.seeded_weights(6, 3, 32, 64)["blocks.2.mlp.fc1.weight"])
+    assert not np.array_equal(a, vit_weights.seeded_weights(6, 3, 32, 64)["blocks.2.mlp.fc1.weight"])
     assert a.shape == (64, 32) and a.dtype == np.float32
-    assert len(w) == 3 * 12 and set(w) == set(vit.block_shapes(3, 32, 64))
+    assert len(w) == 3 * 12 and set(w) == set(vit_weights.block_shapes(3, 32, 64))
 
 
 def test_uniform_init_has_the_variance_of_the_normal_it_replaces():

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from compiler.models import vit
+from compiler.models import vit_config
 from compiler.models.image import load_pixels
 from compiler.target import ConfigError
 from conftest import REPO
@@ -37,7 +37,7 @@ def test_pixels_equal_timms(case):
 @pytest.mark.parametrize("preset", ["so400m", "b16"])
 def test_presets_are_timms_pretrained_cfgs(preset):
     t = json.loads(str(Z["presets"]))[preset]
-    d = vit.VitConfig(preset=preset, scope="tower").dims()
+    d = vit_config.VitConfig(preset=preset, scope="tower").dims()
     assert (d["image"], d["crop_pct"], d["interpolation"]) == (t["input_size"][1], t["crop_pct"], t["interpolation"])
     assert list(d["mean"]) == t["mean"] and list(d["std"]) == t["std"]
 
@@ -58,7 +58,7 @@ def test_bad_preprocessing_key_named(key, value):
 
 
 def test_keys_override_the_preset():
-    d = vit.VitConfig(preset="so400m", scope="tower", crop_pct=1.0, interpolation="bilinear", mean=[0, 0, 0],
+    d = vit_config.VitConfig(preset="so400m", scope="tower", crop_pct=1.0, interpolation="bilinear", mean=[0, 0, 0],
                       std=[1, 1, 1]).dims()
     assert (d["crop_pct"], d["interpolation"], list(d["mean"]), list(d["std"])) == (1.0, "bilinear", [0, 0, 0],
                                                                                    [1, 1, 1])

@@ -7,7 +7,7 @@ naming the file or tensor."""
 import numpy as np
 import pytest
 
-from compiler.models import vit
+from compiler.models import vit, vit_config, vit_weights, weights
 from compiler.phases import compile_trial, model_phase, reference_phase
 from compiler.target import ConfigError
 from helpers import target_cfg
@@ -52,17 +52,17 @@ def test_tower_graph_shapes():
 
 
 def test_so400m_preset_dims():
-    c = vit.VitConfig(preset="so400m", scope="tower")
+    c = vit_config.VitConfig(preset="so400m", scope="tower")
     d = c.dims()
     assert d["tokens"] == 729 and d["image"] == 384 and d["patch"] == 14       # 384 = 27·14 + 6
-    assert vit.VitConfig(preset="b16").dims()["tokens"] == 197
+    assert vit_config.VitConfig(preset="b16").dims()["tokens"] == 197
 
 
 def _weights(tmp_path, model, drop=None, extra=None, fmt="npz"):
-    c = vit.VitConfig(**model)
+    c = vit_config.VitConfig(**model)
     d = c.dims()
-    shapes = vit.block_shapes(c.layers, d["width"], d["hidden"]) | vit.tower_shapes(d, c.classes)
-    w = vit.seeded_weights(np.random.default_rng(3), 0, 0, 0, shapes).state_dict()
+    shapes = vit_weights.block_shapes(c.layers, d["width"], d["hidden"]) | vit_weights.tower_shapes(d, c.classes)
+    w = vit_weights.seeded_weights(np.random.default_rng(3), 0, 0, 0, shapes).state_dict()
     if drop:
         w.pop(drop)
     w |= extra or {}
@@ -80,7 +80,7 @@ def test_weights_import_and_ignored_tensors(tmp_path, fmt):
     p = _weights(tmp_path, SIGLIP, extra={"head.weight": np.zeros((4, 64), np.float32)}, fmt=fmt)
     m = model_phase(dict(model=dict(SIGLIP, weights=p)))
     assert m.metrics()["ignored_tensors"] == ["head.weight"]
-    w = vit.read_tensors(p)
+    w = weights.read_tensors(p)
     got = m.data["patch_embed.proj.weight"].astype(np.float64) * m.graph.tensors["patch_embed.proj.weight"].scale
     np.testing.assert_allclose(got, w["patch_embed.proj.weight"].reshape(64, -1).T, rtol=0.07, atol=1e-3)
 

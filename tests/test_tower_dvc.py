@@ -4,16 +4,16 @@ stage; an unchanged file lets DVC skip it."""
 import numpy as np
 import yaml
 
-from compiler.models import vit
+from compiler.models import vit_config, vit_weights
 from test_dvc import ran, repo, sh  # noqa: F401 (fixture)
 from test_tower import SIGLIP
 
 
 def _write_weights(path, seed):
-    c = vit.VitConfig(**SIGLIP)
+    c = vit_config.VitConfig(**SIGLIP)
     d = c.dims()
-    shapes = vit.block_shapes(c.layers, d["width"], d["hidden"]) | vit.tower_shapes(d, c.classes)
-    np.savez(path, **vit.seeded_weights(np.random.default_rng(seed), 0, 0, 0, shapes).state_dict())
+    shapes = vit_weights.block_shapes(c.layers, d["width"], d["hidden"]) | vit_weights.tower_shapes(d, c.classes)
+    np.savez(path, **vit_weights.seeded_weights(np.random.default_rng(seed), 0, 0, 0, shapes).state_dict())
 
 
 def test_replacing_weights_in_place_reruns_model(repo):  # noqa: F811

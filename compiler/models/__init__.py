@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from ..target import ConfigError
 from . import attention, gemm, mlp, vit
+from .vit_config import VitConfig
 
 MODELS = {"gemm": gemm.build, "mlp": mlp.build, "attention": attention.build, "flash_attention": attention.build, "vit": vit.build}
 CONFIGS = {"gemm": gemm.GemmConfig, "mlp": mlp.MlpConfig, "attention": attention.AttentionConfig,
-           "flash_attention": attention.AttentionConfig, "vit": vit.VitConfig}
+           "flash_attention": attention.AttentionConfig, "vit": VitConfig}
 
 
 def check(cfg: dict) -> None:

@@ -49,11 +49,12 @@ def host_bytes(cfg: dict) -> tuple[str, dict]:
     """(the keys that set the size, as `model.k=v, ...`; {part: bytes}) for model `cfg`
     (already checked by models.check). F32 = 4 B: the reference evaluates in float32, twice
     (f16-rounded and not) on two threads, so its activations count twice."""
-    from . import attention, gemm, mlp, vit
+    from . import attention, gemm, mlp
     from .config import model_config
+    from .vit_config import VitConfig
     name = cfg["name"]
     if name == "vit":
-        c = model_config(vit.VitConfig, dict(cfg))
+        c = model_config(VitConfig, dict(cfg))
         d = c.dims()
         D, F, H = d["width"], d["hidden"], d["heads"]
         T = attention.padded(d["tokens"])
@@ -174,12 +175,14 @@ def check_weights(cfg: dict) -> None:
     block beyond `model.layers` (a 4-layer file under model.layers=3 would silently run
     three); other extra tensors are allowed (the model phase lists them as
     model.ignored_tensors)."""
-    from . import vit
     from .config import model_config
-    c = model_config(vit.VitConfig, dict(cfg))
+    from .vit_config import VitConfig
+    from .vit_weights import block_shapes, tower_shapes
+    from .weights import check_path
+    c = model_config(VitConfig, dict(cfg))
     if not c.weights:
         return
-    path = str(vit.check_path(c.weights))
+    path = str(check_path(c.weights))
     where = f"model.weights={c.weights}"
     try:
         if path.endswith(".safetensors"):
@@ -191,7 +194,7 @@ def check_weights(cfg: dict) -> None:
     except (OSError, zipfile.BadZipFile, EOFError, ValueError) as e:
         raise ConfigError(f"{where}: unreadable ({type(e).__name__}: {str(e)[:120]})") from None
     d = c.dims()
-    need = vit.block_shapes(c.layers, d["width"], d["hidden"]) | (vit.tower_shapes(d, c.classes) if c.tower else {})
+    need = block_shapes(c.layers, d["width"], d["hidden"]) | (tower_shapes(d, c.classes) if c.tower else {})
     have = _blocks(heads)
     extra = sorted(i for i in have if i >= c.layers)
     if extra:
@@ -219,10 +222,11 @@ def check_input(cfg: dict) -> None:
     """A ViT tower's `model.input` decoded as the model phase decodes it: each image file
     through Pillow and timm's eval transform, a pixel array read and its shape checked, a
     `photo:NAME` looked up among the bundled photos."""
-    from . import photos, vit
+    from . import photos
     from .config import model_config
     from .image import MEAN, STD, load_batch
-    c = model_config(vit.VitConfig, dict(cfg))
+    from .vit_config import VitConfig
+    c = model_config(VitConfig, dict(cfg))
     if not c.tower or not c.input:
         return
     d = c.dims()

@@ -11,216 +11,25 @@ FP16.
 
 Weights are seeded, or imported from an .npz / .safetensors file with timm's names
 (weights.py; Linear weights stored out×in, transposed here). An odd token count is
-padded by one masked token (see attention.py)."""
-from __future__ import annotations
+padded by one masked token (see attention.py).
 
-from dataclasses import dataclass
+This file builds the graph: `build` (the encoder's Repeat body inline), the tower's
+patch embedding and head. The presets and VitConfig are vit_config.py; timm's weight names,
+shapes, loading and seeding are vit_weights.py."""
+from __future__ import annotations
 
 import numpy as np
 
 from ..ir import Graph, Repeat, Tensor
-from . import photos
 from .attention import attention_ops, padded
 from .calibrate import calibrate, calibration_inputs, keep_in_f16, least_error_scales
-from .centering import NORMS, center
-from .config import check_positive, model_config
+from .centering import center
+from .config import model_config
 from .export import META, arch_meta
 from .gemm import FP8_MAX, dequantize, quantize, quantize_members
-from .image import MEAN, STD, check_preprocess, load_batch, patch_rows
-from .weights import SeededWeights, check_path, read_tensors, take, uniform
-
-CENTRED = {"norms": NORMS, "norms+attn": NORMS + ("attn",)}   # model.fp8_centering -> the casts centred
-
-# timm 1.0's vit_so400m_patch14_siglip_384(.webli) and vit_base_patch16_224(.augreg2_in21k_ft_in1k;
-# .augreg_in21k_ft_in1k alike). Preprocessing from their pretrained cfgs in
-# timm/models/vision_transformer.py: `_cfg` gives crop_pct 0.9, bicubic, IMAGENET_INCEPTION
-# mean/std (0.5, 0.5, 0.5); neither entry overrides them (the so400m one sets only input_size
-# 384 and num_classes 0), so so400m resizes to ⌊384/0.9⌋ = 426 and crops 384. Exact-erf GELU
-# (timm's nn.GELU) in both.
-_TIMM_EVAL = dict(crop_pct=0.9, interpolation="bicubic", mean=MEAN, std=STD)
-PRESETS = {"so400m": dict(width=1152, layers=27, hidden=4304, heads=16, tokens=729, image=384, patch=14,
-                          pool="map", **_TIMM_EVAL),
-           "b16": dict(width=768, layers=12, hidden=3072, heads=12, tokens=197, image=224, patch=16,
-                       pool="token", **_TIMM_EVAL),
-           # ViT-g/14's dimensions (timm vit_giant_patch14_clip_224: 1408 wide, 40 deep, MLP 6144, 16 heads,
-           # 224² in patches of 14, class token: 257) in b16's structure (class token + Linear classifier;
-           # no CLIP pre-norm): ~1 B parameters, more than one chip holds (conf/model/vit_g14.yaml, issue #28)
-           "g14": dict(width=1408, layers=40, hidden=6144, heads=16, tokens=257, image=224, patch=14,
-                       pool="token", **_TIMM_EVAL)}
-_CUSTOM = dict(pool="map", crop_pct=1.0, interpolation="bicubic", mean=MEAN, std=STD)   # preset custom
-
-
-@dataclass(frozen=True)
-class VitConfig:
-    name: str = "vit"
-    preset: str = "so400m"        # so400m | b16 | g14 | custom (then width..tokens below are used)
-    scope: str = ""               # tower: image -> embedding | blocks: the encoder alone, seeded tokens in
-    layers: int = 4
-    width: int = 0                # 0: from the preset
-    hidden: int = 0
-    heads: int = 0
-    tokens: int = 0               # blocks scope only (the tower's follow from image, patch, pool)
-    image: int = 0                # tower: image side in pixels (0: preset)
-    patch: int = 0                # tower: patch side (0: preset)
-    pool: str = ""                # tower head: map (SigLIP attention pool) | token (class token + Linear)
-    classes: int = 1000           # pool=token: classifier outputs
-    batch: int = 1                # tower: images per run (model.input: a list of that many files, or a stacked array)
-    attention: str = "materialized"  # materialized: S and P stored per (image, head) | flash: one flash_attention
-                                     # op, S never stored beyond a key block (issue #27: what lets B >= 6 fit)
-    weight_dtype: str = "fp8"
-    gelu: str = "erf"
-    eps: float = 1e-6
-    weights: str = ""             # .npz or .safetensors with timm names; "" = seeded
-    input: str | list = ""        # tower: image file(s) (PNG/JPEG), photo:NAME (models/photos.py) or .npy/.npz
-                                  # pixels; "" = seeded images
-    crop_pct: float = 0.0         # tower preprocessing (timm's eval transform); 0 / "" / [] = the preset's
-    interpolation: str = ""
-    mean: tuple | list = ()
-    std: tuple | list = ()
-    fp8_activations: bool = False  # cast the inputs of QKV, proj, fc1, fc2 to FP8, one scale per layer:
-    fp8_scales: str = "least_error"  # least_error (the least error on calibration inputs, >= headroom ·
-                                    # their amax) | calibrated (headroom · their amax) | bound (any input)
-    calibration: int = 6           # least_error, calibrated: calibration inputs (never the trial's; at most 6 photos)
-    fp8_calibration: str = "photos"  # photos: the first `calibration` of photos.CALIBRATION (never a held-out
-                                     # photo) | seeded: seeded images (the encoder alone: always seeded tokens)
-    fp8_headroom: float = 2.0      # scale >= headroom · calibration amax / 448 (the casts saturate above it)
-    fp8_fallback: bool = True      # least_error: keep in f16 the casts whose calibration rounding error, relative
-                                   # to their input's token-to-token part, exceeds fp8_fallback_error (their
-                                   # matmul runs FP16 x FP8, at the f16 rate; calibrate.least_error_scales)
-    fp8_fallback_error: float = 0.15  # (calibrate.py: between the errors of the casts kept and taken out)
-    fp8_centering: str = "norms"   # least_error, calibrated: cast the LayerNorm outputs (QKV's, fc1's input)
-                                   # less their per-channel calibration means, folded into biases | norms+attn
-                                   # (proj's input too: clips on new images) | none (models/centering.py)
-    seed: int = 0
-
-    @property
-    def tower(self) -> bool:
-        """scope "" (the dataclass default): the tower for a named preset or a custom one
-        with an image size, else the blocks."""
-        return self.scope == "tower" or (not self.scope and (self.preset != "custom" or bool(self.image)))
-
-    def dims(self) -> dict:
-        d = dict(PRESETS.get(self.preset, _CUSTOM))
-        d.pop("layers", None)
-        for k in ("width", "hidden", "heads", "tokens", "image", "patch", "pool", "crop_pct", "interpolation",
-                  "mean", "std"):
-            if getattr(self, k):
-                d[k] = getattr(self, k)
-        if self.tower and d.get("image") and d.get("patch"):
-            d["tokens"] = (d["image"] // d["patch"]) ** 2 + (d["pool"] == "token")
-        return d
-
-    def check(self):
-        if self.weights:
-            check_path(self.weights)
-        if self.preset not in (*PRESETS, "custom"):
-            raise ValueError(f"model.preset={self.preset!r}: not one of {', '.join(PRESETS)}, custom")
-        if self.scope not in ("", "tower", "blocks"):
-            raise ValueError(f"model.scope={self.scope!r}: not one of tower, blocks")
-        check_positive(self, "layers", "classes", "batch", "calibration")
-        check_preprocess(self.crop_pct, self.interpolation, self.mean, self.std)
-        if self.attention not in ("materialized", "flash"):
-            raise ValueError(f"model.attention={self.attention!r}: not one of materialized, flash")
-        if self.fp8_scales not in ("least_error", "calibrated", "bound"):
-            raise ValueError(f"model.fp8_scales={self.fp8_scales!r}: not one of least_error, calibrated, bound")
-        if self.fp8_calibration not in ("photos", "seeded"):
-            raise ValueError(f"model.fp8_calibration={self.fp8_calibration!r}: not one of photos, seeded")
-        if self.fp8_activations and self.fp8_calibration == "photos" and self.calibration > len(photos.CALIBRATION):
-            raise ValueError(f"model.calibration={self.calibration}: there are {len(photos.CALIBRATION)} "
-                             f"calibration photos ({', '.join(photos.CALIBRATION)}; model.fp8_calibration=photos)")
-        if self.fp8_centering not in CENTRED and self.fp8_centering != "none":
-            raise ValueError(f"model.fp8_centering={self.fp8_centering!r}: not one of {', '.join(CENTRED)}, none")
-        if not self.fp8_fallback_error > 0:
-            raise ValueError(f"model.fp8_fallback_error={self.fp8_fallback_error!r}: must be > 0")
-        if not self.fp8_headroom >= 1:
-            raise ValueError(f"model.fp8_headroom={self.fp8_headroom!r}: must be >= 1 (below 1 clips the "
-                             f"calibration data itself)")
-        d = self.dims()
-        keys = ("width", "hidden", "heads", "tokens") + (("image", "patch") if self.tower else ())
-        for k in keys:
-            if not isinstance(d.get(k), int) or d[k] <= 0:
-                raise ValueError(f"model.{k}={d.get(k)!r}: must be a positive integer (preset custom)")
-        if d["width"] % d["heads"] or (d["width"] // d["heads"]) % 2:
-            raise ValueError(f"model.width={d['width']} must split into model.heads={d['heads']} "
-                             f"heads of an even size")
-        for k in ("width", "hidden"):
-            if d[k] % 4:
-                raise ValueError(f"model.{k}={d[k]}: must be a multiple of 4 (FP8 rows move as words)")
-        if self.tower:
-            if d["image"] < d["patch"]:
-                raise ValueError(f"model.image={d['image']} is smaller than model.patch={d['patch']}")
-            if d["pool"] not in ("map", "token"):
-                raise ValueError(f"model.pool={d['pool']!r}: not one of map, token")
-            if d["pool"] == "token" and self.classes % 4:
-                raise ValueError(f"model.classes={self.classes}: must be a multiple of 4 (FP8 rows move as words)")
-        if self.weight_dtype not in ("f16", "fp8") or self.gelu not in ("tanh", "erf"):
-            raise ValueError(f"model.weight_dtype={self.weight_dtype!r} / model.gelu={self.gelu!r}: "
-                             f"expected f16|fp8 and tanh|erf")
-
-
-def timm_shapes(i: int, D: int, F: int) -> dict:
-    """timm names and shapes (Linear weights out×in) of block i."""
-    b = f"blocks.{i}."
-    return {b + "norm1.weight": (D,), b + "norm1.bias": (D,), b + "attn.qkv.weight": (3 * D, D),
-            b + "attn.qkv.bias": (3 * D,), b + "attn.proj.weight": (D, D), b + "attn.proj.bias": (D,),
-            b + "norm2.weight": (D,), b + "norm2.bias": (D,), b + "mlp.fc1.weight": (F, D),
-            b + "mlp.fc1.bias": (F,), b + "mlp.fc2.weight": (D, F), b + "mlp.fc2.bias": (D,)}
-
-
-def tower_shapes(d: dict, classes: int) -> dict:
-    """timm names and shapes of the tensors outside the blocks (patch embedding,
-    positions, final norm, and the head: attn_pool.* for pool=map, cls_token and head.*
-    for pool=token)."""
-    D, F, P, T0 = d["width"], d["hidden"], d["patch"], d["tokens"]
-    s = {"patch_embed.proj.weight": (D, 3, P, P), "patch_embed.proj.bias": (D,), "pos_embed": (1, T0, D),
-         "norm.weight": (D,), "norm.bias": (D,)}
-    if d["pool"] == "token":
-        s |= {"cls_token": (1, 1, D), "head.weight": (classes, D), "head.bias": (classes,)}
-    else:
-        a = "attn_pool."
-        s |= {a + "latent": (1, 1, D), a + "q.weight": (D, D), a + "q.bias": (D,), a + "kv.weight": (2 * D, D),
-              a + "kv.bias": (2 * D,), a + "proj.weight": (D, D), a + "proj.bias": (D,), a + "norm.weight": (D,),
-              a + "norm.bias": (D,), a + "mlp.fc1.weight": (F, D), a + "mlp.fc1.bias": (F,),
-              a + "mlp.fc2.weight": (D, F), a + "mlp.fc2.bias": (D,)}
-    return s
-
-
-def load_weights(path: str, shapes: dict) -> tuple[dict, list[str]]:
-    """The tensors of `shapes` from the file, and the names of those left unused."""
-    return take(read_tensors(path), shapes, path)
-
-
-def block_shapes(layers: int, D: int, F: int) -> dict:
-    return {k: v for i in range(layers) for k, v in timm_shapes(i, D, F).items()}
-
-
-def seeded_weights(seed, layers: int, D: int, F: int, shapes: dict | None = None) -> SeededWeights:
-    """Seeded tensors under timm's names, made lazily per tensor from (seed, name) (weights.py):
-    27 So400m layers' float32 would be 1.7 GB, one tensor is at most 20 MB. `seed`: an int,
-    or a Generator (one integer is drawn from it). Norm weights 1 + 0.1·N, biases 0.1·N,
-    positions, class token and latent 0.02·N; Linear weights uniform on ±g·√(3/fan_in) (the
-    variance of N(0, g²/fan_in); uniform as torch's default Linear init, and ~10x cheaper to
-    draw) with a per-tensor gain g = 2^U(-½, ½): trained layers differ in magnitude, and
-    without it every layer's uniform draw would reach the same amax, so per-layer FP8 scales
-    would all be equal and a scale read from the wrong layer harmless. Made in in×out order and returned as the out×in view (param() transposes them
-    back for free); the patch convolution N(0, 1/fan_in), fan_in = 3·P·P."""
-    if isinstance(seed, np.random.Generator):
-        seed = int(seed.integers(1 << 62))
-    return SeededWeights(seed, block_shapes(layers, D, F) if shapes is None else shapes, _seed_tensor)
-
-
-def _seed_tensor(rng, name: str, shape: tuple) -> np.ndarray:
-    if name.endswith("norm1.weight") or name.endswith("norm2.weight") or name.endswith("norm.weight"):
-        return 1 + 0.1 * rng.standard_normal(shape, dtype=np.float32)
-    if name.endswith("bias"):
-        return 0.1 * rng.standard_normal(shape, dtype=np.float32)
-    if name in ("pos_embed", "cls_token", "attn_pool.latent"):
-        return 0.02 * rng.standard_normal(shape, dtype=np.float32)
-    fan_in = int(np.prod(shape[1:]))
-    if len(shape) == 2:
-        gain = 2.0 ** rng.uniform(-0.5, 0.5)
-        return uniform(rng, shape[::-1], float(gain * np.sqrt(3 / fan_in))).T
-    return rng.standard_normal(shape, dtype=np.float32) / np.float32(np.sqrt(fan_in))
+from .image import load_batch, patch_rows
+from .vit_config import CENTRED, VitConfig
+from .vit_weights import _BLOCK_PARAMS, block_shapes, load_weights, seeded_weights, tower_shapes
 
 
 def build(cfg: dict):
@@ -349,9 +158,6 @@ def build(cfg: dict):
                 g.meta["fp8_fallback"] = sorted(n for n, e in errors.items() if e > c.fp8_fallback_error)
                 g = keep_in_f16(g, g.meta["fp8_fallback"])
     return g, data
-
-
-_BLOCK_PARAMS = {k.split(".", 2)[2] for k in timm_shapes(0, 4, 4)}
 
 
 def _linear_param(g, data, name, w, dtype, transpose=True):

@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from compiler.models import photos, vit  # noqa: E402
+from compiler.models import photos, vit, vit_config  # noqa: E402
 from compiler.models.attention import padded  # noqa: E402
 from compiler.models.calibrate import cast_amax, photo_pixels, tower_input  # noqa: E402
 from compiler.models.gemm import FP8_MAX  # noqa: E402
@@ -31,7 +31,7 @@ def main(argv):
     extra = eval(keys, {"dict": dict}) if keys.startswith("dict(") else ast.literal_eval(keys)
     spec = dict(name="vit", preset="so400m", scope="tower", layers=L, fp8_activations=True, **extra)
     g, data = vit.build(spec)
-    d = vit.VitConfig(**spec).dims()
+    d = vit_config.VitConfig(**spec).dims()
     casts = {n: op.inputs[0] for n, op in enumerate(g.ops) if op.kind == "cast"}
     rng = {n: np.broadcast_to(np.asarray(g.ops[n].attr("scale")), (L,)) * FP8_MAX for n in casts}
     print(f"So400m tower, {L} layers, {extra}: largest |x| / (448 · scale) per layer")

@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from compiler import compare  # noqa: E402
-from compiler.models import photos, vit  # noqa: E402
+from compiler.models import photos, vit, vit_config  # noqa: E402
 from compiler.models.attention import padded  # noqa: E402
 from compiler.models.calibrate import clipping, keep_in_f16, photo_pixels, tower_input  # noqa: E402
 from compiler.models.image import MEAN, STD  # noqa: E402
@@ -67,7 +67,7 @@ def main(argv):
     for L in layers:
         spec = dict(name="vit", preset="so400m", scope="tower", layers=L, seed=seed, weight_dtype="fp8",
                     fp8_activations=True)
-        c = vit.VitConfig(**spec)
+        c = vit_config.VitConfig(**spec)
         d = c.dims()
         inputs = {n: tower_input([photo_pixels(n, d["image"], d.get("crop_pct", 1.0), MEAN, STD)], d,
                                  padded(d["tokens"])) for n in names}

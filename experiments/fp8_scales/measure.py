@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from compiler import reference  # noqa: E402
-from compiler.models import vit  # noqa: E402
+from compiler.models import vit, vit_config  # noqa: E402
 from compiler.compare import real_rows  # noqa: E402
 
 
@@ -66,7 +66,7 @@ def least_error_above_bounds(g, data, spec):
     from compiler.models.calibrate import least_error_scales
     from compiler.models.config import model_config
     from compiler.models.attention import padded
-    c = model_config(vit.VitConfig, spec)
+    c = model_config(vit_config.VitConfig, spec)
     d = c.dims()
     least_error_scales(g, data, vit.calibration_inputs(c, d, padded(d["tokens"]), c.batch if c.tower else 1), None)
     return g

@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from compiler import compare, reference  # noqa: E402
-from compiler.models import vit  # noqa: E402
+from compiler.models import vit, vit_config  # noqa: E402
 from compiler.models.attention import padded  # noqa: E402
 from compiler.models.calibrate import keep_in_f16, photo_pixels, tower_input  # noqa: E402
 from compiler.models.image import MEAN, STD  # noqa: E402
@@ -29,7 +29,7 @@ def main(argv):
     spec = dict(name="vit", preset="so400m", scope="tower", layers=int(arg(argv, "--layers", 4)),
                 fp8_activations=True, fp8_fallback=False, calibration=int(arg(argv, "--calibration", 2)))
     g, data = vit.build(spec)
-    d = vit.VitConfig(**spec).dims()
+    d = vit_config.VitConfig(**spec).dims()
     print("| photo | casts kept in f16 | embedding | features |\n|---|---|---:|---:|")
     for n in arg(argv, "--photos", "moon,clock,rocket").split(","):
         run = {**data, **tower_input([photo_pixels(n, d["image"], d.get("crop_pct", 1.0), MEAN, STD)], d,

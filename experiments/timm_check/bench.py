@@ -4,7 +4,7 @@ vs Tessera's own FP8-rounded weights: rms relative error, cosine, max abs.
 
     python experiments/timm_check/bench.py [--layers 4] [--sim] [--numpy]
 
-Weights: seeded under timm's names (compiler.models.vit.seeded_weights: norms 1 + 0.1·N,
+Weights: seeded under timm's names (compiler.models.vit_weights.seeded_weights: norms 1 + 0.1·N,
 biases 0.1·N, matrices N(0, 1/fan_in)), saved to a temporary .safetensors and imported
 through model.weights like a user's checkpoint; the image is the seeded one. Tessera's
 side is the model's numpy reference (the graph's semantics with FP16 activations, what
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import numpy_timm  # noqa: E402
 from make_fixture import fp8_rounded  # noqa: E402
 
-from compiler.models import vit  # noqa: E402
+from compiler.models import vit, vit_config, vit_weights  # noqa: E402
 
 
 def figures(got, ref) -> str:
@@ -54,10 +54,10 @@ def timm_forward(sd: dict, img: np.ndarray, layers: int):
 def main(argv):
     layers = int(argv[argv.index("--layers") + 1]) if "--layers" in argv else 4
     spec = dict(name="vit", preset="so400m", scope="tower", layers=layers, gelu="erf")
-    c = vit.VitConfig(**spec)
+    c = vit_config.VitConfig(**spec)
     d = c.dims()
-    shapes = vit.block_shapes(layers, d["width"], d["hidden"]) | vit.tower_shapes(d, c.classes)
-    sd = vit.seeded_weights(np.random.default_rng(7), 0, 0, 0, shapes).state_dict()
+    shapes = vit_weights.block_shapes(layers, d["width"], d["hidden"]) | vit_weights.tower_shapes(d, c.classes)
+    sd = vit_weights.seeded_weights(np.random.default_rng(7), 0, 0, 0, shapes).state_dict()
     with tempfile.TemporaryDirectory() as tmp:
         from safetensors.numpy import save_file
         path = Path(tmp) / "so400m.safetensors"

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import numpy_timm  # noqa: E402
 
-from compiler.models import vit  # noqa: E402
+from compiler.models import vit, vit_config, vit_weights  # noqa: E402
 from compiler.models.gemm import dequantize  # noqa: E402
 
 OUT = ROOT / "tests" / "fixtures" / "timm"
@@ -82,10 +82,10 @@ def timm_state(spec, rng):
 
 
 def numpy_state(spec, rng):
-    c = vit.VitConfig(**spec["tessera"])
+    c = vit_config.VitConfig(**spec["tessera"])
     d = c.dims()
-    shapes = vit.block_shapes(c.layers, d["width"], d["hidden"]) | vit.tower_shapes(d, c.classes)
-    sd = perturb(vit.seeded_weights(rng, 0, 0, 0, shapes).state_dict(), rng)
+    shapes = vit_weights.block_shapes(c.layers, d["width"], d["hidden"]) | vit_weights.tower_shapes(d, c.classes)
+    sd = perturb(vit_weights.seeded_weights(rng, 0, 0, 0, shapes).state_dict(), rng)
 
     def forward(w, pixels):
         return numpy_timm.forward(w, pixels, spec["heads"], spec["depth"], spec["pool"])

@@ -3,7 +3,7 @@ definitions (timm/models/vision_transformer.py: PatchEmbed, _pos_embed, Block, A
 Mlp, the final norm, forward_head; timm/layers/attention_pool.py: AttentionPoolLatent),
 in float64, on a timm-named state dict and the preprocessed image. The third level of
 "correct" (DESIGN.md §7a): it shares no code with compiler/models, compiler/reference.py,
-compiler/ir.py or the graph, so a wrong graph (an attention scale, a GELU form, a missing
+compiler/reference_ops.py, compiler/ir.py or the graph, so a wrong graph (an attention scale, a GELU form, a missing
 position table, a LayerNorm eps, swapped q/k, a wrong pooling latent) shows as a
 mismatch between the device and this model instead of passing as Tessera agreeing with
 itself.

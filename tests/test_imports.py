@@ -162,6 +162,25 @@ def test_the_graph_sees_the_known_edges():
     assert "compiler.sim.oracle" not in graph["compiler.target"]
 
 
+def test_the_oracles_import_no_cost_model():
+    """The independent checks (compiler/sim/oracle.py, link_oracle.py) re-derive the costs from
+    docs/architecture.md §2 alone: neither imports compiler/costs/ or target.py itself (isa.py,
+    which the oracle reads instruction words with, takes two region constants from target.py)."""
+    graph, _ = import_graph()
+    for m in ("compiler.sim.oracle", "compiler.sim.link_oracle"):
+        bad = sorted(t for t in graph[m] if t == "compiler.target" or t.startswith("compiler.costs"))
+        assert not bad, f"{m} imports {bad}"
+
+
+def test_the_independent_model_imports_nothing_of_the_graph():
+    """compiler/timm_model.py is the third level of correct (DESIGN.md §7a): written from timm,
+    it may share no code with the graph, its builders or the reference that evaluates it."""
+    graph, _ = import_graph()
+    bad = sorted(t for t in graph["compiler.timm_model"]
+                 if t.startswith(("compiler.models", "compiler.reference", "compiler.ir")))
+    assert not bad, f"compiler.timm_model imports {bad}"
+
+
 def _plant(root: Path, files: dict[str, str]):
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,7 @@ from compiler.costs import amp  # noqa: E402
 from compiler.target import Target  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-D, F, T, H, HD = 1152, 4304, 729, 16, 72            # So400m (compiler/models/vit.py preset so400m)
+D, F, T, H, HD = 1152, 4304, 729, 16, 72            # So400m (compiler/models/vit_config.py preset so400m)
 # op output name -> (groups, m, k, n, k quantum, b dtype); the op's index from the trial's ops csv
 MATMULS = {"qkv.xw": (1, T, D, 3 * D, 32, "fp8"), "scores": (H, T, HD, T, 2, "f16"),
            "attn": (H, T, T, HD, 2, "f16"), "proj.xw": (1, T, D, D, 32, "fp8"),

@@ -77,6 +77,8 @@ def race(worker, k: int, deadline: float | None):
         for c in conns:
             c.close()
     nodes = sum(v[2] for v in res.values())
+    race.last = dict(winner=None if best is None else best[1],    # for profile.py
+                     work={i: v[3] for i, v in res.items()})
     if best is None:
         return None, "budget", nodes
     addr, st, _, _ = res[best[1]]

@@ -192,6 +192,14 @@ def _partners(schedules, cfg):
     return out
 
 
+# `portfolio`: a fold's Python counted as this many nodes x size per request of the
+# part, so that work tracks time and the winner seldom waits for the other worker
+# (heavy-800-nz-57721587, load ~2: 0.15 s per fold of its 722-request part, while
+# the kernels did 15-21 M nodes x size per second: ~4,000 per request). Before it
+# was counted, the first worker reached the second's winning work 2x later.
+FOLD_WORK = 4000
+
+
 class _RoundRobin:
     """The variants of one pure part (the part itself, its folds and chains) and
     the round robin over them (see _compiled)."""
@@ -201,6 +209,7 @@ class _RoundRobin:
         cs = CompiledSkyline(sub, cfg)
         self.tries = [(cs, None)]     # (search, Coalesced or None): joined problems first
         self.seen, self.every = [], [cs]   # every search made (its nodes count)
+        self.work = 0                 # nodes x size, plus FOLD_WORK per request folded
 
     def nodes(self):
         return sum(x.nodes for x in self.every)
@@ -213,6 +222,7 @@ class _RoundRobin:
     def join(self, variants, at):
         for tol, stack, sch, quiet in variants:
             co = Coalesced(self.sub, tol, stack, sch, quiet)
+            self.work += FOLD_WORK * self.sub.n
             if co.n < self.sub.n and co.key() not in self.seen:
                 self._add(co, at)
                 at += 1
@@ -226,19 +236,21 @@ class _RoundRobin:
             return
         co.refolded = True
         ch = co.refold()
+        self.work += FOLD_WORK * self.sub.n if ch is not None else 0
         if ch is not None and ch.key() not in self.seen:
             self._add(ch, at)
 
     def loop(self, hook=None):
         """The round robin until placed, exhausted or out of budget: (addr | None,
         status). `hook(work)`, after each failed attempt (portfolio.py), returns
-        False to stop ("beaten"); work = the sum of nodes x variant size, a
-        deterministic measure of the time spent (a node costs ~n)."""
+        False to stop ("beaten"); work (self.work) = the sum of nodes x variant
+        size plus FOLD_WORK per request per fold made: a deterministic measure of
+        the time spent (a node costs ~n)."""
         cfg, tries, deadline = self.cfg, self.tries, self.deadline
         budget = cfg.canonical_node_budget if cfg.canonical_node_budget > 0 else 1 << 62
         rate = None                   # nodes per second, measured
         fails = {}                    # eager_refolds: failed attempts per fold
-        rnd, self.work = 0, 0
+        rnd = 0
         while tries:
             seeds = [0, 1, 2, 3, 4 + rnd] if cfg.canonical_restarts else [0]
             modes = [True, False] if cfg.canonical_skyline else [False]

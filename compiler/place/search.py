@@ -173,7 +173,8 @@ def _compiled(sub, cfg, deadline):
             # the second worker: the default partner folds and their chains alone
             # (they place most cases; at 2-3x the attempts when the 700-1000-request
             # unfolded part and handover folds, whose nodes cost ~n, are not beside
-            # them); the first: those, and other partner folds (PORTFOLIO_SCHEDULES)
+            # them); the first: the part, its handover folds and other partner folds
+            # (PORTFOLIO_SCHEDULES)
             if k > 0:
                 rr.tries[:] = []
             rr.join(partners if k else _partners(PORTFOLIO_SCHEDULES, cfg), 0)

@@ -25,6 +25,7 @@ import time
 from multiprocessing.connection import wait
 
 GRACE_S = 1.0          # past the deadline, workers get this long to report
+LAST: dict = {}        # the last race: winner, work per worker that reported
 
 
 def available() -> bool:
@@ -77,8 +78,8 @@ def race(worker, k: int, deadline: float | None):
         for c in conns:
             c.close()
     nodes = sum(v[2] for v in res.values())
-    race.last = dict(winner=None if best is None else best[1],    # for profile.py
-                     work={i: v[3] for i, v in res.items()})
+    LAST.clear()                           # for portfolio_work.py
+    LAST.update(winner=None if best is None else best[1], work={i: v[3] for i, v in res.items()})
     if best is None:
         return None, "budget", nodes
     addr, st, _, _ = res[best[1]]

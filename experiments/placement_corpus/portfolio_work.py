@@ -46,13 +46,13 @@ def main(argv=None):
         p, _ = load(f)
         for pf in (False, True):
             works.clear()
-            portfolio.race.last = None
+            portfolio.LAST.clear()
             c0, s0, t = _cpu(resource.RUSAGE_CHILDREN), _cpu(resource.RUSAGE_SELF), time.perf_counter()
             cfg = PlaceConfig.from_dict({**CLI_DEFAULTS, "time_limit_s": a.limit, "portfolio": pf})
             sol = solve(p, cfg)
             wall = time.perf_counter() - t
             assert sol.status != PLACED or not validate(p, sol.addr), f"{f}: INVALID"
-            last = portfolio.race.last
+            last = portfolio.LAST or None
             w = (f"work {works[-1] / 1e6:.1f} M" if not pf and works else
                  "work " + ", ".join(f"w{i}{'*' if i == last['winner'] else ''} {v / 1e6:.1f} M"
                                      for i, v in sorted(last["work"].items())) if last else "")

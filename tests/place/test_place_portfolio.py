@@ -89,3 +89,25 @@ def test_hard_case_through_the_portfolio_is_valid_and_reproducible(monkeypatch):
     assert (a.addr == b.addr).all()
     assert solve(p, cfg.override(portfolio=False)).status == PLACED
     assert races == [1, 1]                # ...and not with the flag off
+
+
+def test_placement_does_not_depend_on_which_worker_is_slow(monkeypatch):
+    """The real search through the race, with one worker or the other slowed
+    (a sleep after each of its failed attempts): the same bytes as unslowed."""
+    p, _ = generate.guillotine(20265929, 400, heavy=True, slack=0.01)
+    cfg = PlaceConfig(time_limit_s=60, canonical_node_budget=0)
+    base = solve(p, cfg)
+    assert base.status == PLACED
+    real = portfolio.race
+    for slow in (0, 1):
+        def race(worker, k, deadline):
+            def slowed(i, hook):
+                def h(work):
+                    if i == slow:
+                        time.sleep(0.02)
+                    return hook(work)
+                return worker(i, h)
+            return real(slowed, k, deadline)
+        monkeypatch.setattr(portfolio, "race", race)
+        sol = solve(p, cfg)
+        assert sol.status == PLACED and (sol.addr == base.addr).all(), slow

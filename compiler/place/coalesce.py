@@ -44,6 +44,11 @@ TOLERANCES = (0.0, 0.005, 0.02)   # tiers tried: exact, then near-same extents
 # second, heavy-1000-nz with the first; probes, 3 s each), and with
 # `partner_quiet_events` each once more joining only at quiet events
 PARTNER_SCHEDULES = ((0.0, 0.01), (0.0, 0.002, 0.01))
+# `portfolio` (search.py): the first worker's own partner folds, other tolerance
+# steps beside the part and its handover folds (the chains of the two defaults
+# converge on the same coincidental joins; another step order makes other ones),
+# with their quiet twins and chains
+PORTFOLIO_SCHEDULES = ((0.0, 0.005, 0.01), (0.0, 0.001, 0.003, 0.01))
 SUBSET_ALL = 8        # a lifetime group this small: every subset is a candidate side
 PAIRS_MAX = 32        # ...up to this size also pairs (then singles and the whole group)
 CANDS_MAX = 20_000    # candidates per event at most (many equal extents: the first found)

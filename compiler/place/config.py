@@ -62,6 +62,14 @@ class PlaceConfig:
                                         #    with its own size: the unfolded part and coarse
                                         #    folds took 70-80 % of the time while a partner fold
                                         #    of 150 bands was the one to place
+    portfolio: bool = True              # ...with a time limit, after the short attempts the
+                                        #    round robin runs as two forked workers racing on
+                                        #    the 2 cores (portfolio.py): one on the default partner
+                                        #    folds and chains alone, one on the rest (the part, its
+                                        #    handover folds) and other partner folds
+                                        #    (PORTFOLIO_SCHEDULES); the answer at the least work (nodes x size)
+                                        #    wins, returned once the other passed that work:
+                                        #    the same placement whatever the timing
     hatless_pruning: bool = True        # ...a branch placing a request with nothing live beside it
                                         #    is the only one its node needs (MiniMalloc's name)
     cpsat_fallback: bool = True         # tiles outside the kernels' class (bank edges, several

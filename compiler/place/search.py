@@ -11,10 +11,10 @@ import time
 import numpy as np
 from dataclasses import dataclass, field
 
-from . import bound, greedy
+from . import bound, greedy, portfolio
 from .addrsearch import AddressSearch
 from .canonical import CanonicalSearch
-from .coalesce import PARTNER_SCHEDULES, TOLERANCES, Coalesced
+from .coalesce import PARTNER_SCHEDULES, PORTFOLIO_SCHEDULES, TOLERANCES, Coalesced
 from .instance import SubInstance, parts
 
 
@@ -138,7 +138,11 @@ def _compiled(sub, cfg, deadline):
     adds its refold (coalesce.py: the joins at stuck events forbidden) right
     after it: chains one generation longer per round (with `eager_refolds`, a
     fold is refolded after `refold_after` failed attempts). With `equal_turns`
-    every attempt of a round gets the smallest variant's limit.
+    every attempt of a round gets the smallest variant's limit. With
+    `portfolio` (and a time limit), the round robin after the short attempts
+    runs as two forked workers (portfolio.py): one on the part, its handover
+    folds and the partner folds of PORTFOLIO_SCHEDULES, one on the default
+    partner folds (PARTNER_SCHEDULES) only.
     (addr | None, placed|exhausted|budget, nodes)"""
     t = time.perf_counter()
     from .skyline_jit import CompiledSkyline, warm
@@ -146,88 +150,149 @@ def _compiled(sub, cfg, deadline):
     jit = time.perf_counter() - t     # one-off loading/compilation: not part of the time limit
     if deadline is not None:
         deadline += jit
-    cs = CompiledSkyline(sub, cfg)
-    tries = [(cs, None)]              # (search, Coalesced or None): joined problem first
-    seen, every = [], [cs]            # every search made (its nodes count)
-    nodes = lambda: sum(x.nodes for x in every)
-
-    def join(variants, at):
-        for tol, stack, sch, quiet in variants:
-            co = Coalesced(sub, tol, stack, sch, quiet)
-            if co.n < sub.n and co.key() not in seen:
-                seen.append(co.key())
-                tries.insert(at, (CompiledSkyline(co, cfg), co))
-                every.append(tries[at][0])
-                at += 1
+    rr = _RoundRobin(sub, cfg, deadline, CompiledSkyline)
+    partners = []
     if cfg.coalesce_handovers:
         stacks = (True, False) if cfg.coalesce_stacks else (False,)
-        join([(tol, stack, None, False) for stack in stacks for tol in TOLERANCES], 0)
+        rr.join([(tol, stack, None, False) for stack in stacks for tol in TOLERANCES], 0)
         if cfg.coalesce_partners:
             # partner folding costs 0.1-1.5 s of Python on a 1000-request part:
             # first one short attempt on each cheap fold, which places most
             # foldable parts (zs-450: 0.06 s instead of 0.30 s; trace-900-z 0.07 s, not 1.5 s)
-            for x, co in list(tries[:-1]):
+            for x, co in list(rr.tries[:-1]):
                 r = x.run(2 * x.n, x.preorders(0), cfg.canonical_skyline)
                 if r == 1:
-                    return co.expand(x.addr), "placed", nodes()
+                    return co.expand(x.addr), "placed", rr.nodes()
                 if r == 0:
-                    tries.remove((x, co))
-            partners = [(0.0, False, sch, False) for sch in PARTNER_SCHEDULES]
-            if cfg.partner_quiet_events:
-                partners += [(0.0, False, sch, True) for sch in PARTNER_SCHEDULES]
-            join(partners, 0)
+                    rr.tries.remove((x, co))
+            partners = _partners(PARTNER_SCHEDULES, cfg)
+    if cfg.portfolio and deadline is not None and partners and portfolio.available():
+        base = rr.nodes()          # the short attempts' nodes, counted once (worker 0)
 
-    def refold(co, at):
+        def worker(k, hook):
+            # the second worker: the default partner folds and their chains alone
+            # (they place most cases; at 2-3x the attempts when the 700-1000-request
+            # unfolded part and handover folds, whose nodes cost ~n, are not beside
+            # them); the first: the part, its handover folds and other partner folds
+            # (PORTFOLIO_SCHEDULES)
+            if k > 0:
+                rr.tries[:] = []
+            rr.join(partners if k else _partners(PORTFOLIO_SCHEDULES, cfg), 0)
+            a, st = rr.loop(hook)
+            return a, st, rr.nodes() - (base if k else 0), rr.work
+        return portfolio.race(worker, 2, deadline)
+    rr.join(partners, 0)
+    a, st = rr.loop()
+    return a, st, rr.nodes()
+
+
+def _partners(schedules, cfg):
+    out = [(0.0, False, sch, False) for sch in schedules]
+    if cfg.partner_quiet_events:
+        out += [(0.0, False, sch, True) for sch in schedules]
+    return out
+
+
+# `portfolio`: a fold's Python counted as this many nodes x size per request of the
+# part, so that work tracks time and the winner seldom waits for the other worker
+# (heavy-800-nz-57721587, load ~2: 0.15 s per fold of its 722-request part, while
+# the kernels did 15-21 M nodes x size per second: ~4,000 per request). Before it
+# was counted, the first worker reached the second's winning work 2x later.
+FOLD_WORK = 4000
+
+
+class _RoundRobin:
+    """The variants of one pure part (the part itself, its folds and chains) and
+    the round robin over them (see _compiled)."""
+
+    def __init__(self, sub, cfg, deadline, CompiledSkyline):
+        self.sub, self.cfg, self.deadline, self.CS = sub, cfg, deadline, CompiledSkyline
+        cs = CompiledSkyline(sub, cfg)
+        self.tries = [(cs, None)]     # (search, Coalesced or None): joined problems first
+        self.seen, self.every = [], [cs]   # every search made (its nodes count)
+        self.work = 0                 # nodes x size, plus FOLD_WORK per request folded
+
+    def nodes(self):
+        return sum(x.nodes for x in self.every)
+
+    def _add(self, co, at):
+        self.seen.append(co.key())
+        self.tries.insert(at, (self.CS(co, self.cfg), co))
+        self.every.append(self.tries[at][0])
+
+    def join(self, variants, at):
+        for tol, stack, sch, quiet in variants:
+            co = Coalesced(self.sub, tol, stack, sch, quiet)
+            self.work += FOLD_WORK * self.sub.n
+            if co.n < self.sub.n and co.key() not in self.seen:
+                self._add(co, at)
+                at += 1
+
+    def refold(self, co, at):
         """`partner_nogoods`: insert at `at` the partner fold `co` redone without the
         joins it made at stuck events (learned no-goods), once per fold."""
+        cfg = self.cfg
         if not cfg.partner_nogoods or co is None or co.schedule is None or co.refolded \
                 or co.depth >= cfg.partner_nogood_depth:
             return
         co.refolded = True
         ch = co.refold()
-        if ch is not None and ch.key() not in seen:
-            seen.append(ch.key())
-            tries.insert(at, (CompiledSkyline(ch, cfg), ch))
-            every.append(tries[at][0])
-    budget = cfg.canonical_node_budget if cfg.canonical_node_budget > 0 else 1 << 62
-    rate = None                       # nodes per second, measured
-    fails = {}                        # eager_refolds: failed attempts per fold
-    rnd = 0
-    while True:
-        seeds = [0, 1, 2, 3, 4 + rnd] if cfg.canonical_restarts else [0]
-        modes = [True, False] if cfg.canonical_skyline else [False]
-        for seed, sky, (x, co) in ((s, m, v) for s in seeds for m in modes for v in list(tries)):
-            size = min(y.n for y, _ in tries) if cfg.equal_turns else x.n
-            limit = (size * 2 << rnd) if cfg.canonical_restarts else budget
-            limit = min(limit, budget - nodes())
-            if deadline is not None:
-                left = deadline - time.perf_counter()
-                if left <= 0:
-                    return None, "budget", nodes()
-                if rate is not None:
-                    limit = min(limit, max(1000, int(left * rate)))
-                elif not cfg.canonical_restarts:
-                    limit = min(limit, 20_000)     # a first, short probe measures the rate
-            if limit <= 0:
-                return None, "budget", nodes()
-            t = time.perf_counter()
-            n0 = x.nodes
-            r = x.run(limit, x.preorders(seed), sky)
-            dt = time.perf_counter() - t
-            if x.nodes - n0 >= 1000 and dt > 0:
-                rate = (x.nodes - n0) / dt
-            if r == 1:
-                return (co.expand(x.addr) if co else x.addr), "placed", nodes()
-            if r < 0 and cfg.eager_refolds and co is not None:  # a later pass sees the
-                fails[id(co)] = fails.get(id(co), 0) + 1        # refold: a chain grows per
-                if fails[id(co)] >= cfg.refold_after:          # refold_after attempts
-                    refold(co, tries.index((x, co)) + 1)
-            if r == 0:
-                if co is None:
-                    return None, "exhausted", nodes()
-                at = tries.index((x, co))  # the joined problem has none: no proof
-                tries.remove((x, co))
-                refold(co, at)            # ...so a wrong join: its refold takes its place
-        for x, co in list(tries):         # a round failed: each partner fold refolded, the
-            refold(co, tries.index((x, co)) + 1)   # refold right after it (one generation
-        rnd += 1                                   # per round)
+        self.work += FOLD_WORK * self.sub.n if ch is not None else 0
+        if ch is not None and ch.key() not in self.seen:
+            self._add(ch, at)
+
+    def loop(self, hook=None):
+        """The round robin until placed, exhausted or out of budget: (addr | None,
+        status). `hook(work)`, after each failed attempt (portfolio.py), returns
+        False to stop ("beaten"); work (self.work) = the sum of nodes x variant
+        size plus FOLD_WORK per request per fold made: a deterministic measure of
+        the time spent (a node costs ~n)."""
+        cfg, tries, deadline = self.cfg, self.tries, self.deadline
+        budget = cfg.canonical_node_budget if cfg.canonical_node_budget > 0 else 1 << 62
+        rate = None                   # nodes per second, measured
+        fails = {}                    # eager_refolds: failed attempts per fold
+        rnd = 0
+        while tries:
+            seeds = [0, 1, 2, 3, 4 + rnd] if cfg.canonical_restarts else [0]
+            modes = [True, False] if cfg.canonical_skyline else [False]
+            for seed, sky, (x, co) in ((s, m, v) for s in seeds for m in modes for v in list(tries)):
+                size = min(y.n for y, _ in tries) if cfg.equal_turns else x.n
+                limit = (size * 2 << rnd) if cfg.canonical_restarts else budget
+                limit = min(limit, budget - self.nodes())
+                if deadline is not None:
+                    left = deadline - time.perf_counter()
+                    if left <= 0:
+                        return None, "budget"
+                    if rate is not None:
+                        limit = min(limit, max(1000, int(left * rate)))
+                    elif not cfg.canonical_restarts:
+                        limit = min(limit, 20_000)     # a first, short probe measures the rate
+                if limit <= 0:
+                    return None, "budget"
+                t = time.perf_counter()
+                n0 = x.nodes
+                r = x.run(limit, x.preorders(seed), sky)
+                dt = time.perf_counter() - t
+                if x.nodes - n0 >= 1000 and dt > 0:
+                    rate = (x.nodes - n0) / dt
+                self.work += (x.nodes - n0) * x.n
+                if r == 1:
+                    return (co.expand(x.addr) if co else x.addr), "placed"
+                if hook is not None and not hook(self.work):
+                    return None, "beaten"
+                if r < 0 and cfg.eager_refolds and co is not None:  # a later pass sees the
+                    fails[id(co)] = fails.get(id(co), 0) + 1        # refold: a chain grows per
+                    if fails[id(co)] >= cfg.refold_after:          # refold_after attempts
+                        self.refold(co, tries.index((x, co)) + 1)
+                if r == 0:
+                    if co is None:
+                        return None, "exhausted"
+                    at = tries.index((x, co))  # the joined problem has none: no proof
+                    tries.remove((x, co))
+                    self.refold(co, at)        # ...so a wrong join: its refold takes its place
+                    if not tries:
+                        return None, "budget"
+            for x, co in list(tries):          # a round failed: each partner fold refolded,
+                self.refold(co, tries.index((x, co)) + 1)   # the refold right after it (one
+            rnd += 1                                        # generation per round)
+        return None, "budget"

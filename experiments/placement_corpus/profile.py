@@ -68,7 +68,9 @@ def main(argv=None):
         fold_s[0] += time.perf_counter() - t
     SJ.CompiledSkyline.__init__, SJ.CompiledSkyline.run, C.Coalesced.__init__ = init, run, cinit
     ov = dict(kv.split("=", 1) for kv in a.set)
-    cfg = PlaceConfig.from_dict({**CLI_DEFAULTS, "time_limit_s": a.limit, **ov})
+    # the one-process search: a portfolio's workers are other processes, whose
+    # counters this process never sees (portfolio_work.py compares the two)
+    cfg = PlaceConfig.from_dict({**CLI_DEFAULTS, "time_limit_s": a.limit, "portfolio": False, **ov})
     sol = solve(p, cfg)
     print(f"{Path(a.case).name} {sol.status} {sol.seconds:.1f} s {sol.method}; folding (Python) "
           f"{fold_s[0]:.1f} s")

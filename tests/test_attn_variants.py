@@ -10,8 +10,8 @@ from compiler.phases import compile_trial, run_phase
 from compiler.plan.beam import groups_of
 from helpers import target_cfg
 
-# the tiny tower: 2 heads over 16 tokens on 64 tiles; its scores and P·V are grouped
-VIT = dict(name="vit", preset="custom", width=128, hidden=256, heads=2, tokens=16, layers=2)
+# the tiny tower: 4 heads over 16 tokens on 64 tiles; its scores and P·V are grouped
+VIT = dict(name="vit", preset="custom", width=128, hidden=256, heads=4, tokens=16, layers=2)
 
 
 def cfg(**policy):
@@ -54,7 +54,7 @@ def test_variants_differ_from_the_best_in_one_grouped_matmul():
 
 
 def test_a_variant_is_chosen_validated_and_cheaper():
-    """The tiny tower: expand's exact cycles pick a variant (its scores grid k-split)."""
+    """The tiny tower: expand's exact cycles pick a variant."""
     on, off = compile_trial(cfg()), compile_trial(cfg(attn_variants=0))
     assert ok(on) and ok(off)
     placed = on["place"].tilegraph.label
@@ -63,10 +63,11 @@ def test_a_variant_is_chosen_validated_and_cheaper():
     assert on["run"].metrics()["cycles"] < off["run"].metrics()["cycles"]
 
 
-def test_a_variant_missing_a_partial_is_caught(monkeypatch):
-    """Injected fault: a grouped matmul's k-split reduction loses its last peer's
-    partials (the chosen variant's scores grid is k-split); read-back must fail."""
-    real = ex_matmul._reduce
+def test_a_variant_missing_an_operand_block_is_caught(monkeypatch):
+    """Injected fault: each grouped matmul's pass loses its last operand gather (some
+    tiles' A blocks never arrive), whichever grid (variant or not) expand picks;
+    read-back must fail."""
+    real = ex_matmul._matmul_pass
     hit = []
 
     def lossy(c, op, *a, **kw):
@@ -77,7 +78,7 @@ def test_a_variant_missing_a_partial_is_caught(monkeypatch):
             hit.append(op.outputs[0])
         return out
 
-    monkeypatch.setattr(ex_matmul, "_reduce", lossy)
+    monkeypatch.setattr(ex_matmul, "_matmul_pass", lossy)
     r = compile_trial(cfg())
     assert hit
     assert not r["run"].metrics()["validated"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from compiler.expand import matmul as ex_matmul
 from compiler.phases import compile_trial, run_phase
 from compiler.plan.beam import groups_of
+from compiler.policy import Policy
 from helpers import target_cfg
 
 # the tiny tower: 4 heads over 16 tokens on 64 tiles; its scores and P·V are grouped
@@ -43,7 +44,8 @@ def test_variants_differ_from_the_best_in_one_grouped_matmul():
     base = {tuple(sorted(labels(c).items())) for c in off.candidates}
     added = [c for c in on.candidates if tuple(sorted(labels(c).items())) not in base]
     assert added, "the tiny tower's attention should have variants"
-    assert len(added) <= 2 * 2 * 2          # 2 grouped matmuls x (2 in context + 2 standalone)
+    n = Policy().attn_variants
+    assert len(added) <= 2 * 2 * n          # 2 grouped matmuls x (n in context + n standalone)
     for c in added:
         diff = [n for n, lab in labels(c).items() if lab != best[n]]
         assert len(diff) == 1, diff

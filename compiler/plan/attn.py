@@ -9,7 +9,7 @@ only the exact per-tile figures show. So the beam's pick for P·V (So400m: 16x5x
 P block sent to gn = 3 tiles) loses, measured exactly, to a grid that sends every P
 element once (16x9x1x10: V's larger blocks ride in the scores' superstep, where the q/k
 senders bound the step and the v holders had room): −514 cycles a layer at 4 and 27
-layers, −922 with FP8 activations.
+layers, −922 with FP8 activations (measured alone, at 39b5d9b's reduce_rows).
 
 For each grouped matmul n (inside the Repeat body when there is one: the layers are what
 repeats), two rankings of its grids each give `count` variants (the best candidate with

@@ -27,6 +27,7 @@ class Policy:
     operand_relay: bool = True        # plan may spread a matmul's A over idle tiles before gathering it (plan/relay.py)
     early_gathers: bool = True        # expand moves a matmul's B (bias, LayerNorm parameter) gather to an earlier exchange step with room (expand/early.py)
     ring_homes: bool = True           # plan may home a weight on its matmul's grid, blocks in pieces over the gm tiles reading them (plan/ring.py)
+    attn_variants: int = 1            # plan also hands expand the best candidate with each grouped (attention) matmul's next-best grids, in context and standalone (plan/attn.py); 0 = off
     grid: str = ""                    # force one GEMM grid "GMxGNxGK[/SP]" (tests, studies); "" = search
     check: str = "rows"               # run's read-back op by op: rows (every iteration, sampled rows) | all | last_iteration | sampled
     check_exchanges: bool = True      # run: every exchange's destination bytes against its source's, every iteration
@@ -45,7 +46,7 @@ class Policy:
             v = getattr(p, k)
             if not isinstance(v, int) or v <= 0:
                 raise ConfigError(f"policy.{k}={v!r}: must be a positive integer")
-        for k in ("plan_beam", "resident_replication"):
+        for k in ("plan_beam", "resident_replication", "attn_variants"):
             v = getattr(p, k)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ConfigError(f"policy.{k}={v!r}: must be a non-negative integer")

@@ -239,8 +239,8 @@ def test_plan_is_deterministic_and_distinct():
     m = model_phase(cfg)
     runs = [plan(m, target_of(cfg), policy_of(cfg)) for _ in range(2)]
     labels = [[(c.label, c.cycles) for c in r.candidates] for r in runs]
-    assert labels[0] == labels[1] and len(labels[0]) == 6
-    assert len({lab for lab, _ in labels[0]}) == 6
+    assert labels[0] == labels[1] and len(labels[0]) >= 6     # + policy.attn_variants' (plan/attn.py)
+    assert len({lab for lab, _ in labels[0]}) == len(labels[0])
     assert [c for _, c in labels[0]] == sorted(c for _, c in labels[0])
 
 

@@ -197,7 +197,7 @@ def _reduce(c, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_blk, gr
     """k-split: tile l of each block sums rows [l·rr, (l+1)·rr) of the gk partials."""
     bld, gk, gn = c.bld, grid.gk, len(ns)
     gm = grid.gm                                             # per pass: a short last pass has fewer
-    rr = reduce_rows(grid.mb, gk)
+    rr = reduce_rows(grid.mb, gk, grid.nb, op.attr("n"))
     r0 = l * rr
     rows = np.clip(mi - r0, 0, rr)
     red = rows > 0

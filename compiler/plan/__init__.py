@@ -31,6 +31,7 @@ import numpy as np
 from ..policy import Policy
 from ..result import Rejection
 from ..target import DTYPE_BYTES, Target
+from .attn import group_variants
 from .beam import GRID_FIELDS, Costs, Options, Residency, beam_search, with_relay, with_resident
 from .homes import home_bytes, panel_elems, panel_weights
 from .matmul import enumerate_grids, stationary_weights
@@ -272,6 +273,9 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
         found.sort(key=lambda f: f[0])                                      # stable: ties keep homes last
         if policy.lean_candidates:
             found = with_lean(g, target, policy, homes, panels, found, k, max(leanest.values(), default=0))
+        if policy.attn_variants:      # the attention matmuls' grids re-ranked in context (plan/attn.py)
+            found = sorted(found + group_variants(g, target, found, policy.attn_variants, panels),
+                           key=lambda f: f[0])                               # stable: the beam's own first
     cands = [Candidate(tuple((n, replace(opts[n].grid(i), rot=rot)) for n, i, rot in choice), int(cyc),
                        frozenset(n for n, i, _ in choice if "still" in opts[n].a and opts[n].a["still"][i]))
              for cyc, choice, opts in found]

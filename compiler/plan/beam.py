@@ -91,7 +91,7 @@ def out_blocks(op, o: Options, i: int):
     nc = np.minimum(nb, N - j * nb)
     r0 = gr[g, 4] + p * Mp + bi * mb
     if gk > 1:
-        rr = reduce_rows(mb, gk)
+        rr = reduce_rows(mb, gk, nb, N)
         r0, mi = r0 + l * rr, np.clip(mi - l * rr, 0, rr)
     keep = mi > 0
     return r0[keep], mi[keep], (gr[g, 5] + j * nb)[keep], nc[keep], tile[keep]

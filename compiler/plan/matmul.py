@@ -52,11 +52,20 @@ class Grid:
                 + ("~ring" if self.ring else ""))
 
 
-def reduce_rows(mb, gk):
-    """Rows each of the gk reducers of a block sums: even, so that every reducer's
-    slice of an f16 partial (rows × an even number of columns × 2 B) starts 8-byte
-    aligned, as ADD requires."""
-    return 2 * -(-mb // (2 * gk))
+def reduce_rows(mb, gk, nb=2, n=2):
+    """Rows each of the gk reducers of a block sums: ⌈mb / gk⌉ rounded up to the row
+    quantum that keeps every reducer's slice of an f16 partial 8-byte aligned, as ADD
+    requires: a slice starts at rows × cols × 2 B, so any row count does when every
+    column block of the grid (nb wide, the last n − (gn − 1)·nb) is a multiple of 4
+    columns, else an even one (columns are even: plan's quantum). The even rule alone
+    (nb, n left out) put 10 rows on a P·V reducer where 9 do (So400m's 82-row blocks
+    over 10 key splits: the busiest reducer's ADD and received partials 10 % larger).
+    Accepts numpy arrays."""
+    nb, n = np.asarray(nb), np.asarray(n)
+    last = n - (-(-n // nb) - 1) * nb
+    q = np.where((nb % 4 == 0) & (last % 4 == 0), 1, 2)
+    rr = q * -(-np.asarray(mb) // (q * np.asarray(gk)))
+    return int(rr) if rr.ndim == 0 else rr
 
 
 def block_options(d: int, q: int, limit: int) -> np.ndarray:
@@ -94,7 +103,7 @@ def _grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose
     ex_in = t.exchange_phase_cycles + -(-np.maximum(recv_in, send_in) // bw)
     ex_later = (sp - 1) * (t.exchange_phase_cycles + -(-np.maximum(a_blk, -(-(gg * gm * gn * gk * a_blk) // T)) // bw))
     mm = gb * t.matmul_cycles(mb, kb, nb, b_dtype, a_dtype)
-    rr = reduce_rows(mb, gk)
+    rr = reduce_rows(mb, gk, nb, N)
     red = gb * (gk - 1) * rr * nb * OUT_BYTES
     reducing = gk > 1
     ex_red = reducing * (t.exchange_phase_cycles + -(-red // bw))

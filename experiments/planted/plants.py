@@ -182,12 +182,14 @@ def read_in_step(r, step: int, tile: int, req: int) -> bool:
 
 def _matmul_kernels(r):
     """MATMUL kernel rows in the Repeat body whose `a` operand is a received copy (.a), the
-    largest blocks first (the most likely to hold real rows; then by step, tile)."""
+    most rows first, then the largest blocks (the most likely to hold real rows, not only the
+    masked padding row; then by step, tile)."""
     tg = r["place"].tilegraph
     k, nm = tg.kern, names(r)
     rows = [j for j in np.flatnonzero(k["op"] == isa.MATMUL)
             if in_body(r, int(k["step"][j])) and nm[k["r0"][j]].endswith(".a") and k["i1"][j] >= 4]
-    return sorted(rows, key=lambda j: (-int(k["i0"][j] * k["i2"][j]), int(k["step"][j]), int(k["tile"][j])))
+    return sorted(rows, key=lambda j: (-int(k["i0"][j]), -int(k["i0"][j] * k["i2"][j]), int(k["step"][j]),
+                                       int(k["tile"][j])))
 
 
 def _k_group_target(r, layer):

@@ -71,7 +71,7 @@ def bound(tg, steps0, movable, t, window: str) -> float:
     E = [s + 1 for s in range(b0, b1) if tg.steps[s] == "exchange"]
     pos = {s: i for i, s in enumerate(E)}
     mov = np.zeros(len(nb), bool)
-    var_row, var_step = [], []
+    var_p, var_step, p_src, p_dst, p_b = [], [], [], [], []
     for r0, r1, dst, step, ready in movable:
         if step not in pos or not weight_gather(tg, (r0, r1, dst, step, ready)):
             continue                                  # not a weight's B gather: stays where expand put it
@@ -80,19 +80,26 @@ def bound(tg, steps0, movable, t, window: str) -> float:
             win = E
         else:
             win = [s for s in E if ready < s <= step]
+        # rows of one gather between the same two tiles are interchangeable: one variable set
+        pair, inv = np.unique(x["src"][r0:r1] * T + x["dst"][r0:r1], return_inverse=True)
+        first = sum(len(v) for v in p_b)
+        p_src.append(pair // T)
+        p_dst.append(pair % T)
+        p_b.append(np.bincount(inv, nb[r0:r1]))
         for s in win:
-            var_row.append(np.arange(r0, r1))
-            var_step.append(np.full(r1 - r0, pos[s]))
-    rows, ys = np.concatenate(var_row), np.concatenate(var_step)
+            var_p.append(first + np.arange(len(pair)))
+            var_step.append(np.full(len(pair), pos[s]))
+    rows, ys = np.concatenate(var_p), np.concatenate(var_step)
+    p_src, p_dst, p_b = np.concatenate(p_src), np.concatenate(p_dst), np.concatenate(p_b)
     n, S = len(rows), len(E)
     steps0 = np.where(mov, steps0, x["step"])        # the others as early_gathers left them
     fixed = ~mov & np.isin(steps0, E)
     A, b = [], []
-    for side in ("src", "dst"):
+    for side, tile_of in (("src", p_src), ("dst", p_dst)):
         load = np.zeros((S, T))
-        np.add.at(load, (np.vectorize(pos.get)(steps0[fixed]), x[side][fixed]), nb[fixed])
-        key = ys * T + x[side][rows]
-        m = coo_matrix((nb[rows], (key, np.arange(n))), shape=(S * T, n + S)).tocsr()
+        np.add.at(load, (np.searchsorted(E, steps0[fixed]), x[side][fixed]), nb[fixed])
+        key = ys * T + tile_of[rows]
+        m = coo_matrix((p_b[rows], (key, np.arange(n))), shape=(S * T, n + S)).tocsr()
         lam = coo_matrix((-np.ones(S * T), (np.arange(S * T), n + np.repeat(np.arange(S), T))),
                          shape=(S * T, n + S)).tocsr()
         A.append(m + lam)

@@ -1,7 +1,9 @@
 """How far re-timing the movable gathers could shorten a layer: a linear-programming
 bound for early gathers, split gathers and cross-iteration prefetch alike.
 
-    python experiments/comm/overlap.py [key=value ...]
+    python experiments/comm/overlap.py [--same] [key=value ...]
+
+(--same: only the `same` window; the 27-layer `prefetch` program is the larger one.)
 
 An exchange step lasts as long as its busiest tile (docs/architecture.md §2), so the
 gathers expand/early.py may move (a matmul's B, a bias's slices, a LayerNorm's γ/β)
@@ -129,6 +131,8 @@ def body_exchange(tg, steps, t) -> int:
 
 
 def main(argv):
+    windows = ("same",) if "--same" in argv else ("same", "prefetch")
+    argv = [a for a in argv if a != "--same"]
     cfg = compose(["model=vit", "target=ipu21", *argv])
     res = {"model": run_phase("model", {}, cfg)}
     res["plan"] = run_phase("plan", res, cfg)
@@ -140,7 +144,7 @@ def main(argv):
     ex0, ex1 = body_exchange(tg, steps0, t), body_exchange(tg, tg.xfer["step"], t)
     out = {"overrides": argv, "candidate": f.candidate.label, "body_cycles": body,
            "exchange_phases_as_built": ex0, "exchange_phases_early_gathers": ex1}
-    for w in ("same", "prefetch"):
+    for w in windows:
         lb = bound(tg, steps0, movable, t, w)
         out[f"exchange_phases_bound_{w}"] = round(lb, 1)
         out[f"body_cycles_bound_{w}"] = int(np.floor(body - (ex1 - lb)))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib.util
 import time
 
-import numpy as np
 from dataclasses import dataclass, field
 
 from . import bound, greedy, portfolio

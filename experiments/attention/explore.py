@@ -13,15 +13,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from compiler.expand import expand_one  # noqa: E402
 from compiler.phases import run_phase  # noqa: E402
 from compiler.plan import matmul_options  # noqa: E402
 from compiler.plan.homes import home_bytes, panel_weights  # noqa: E402
-from compiler.policy import Policy  # noqa: E402
-from compiler.target import Target  # noqa: E402
 from pipeline.config import compose  # noqa: E402
 
 

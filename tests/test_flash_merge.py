@@ -108,3 +108,19 @@ def test_auto_trial_validates(split_keys):
     r = compile_trial(_cfg(attention="auto"))
     assert r["run"].validated, r["run"].failed
     assert r["model"].graph.meta["attention"] in ("materialized", "flash")
+
+
+def test_the_attention_stage_hands_its_pick_to_the_model_phase(split_keys, monkeypatch):
+    """Under DVC (pipeline/attention.py, then the model stage): the stage's document is
+    attn_choice.price's; given it, the model phase builds the pick without pricing again;
+    a named attention is written as is, at once."""
+    import compiler.attn_choice as ac
+    from pipeline import attention as stage
+    cfg = _cfg(attention="auto")
+    doc = stage.choice(cfg)
+    assert set(doc) == {"attention", "cycles"} and doc["attention"] in ac.VARIANTS
+    monkeypatch.setattr(ac, "price", lambda *a: pytest.fail("priced twice"))
+    g = model_phase({**cfg, ac.CHOICE_KEY: doc}).graph
+    assert g.meta["attention"] == doc["attention"]
+    assert {v: g.meta[f"attention_cycles.{v}"] for v in ac.VARIANTS} == doc["cycles"]
+    assert stage.choice(_cfg(attention="flash")) == {"attention": "flash"}

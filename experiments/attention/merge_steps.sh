@@ -19,3 +19,5 @@ run flash-4L-fp8 $FP8 model.attention=flash / policy.flash_merge=true / policy.f
 run mat-4L-fp8 $FP8
 run flash-27L-fp8 model.layers=27 $FP8 model.attention=flash / policy.flash_merge=true / policy.flash_merge=false
 run mat-27L-fp8 model.layers=27 $FP8
+run flash-4L-f16-b2 model.batch=2 "model.input=" model.attention=flash / policy.flash_merge=true / policy.flash_merge=false
+run mat-4L-f16-b2 model.batch=2 "model.input="

@@ -22,10 +22,11 @@ ENTRY_BYTES = 4 * ENTRY_WORDS
 PROFILE_SAMPLE_BYTES = 4
 
 # opcodes
-END, SYNC, EXCH, MATMUL, ADD, COPY, GELU, LAYERNORM, SOFTMAX, CAST, ONLINE_SOFTMAX, ROWSCALE, REPEAT, BIAS = range(14)
+END, SYNC, EXCH, MATMUL, ADD, COPY, GELU, LAYERNORM, SOFTMAX, CAST, ONLINE_SOFTMAX, ROWSCALE, REPEAT, BIAS, MERGE = range(15)
 OP_NAMES = {END: "END", SYNC: "SYNC", EXCH: "EXCH", MATMUL: "MATMUL", ADD: "ADD", COPY: "COPY",
             GELU: "GELU", LAYERNORM: "LAYERNORM", SOFTMAX: "SOFTMAX", CAST: "CAST",
-            ONLINE_SOFTMAX: "ONLINE_SOFTMAX", ROWSCALE: "ROWSCALE", REPEAT: "REPEAT", BIAS: "BIAS"}
+            ONLINE_SOFTMAX: "ONLINE_SOFTMAX", ROWSCALE: "ROWSCALE", REPEAT: "REPEAT", BIAS: "BIAS",
+            MERGE: "MERGE"}
 
 # dtype codes (word 0, bits 8..15)
 DTYPES = {"f16": 1, "fp8": 2, "f32": 3}
@@ -75,6 +76,12 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 #   ROWSCALE out, src0, vec, src1, rows, cols      out[r, c] = src0[r, c] * v[r] (+ src1[r, c]); f16 data,
 #                                                  vec f32[rows]; flags bit 0: v = 1/vec, bit 1: add src1
 #   BIAS   out, src, bias, rows, cols              out[r, c] = src[r, c] + bias[c]; f16, added in f32
+#   MERGE  out, parts, stats, rows, cols, splits  split-key attention's merge of `splits` partial states:
+#                                                  parts f16[splits, rows, cols] (unnormalised outputs O_j),
+#                                                  stats f32[2, splits, rows] (running max m_j, then sum l_j);
+#                                                  M = max_j m_j, c_j = exp(m_j - M) (f32),
+#                                                  out = f16(sum_j c_j O_j * (1 / sum_j c_j l_j)), sums in
+#                                                  f32 in split order, rounded once (compiler/sim/merge_kernel.py)
 #   REPEAT count, body, reloc, nreloc              run the next `body` instructions `count` times, then go on
 #                                                  after them. Must start a superstep; the body ends with
 #                                                  SYNC and every tile runs the same number of SYNCs per
@@ -97,6 +104,7 @@ OPERANDS = {
     ONLINE_SOFTMAX: {"out": (8, STANDARD), "src": (8, STANDARD), "state": (8, STANDARD)},
     ROWSCALE: {"out": (8, STANDARD), "src0": (8, STANDARD), "vec": (8, STANDARD), "src1": (8, STANDARD)},
     BIAS: {"out": (8, STANDARD), "src": (8, STANDARD), "bias": (8, STANDARD)},
+    MERGE: {"out": (8, STANDARD), "parts": (8, STANDARD), "stats": (8, STANDARD)},
 }
 RELOC_WORDS = 2         # relocation entry: word address, stride (bytes per iteration)
 RELOC_BYTES = 4 * RELOC_WORDS

@@ -54,9 +54,13 @@ class ReferenceResult:
         return {"tolerance": self.tolerance, **extra}
 
 
-def model_phase(cfg):
+def model_phase(cfg, mapper=mappers.serial):
     from . import models
-    return ModelResult(*models.build(cfg["model"]))
+    build = lambda mcfg: ModelResult(*models.build(mcfg))
+    if dict(cfg["model"]).get("attention") == "auto":     # priced both ways by plan + expand
+        from .attn_choice import choose
+        return choose(cfg, mapper, build, run_phase)
+    return build(cfg["model"])
 
 
 def reference_phase(m: ModelResult) -> ReferenceResult:
@@ -136,7 +140,7 @@ def _report(m, p, e, pl, s, r, cfg, mp):
 
 # name -> (upstream phases, function(upstream results..., cfg, mapper))
 PHASES = {
-    "model": ((), lambda cfg, mp: model_phase(cfg)),
+    "model": ((), lambda cfg, mp: model_phase(cfg, mp)),
     "reference": (("model",), lambda m, cfg, mp: reference_phase(m)),
     "plan": (("model",), _plan),
     "expand": (("model", "plan"), _expand),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from .costs import DTYPE_BYTES, amp, vector, vertices  # DTYPE_BYTES: defined once, there; phases read it here
+from .costs import DTYPE_BYTES, amp, merge, vector, vertices  # DTYPE_BYTES: defined once, there; phases read it here
 
 # Region classes of an allocation request (also used by the ISA operand specs).
 STANDARD = 0     # either region
@@ -154,6 +154,11 @@ class Target:
         """(UnaryOp1D INVERSE f32 with F_RECIP) + Cast1D of the row vector to half +
         BroadcastVectorOuterByRow MULTIPLY (+ BinaryOp1D ADD with F_ADD)."""
         return vector.rowscale_cycles(rows, cols, add, recip, self.workers, self.vector_bytes_per_cycle)
+
+    def merge_cycles(self, rows, cols, splits):
+        """MERGE of `splits` split-key attention partial states (compiler/costs/merge.py: popops
+        vertices for the f32 statistics, a Cast1D, a by-row MULTIPLY, ADD's reduction, ROWSCALE)."""
+        return merge.merge_cycles(rows, cols, splits, self.workers, self.vector_bytes_per_cycle, self.copy_cycles)
 
     def add_cycles(self, nelem, nsrc1):
         """ADD of 1 + nsrc1 f16 sources (compiler/costs/vector.py: popops' BinaryOp1D for two, its

@@ -187,7 +187,7 @@ HARNESS = ("pipeline/__main__.py", "pipeline/stages.py", "pipeline/config.py", "
            "compiler/policy.py", "compiler/mapper.py",
            # target.py's kernel costs (every phase from plan on prices or charges them)
            "compiler/costs/__init__.py", "compiler/costs/amp.py", "compiler/costs/vertices.py",
-           "compiler/costs/vector.py")
+           "compiler/costs/vector.py", "compiler/costs/merge.py")
 
 
 def checked_text(root: Path = REPO) -> bytes:

@@ -149,6 +149,17 @@ def outputs_of(phase: str) -> list[Path]:
     return files + extra + [out / RESULT, METRICS / f"{phase}.json"]
 
 
+def attention_choice(cfg: dict) -> dict:
+    """cfg with the attention stage's priced pick (compiler/attn_choice.py CHOICE_KEY) when
+    model.attention=auto and the stage wrote one; the model phase prices it itself otherwise."""
+    from compiler.attn_choice import CHOICE_KEY
+    f = ART / "attention" / "choice.json"
+    if dict(cfg["model"]).get("attention") != "auto" or not f.is_file():
+        return cfg
+    doc = json.loads(f.read_text())
+    return {**cfg, CHOICE_KEY: doc} if "cycles" in doc else cfg
+
+
 def run_stage(phase: str, params: str | Path | None = None) -> object:
     if phase not in PHASES:
         raise ConfigError(f"unknown phase {phase!r} (one of {', '.join(PHASES)})")
@@ -157,6 +168,8 @@ def run_stage(phase: str, params: str | Path | None = None) -> object:
     store = Store(cfg.get("store") or REPO / ".tessera-store")
     ups, _ = PHASES[phase]
     inputs = {u: load_result(u, lazy=u == "model" and phase in LAZY_MODEL) for u in ups}
+    if phase == "model":       # model.attention=auto: the attention stage's pick (pipeline/attention.py)
+        cfg = attention_choice(cfg)
     out = ART / phase
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,8 @@
                non-linearity, Cast1D (CAST); and PERF, the perf-table entries
   vector.py    Tessera's other vector kernels (ADD, GELU, SOFTMAX, ONLINE_SOFTMAX, LAYERNORM,
                ROWSCALE) as the sums of the vertices their popnn / popops counterparts run
+  merge.py     MERGE (split-key attention's merge of partial states): PopLibs has no such
+               vertex, so the popops vertices a Poplar program would run for it, summed
 
 Separate because they are separate transcriptions: amp.py follows poplin's
 PerformanceEstimation.hpp, vertices.py popops' and popnn's cycle estimators one vertex at a

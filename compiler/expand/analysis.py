@@ -51,6 +51,8 @@ def kernel_cycles(tg: TileGraph, t: Target) -> np.ndarray:
     rs = on(isa.ROWSCALE)
     fl = k["dtype"][rs] >> 16
     cyc[rs] = t.rowscale_cycles(k["i0"][rs], k["i1"][rs], fl & isa.F_ADD, fl & isa.F_RECIP)
+    mg = on(isa.MERGE)
+    cyc[mg] = t.merge_cycles(k["i0"][mg], k["i1"][mg], k["i2"][mg])
     return cyc
 
 

@@ -2,7 +2,8 @@
 tile walks its split's keys block by block (one exchange and one compute superstep
 per key block) keeping a running max, sum and output: S = Q·K_bᵀ (MATMUL, transposed
 b), P = ONLINE_SOFTMAX(S), O = O·c + P·V_b (ROWSCALE). With one split, O = O / l;
-with several, the splits' partials of each query block are merged (flash_combine).
+with several, the splits' partials of each query block are merged: by one MERGE kernel
+(flash_merge.py, `policy.flash_merge`) or by the older kernels' composition (flash_combine).
 Splitting the keys cuts what a tile receives (its query rows plus only its split's
 keys) and what a home tile sends (each key row goes to one tile per query block).
 Padding keys are never gathered, so no mask is needed; S is never stored beyond one
@@ -19,7 +20,7 @@ import numpy as np
 from .. import isa
 from ..plan.homes import starts
 from ..target import STANDARD
-from . import flash_combine
+from . import flash_combine, flash_merge
 from .layout import Layout, gather, pad
 
 F16 = isa.DTYPES["f16"]
@@ -57,9 +58,12 @@ def expand_flash(c, op):
         c.bld.reads(state[tile], st)
         blocks = (g % H, (g // H) * T + qs[q], tile, o[tile])
     else:
-        xp = flash_combine.tail(c, name, c.compute_step(), tile, ql[q], qb, state)
         gq = np.arange(G * nq)                                   # (group, query block) pairs
-        blk, ss, _, ct, out = flash_combine.combine(c, name, gq * ns, ql[gq % nq], xp, state, o, d, ns)
+        if _merge_kernel(c.policy):                              # one MERGE (flash_merge.py)
+            blk, ss, _, ct, out = flash_merge.combine(c, name, gq * ns, ql[gq % nq], state, o, d, ns)
+        else:
+            xp = flash_combine.tail(c, name, c.compute_step(), tile, ql[q], qb, state)
+            blk, ss, _, ct, out = flash_combine.combine(c, name, gq * ns, ql[gq % nq], xp, state, o, d, ns)
         grp = blk // nq
         blocks = (grp % H, (grp // H) * T + qs[blk % nq] + ss, ct, out[ct])
     c.lay[name] = _layout(B * T, H, d, *blocks)
@@ -163,4 +167,10 @@ def estimate(t, policy, T, H, valid, d, kb, nq, ns, B=1) -> int | None:
     comp += (nb - 1) * t.rowscale_cycles(R, d, 1, 0)
     if ns == 1:
         return int(exch + comp + t.rowscale_cycles(R, d, 0, 1) + t.sync_cycles)
-    return int(exch + comp + flash_combine.cost(t, R, ns, d))
+    merge = flash_merge.cost if _merge_kernel(policy) else flash_combine.cost
+    return int(exch + comp + merge(t, R, ns, d))
+
+
+def _merge_kernel(policy) -> bool:
+    """policy.flash_merge: key splits merged by one MERGE kernel (else flash_combine's kernels)."""
+    return bool(getattr(policy, "flash_merge", True))

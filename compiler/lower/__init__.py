@@ -121,6 +121,7 @@ WORDS = {
     isa.ONLINE_SOFTMAX: ("a0", "a1", "a2", "i0", "i1", "i2"),
     isa.ROWSCALE: ("a0", "a1", "a2", "a3", "i0", "i1"),
     isa.BIAS: ("a0", "a1", "a2", "i0", "i1"),
+    isa.MERGE: ("a0", "a1", "a2", "i0", "i1", "i2"),
 }
 
 

@@ -49,7 +49,7 @@ class VitConfig:
     pool: str = ""                # tower head: map (SigLIP attention pool) | token (class token + Linear)
     classes: int = 1000           # pool=token: classifier outputs
     batch: int = 1                # tower: images per run (model.input: a list of that many files, or a stacked array)
-    attention: str = "materialized"  # materialized: S and P stored per (image, head) | flash: one flash_attention
+    attention: str = "materialized"  # materialized: S and P stored per (image, head) | flash: one flash_attention | auto: the cheaper by plan + expand (compiler/attn_choice.py)
                                      # op, S never stored beyond a key block (issue #27: what lets B >= 6 fit)
     weight_dtype: str = "fp8"
     gelu: str = "erf"
@@ -103,8 +103,8 @@ class VitConfig:
             raise ValueError(f"model.scope={self.scope!r}: not one of tower, blocks")
         check_positive(self, "layers", "classes", "batch", "calibration")
         check_preprocess(self.crop_pct, self.interpolation, self.mean, self.std)
-        if self.attention not in ("materialized", "flash"):
-            raise ValueError(f"model.attention={self.attention!r}: not one of materialized, flash")
+        if self.attention not in ("materialized", "flash", "auto"):
+            raise ValueError(f"model.attention={self.attention!r}: not one of materialized, flash, auto")
         if self.fp8_scales not in ("least_error", "calibrated", "bound"):
             raise ValueError(f"model.fp8_scales={self.fp8_scales!r}: not one of least_error, calibrated, bound")
         if self.fp8_calibration not in ("photos", "seeded"):

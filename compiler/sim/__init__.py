@@ -13,6 +13,7 @@ placed addresses; every tile fetches its instructions from its own memory.
                stores, the dispatch (Kernels), its opcodes in two mixins:
   matmul_kernels.py  MATMUL / ADD / COPY
   vector_kernels.py  GELU / BIAS / LAYERNORM / SOFTMAX / CAST / ONLINE_SOFTMAX / ROWSCALE
+  merge_kernel.py    MERGE (split-key attention's merge of partial states)
   operands.py  grouping of identical instances, operand widening, f16 rounding, scratch
   fmath.py     the f32 arithmetic of the vector kernels (erf, GELU, layernorm, softmax, fp8)
   exchange.py  the exchange phase: table decoding, matching, BSP transfer
@@ -77,6 +78,9 @@ Decisions the machine takes where isa.py is silent (the lowering must match):
     state is written last.
   * ROWSCALE: vec is f32[rows]; F_RECIP uses 1/vec (f32 division); without F_ADD
     src1 is neither read nor checked. out = src0*v + src1, rounded once.
+  * MERGE: parts f16[splits, rows, cols], stats f32[2, splits, rows] (m, then l);
+    c_j = exp(m_j - max m), out = (sum_j c_j parts_j) * (1 / sum_j c_j l_j), f32
+    sums in split order, rounded once (merge_kernel.py); cost merge_cycles.
   * REPEAT: count in [1, 2**31), body >= 1 instructions inside region 0, ending
     with SYNC, holding no END and no REPEAT (nested loops are refused). Every
     running tile must fetch REPEAT as the first instruction of the same

@@ -32,6 +32,7 @@ RULES = {
     isa.ONLINE_SOFTMAX: ({0, F16}, {0}, isa.F_FIRST),
     isa.ROWSCALE: ({0, F16}, {0}, isa.F_RECIP | isa.F_ADD),
     isa.BIAS: _F16_ONLY,
+    isa.MERGE: _F16_ONLY,
 }
 assert set(RULES) == set(isa.OP_NAMES)
 

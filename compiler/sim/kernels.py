@@ -8,7 +8,8 @@ come from isa.OPERANDS / isa.BANK_SEPARATED, costs from Target.
 placed operands, and `run` (the dispatch); the opcodes are its two mixins, by kind of
 arithmetic: matmul_kernels.py (MATMUL, ADD, COPY: the AMP's products, sums of partials and
 byte moves) and vector_kernels.py (GELU, BIAS, LAYERNORM, SOFTMAX, CAST, ONLINE_SOFTMAX,
-ROWSCALE: f16 data, f32 arithmetic in fmath.py). Widening, f16 rounding and grouping are
+ROWSCALE: f16 data, f32 arithmetic in fmath.py), and merge_kernel.py (MERGE, split-key
+attention's merge of partial states). Widening, f16 rounding and grouping are
 operands.py. The heuristics' switches (BATCH_BYTES, SPLIT_BYTES, WORKERS, SLICE_BYTES,
 F16_CPU) live here, read where a call is sliced and a loop chosen.
 
@@ -32,6 +33,7 @@ from . import jit
 from .fault import first_fault
 from .matmul_kernels import MatmulKernels
 from .memory import I64, Memory, gather, scatter
+from .merge_kernel import MergeKernel
 from .operands import _NO_SCALE, _WIDEN, NP_DTYPES, to_f16, widen
 from .vector_kernels import VectorKernels
 
@@ -67,7 +69,7 @@ def batches(g: np.ndarray, bytes_each: int, parts: int = 1):
     return [g[i:i + per] for i in range(0, len(g), per)]
 
 
-class Kernels(MatmulKernels, VectorKernels):
+class Kernels(MatmulKernels, VectorKernels, MergeKernel):
     def __init__(self, m: Memory, target, workers: int | None = None):
         self.m = m
         self.t = target
@@ -201,9 +203,10 @@ class Kernels(MatmulKernels, VectorKernels):
         validated by decode.check); returns int64 cycles per tile."""
         fn = {isa.MATMUL: self.matmul, isa.ADD: self.add, isa.COPY: self.copy, isa.GELU: self.gelu,
               isa.LAYERNORM: self.layernorm, isa.SOFTMAX: self.softmax, isa.CAST: self.cast,
-              isa.ONLINE_SOFTMAX: self.online_softmax, isa.ROWSCALE: self.rowscale, isa.BIAS: self.bias}[op]
+              isa.ONLINE_SOFTMAX: self.online_softmax, isa.ROWSCALE: self.rowscale, isa.BIAS: self.bias,
+              isa.MERGE: self.merge}[op]
         return np.asarray(fn(step, tiles, pcs, w), I64)
 
 
 KERNELS = (isa.MATMUL, isa.ADD, isa.COPY, isa.GELU, isa.LAYERNORM, isa.SOFTMAX, isa.CAST, isa.BIAS,
-           isa.ONLINE_SOFTMAX, isa.ROWSCALE)
+           isa.ONLINE_SOFTMAX, isa.ROWSCALE, isa.MERGE)

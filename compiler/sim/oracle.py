@@ -49,6 +49,11 @@ The machine, as docs/architecture.md §2 states it:
   Cast1D. A single row's per-row value is a scalar broadcast, its gamma / beta element-wise;
   an f32 per-row value (ROWSCALE's vector, the online max, LayerNorm's mean and invStdDev) is
   cast to f16 (Cast1D) before the f16 vertex that applies it;
+- a MERGE (split-key attention's merge of s partial states of r rows x c) costs the popops
+  vertices a Poplar program would run for it (see merge_cycles): max, subtract, exp,
+  multiply and sum of the f32 statistics (halving trees of BinaryOp1D for the two
+  reductions over the splits, a copy broadcasting the max), c to f16, a by-row multiply
+  of the s x r rows, the reduction of the s partial outputs (as ADD's), 1/L applied as ROWSCALE;
 - a COPY costs `kernel_overhead_cycles` plus its bytes at `copy_bytes_per_cycle` (Poplar's
   own copy: assumed);
 - REPEAT costs nothing: its body runs `count` times (relocation moves addresses; the
@@ -69,7 +74,7 @@ DNAME = {v: k for k, v in isa.DTYPES.items()}
 # instruction words a cost reads, per opcode (1-based argument words; word 0 always)
 COST_WORDS = {isa.MATMUL: (4, 5, 6), isa.ADD: (4, 5), isa.COPY: (3, 4), isa.GELU: (3,),
               isa.LAYERNORM: (5, 6), isa.SOFTMAX: (3, 4, 5), isa.CAST: (3,), isa.ONLINE_SOFTMAX: (4, 5),
-              isa.ROWSCALE: (5, 6), isa.BIAS: (4, 5), isa.EXCH: (1, 2, 3)}
+              isa.ROWSCALE: (5, 6), isa.BIAS: (4, 5), isa.MERGE: (4, 5, 6), isa.EXCH: (1, 2, 3)}
 ENTRY_COST_WORDS = (0, 2, 3)     # peer tile, row bytes, rows
 SCALE_WORD = {isa.MATMUL: 7, isa.CAST: 4}   # the scale word (f32 bits, or a table address)
 
@@ -294,6 +299,26 @@ def vector_cycles(op, r, c, add, f: _Figures, recip=0) -> np.ndarray:
             + 2 * to_half + 2 * _rows_op(r, c, W, lanes) + _gamma(r, c, W, lanes) + beta)
 
 
+def merge_cycles(r, c, s, f: _Figures) -> np.ndarray:
+    """MERGE of s splits' [r, c] partials and f32 [2, s, r] statistics (module docstring)."""
+    W, lanes, fl, V = f.workers, f.vector_bytes_per_cycle // 2, f.vector_bytes_per_cycle // 4, f.vector_bytes_per_cycle
+    r, c, s = (np.asarray(x, np.int64) for x in (r, c, s))
+    n = s * r
+
+    def halving(per_loop, grain):                    # BinaryOp1D over floor(k/2) x r while k splits live
+        k, tot = s.copy(), np.zeros_like(s)
+        while (k > 1).any():
+            h = k // 2
+            tot += np.where(h > 0, _bin1d(h * r, W, per_loop, grain), 0)
+            k -= h
+        return tot
+    stats = (halving(4, 2) + f.kernel_overhead_cycles + _up(4 * n, f.copy_bytes_per_cycle)   # max, broadcast copy
+             + _bin1d(n, W, 3, fl) + _un1d(n, W, 6, 2, 33) + _bin1d(n, W, 3, fl) + halving(3, fl))
+    outs = (_cast(n, 4, 2, W, V) + _rows_op(n, c, W, lanes) + add_cycles(r * c, s - 1, f)
+            + vector_cycles(isa.ROWSCALE, r, c, 0, f, 1))
+    return stats + outs
+
+
 def kernel_cycles(op, w, f: _Figures) -> np.ndarray:
     """Cycles of kernel instructions: op int64[n], w int64[n, INSTR_WORDS]."""
     K, V = f.kernel_overhead_cycles, f.vector_bytes_per_cycle
@@ -329,6 +354,8 @@ def kernel_cycles(op, w, f: _Figures) -> np.ndarray:
         i = at(code)
         out[i] = vector_cycles(code, w[i, a], w[i, b], (fl[i] & isa.F_ADD) != 0, f,
                                (fl[i] & isa.F_RECIP) != 0 if code == isa.ROWSCALE else 0)
+    i = at(isa.MERGE)
+    out[i] = merge_cycles(w[i, 4], w[i, 5], w[i, 6], f)
     i = at(isa.SOFTMAX)                 # the scale word: 1.0 (0x3F800000) needs no multiply
     out[i] = vector_cycles(isa.SOFTMAX, w[i, 3], w[i, 4], (w[i, 5] & 0xFFFFFFFF) != 0x3F800000, f)
     return out

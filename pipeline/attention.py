@@ -1,0 +1,44 @@
+"""`python -m pipeline.attention`: the attention stage. With model.attention=auto it prices
+materialized and flash attention by plan and expand on the trial's target and policy
+(compiler/attn_choice.py) and writes the pick with both figures to
+artifacts/attention/choice.json; otherwise it writes the named variant at once. The model
+stage depends on that file, not on the target and policy keys, so changing a policy key
+reruns this stage (instant unless auto) but the model stage only when the pick changes."""
+from __future__ import annotations
+
+import json
+import sys
+
+from compiler import mapper as mappers
+from compiler.attn_choice import price
+from compiler.phases import ModelResult, run_phase
+from compiler.target import ConfigError
+
+from .config import REPO, load_params
+
+OUT = REPO / "artifacts" / "attention" / "choice.json"
+
+
+def choice(cfg: dict) -> dict:
+    att = dict(cfg["model"]).get("attention")
+    if att != "auto":
+        return {"attention": att}
+    from compiler import models
+    return price(cfg, mappers.serial, lambda m: ModelResult(*models.build(m)), run_phase)
+
+
+def main() -> int:
+    try:
+        doc = choice(load_params())
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    tmp = OUT.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    tmp.replace(OUT)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

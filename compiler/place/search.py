@@ -14,7 +14,7 @@ from . import bound, greedy, portfolio
 from .addrsearch import AddressSearch
 from .canonical import CanonicalSearch
 from .coalesce import PARTNER_SCHEDULES, PORTFOLIO_SCHEDULES, TOLERANCES, Coalesced
-from .instance import SubInstance, parts
+from .instance import SubInstance, parts, time_mirror
 
 
 @dataclass
@@ -150,10 +150,10 @@ def _compiled(sub, cfg, deadline):
     if deadline is not None:
         deadline += jit
     rr = _RoundRobin(sub, cfg, deadline, CompiledSkyline)
-    partners = []
+    partners, mirrored = [], []
     if cfg.coalesce_handovers:
         stacks = (True, False) if cfg.coalesce_stacks else (False,)
-        rr.join([(tol, stack, None, False) for stack in stacks for tol in TOLERANCES], 0)
+        rr.join([(tol, stack, None, False, False) for stack in stacks for tol in TOLERANCES], 0)
         if cfg.coalesce_partners:
             # partner folding costs 0.1-1.5 s of Python on a 1000-request part:
             # first one short attempt on each cheap fold, which places most
@@ -165,6 +165,7 @@ def _compiled(sub, cfg, deadline):
                 if r == 0:
                     rr.tries.remove((x, co))
             partners = _partners(PARTNER_SCHEDULES, cfg)
+            mirrored = _partners(PARTNER_SCHEDULES, cfg, True) if cfg.time_mirror else []
     if cfg.portfolio and deadline is not None and partners and portfolio.available():
         base = rr.nodes()          # the short attempts' nodes, counted once (worker 0)
 
@@ -176,19 +177,19 @@ def _compiled(sub, cfg, deadline):
             # (PORTFOLIO_SCHEDULES)
             if k > 0:
                 rr.tries[:] = []
-            rr.join(partners if k else _partners(PORTFOLIO_SCHEDULES, cfg), 0)
+            rr.join(partners if k else mirrored or _partners(PORTFOLIO_SCHEDULES, cfg), 0)
             a, st = rr.loop(hook)
             return a, st, rr.nodes() - (base if k else 0), rr.work
         return portfolio.race(worker, 2, deadline)
-    rr.join(partners, 0)
+    rr.join(partners + mirrored, 0)
     a, st = rr.loop()
     return a, st, rr.nodes()
 
 
-def _partners(schedules, cfg):
-    out = [(0.0, False, sch, False) for sch in schedules]
+def _partners(schedules, cfg, mirror=False):
+    out = [(0.0, False, sch, False, mirror) for sch in schedules]
     if cfg.partner_quiet_events:
-        out += [(0.0, False, sch, True) for sch in schedules]
+        out += [(0.0, False, sch, True, mirror) for sch in schedules]
     return out
 
 
@@ -206,6 +207,7 @@ class _RoundRobin:
 
     def __init__(self, sub, cfg, deadline, CompiledSkyline):
         self.sub, self.cfg, self.deadline, self.CS = sub, cfg, deadline, CompiledSkyline
+        self.mirror = None            # `time_mirror`: the part with time reversed, made once
         cs = CompiledSkyline(sub, cfg)
         self.tries = [(cs, None)]     # (search, Coalesced or None): joined problems first
         self.seen, self.every = [], [cs]   # every search made (its nodes count)
@@ -220,8 +222,10 @@ class _RoundRobin:
         self.every.append(self.tries[at][0])
 
     def join(self, variants, at):
-        for tol, stack, sch, quiet in variants:
-            co = Coalesced(self.sub, tol, stack, sch, quiet)
+        for tol, stack, sch, quiet, mirror in variants:
+            if mirror and self.mirror is None:
+                self.mirror = time_mirror(self.sub)
+            co = Coalesced(self.mirror if mirror else self.sub, tol, stack, sch, quiet)
             self.work += FOLD_WORK * self.sub.n
             if co.n < self.sub.n and co.key() not in self.seen:
                 self._add(co, at)

@@ -434,10 +434,8 @@ class Coalesced:
         return ch
 
     def key(self) -> bytes:
-        """Two joinings are the same problem when members and offsets agree (and
-        time runs the same way: a mirrored fold is searched differently)."""
-        return self.gid.tobytes() + self.rel.tobytes() + \
-            (b"m" if getattr(self.sub, "mirrored", False) else b"")
+        """Two joinings are the same problem when members and offsets agree."""
+        return self.gid.tobytes() + self.rel.tobytes()
 
     def expand(self, addr) -> list:
         """The joined placement as one address per original request."""

@@ -141,7 +141,8 @@ def _compiled(sub, cfg, deadline):
     `portfolio` (and a time limit), the round robin after the short attempts
     runs as two forked workers (portfolio.py): one on the part, its handover
     folds and the partner folds of PORTFOLIO_SCHEDULES, one on the default
-    partner folds (PARTNER_SCHEDULES) only.
+    partner folds (PARTNER_SCHEDULES) only. With `time_mirror`, every other
+    attempt of a variant searches it with time reversed (instance.py time_mirror).
     (addr | None, placed|exhausted|budget, nodes)"""
     t = time.perf_counter()
     from .skyline_jit import CompiledSkyline, warm
@@ -150,10 +151,10 @@ def _compiled(sub, cfg, deadline):
     if deadline is not None:
         deadline += jit
     rr = _RoundRobin(sub, cfg, deadline, CompiledSkyline)
-    partners, mirrored = [], []
+    partners = []
     if cfg.coalesce_handovers:
         stacks = (True, False) if cfg.coalesce_stacks else (False,)
-        rr.join([(tol, stack, None, False, False) for stack in stacks for tol in TOLERANCES], 0)
+        rr.join([(tol, stack, None, False) for stack in stacks for tol in TOLERANCES], 0)
         if cfg.coalesce_partners:
             # partner folding costs 0.1-1.5 s of Python on a 1000-request part:
             # first one short attempt on each cheap fold, which places most
@@ -165,7 +166,6 @@ def _compiled(sub, cfg, deadline):
                 if r == 0:
                     rr.tries.remove((x, co))
             partners = _partners(PARTNER_SCHEDULES, cfg)
-            mirrored = _partners(PARTNER_SCHEDULES, cfg, True) if cfg.time_mirror else []
     if cfg.portfolio and deadline is not None and partners and portfolio.available():
         base = rr.nodes()          # the short attempts' nodes, counted once (worker 0)
 
@@ -177,19 +177,19 @@ def _compiled(sub, cfg, deadline):
             # (PORTFOLIO_SCHEDULES)
             if k > 0:
                 rr.tries[:] = []
-            rr.join(partners if k else mirrored or _partners(PORTFOLIO_SCHEDULES, cfg), 0)
+            rr.join(partners if k else _partners(PORTFOLIO_SCHEDULES, cfg), 0)
             a, st = rr.loop(hook)
             return a, st, rr.nodes() - (base if k else 0), rr.work
         return portfolio.race(worker, 2, deadline)
-    rr.join(partners + mirrored, 0)
+    rr.join(partners, 0)
     a, st = rr.loop()
     return a, st, rr.nodes()
 
 
-def _partners(schedules, cfg, mirror=False):
-    out = [(0.0, False, sch, False, mirror) for sch in schedules]
+def _partners(schedules, cfg):
+    out = [(0.0, False, sch, False) for sch in schedules]
     if cfg.partner_quiet_events:
-        out += [(0.0, False, sch, True, mirror) for sch in schedules]
+        out += [(0.0, False, sch, True) for sch in schedules]
     return out
 
 
@@ -207,11 +207,11 @@ class _RoundRobin:
 
     def __init__(self, sub, cfg, deadline, CompiledSkyline):
         self.sub, self.cfg, self.deadline, self.CS = sub, cfg, deadline, CompiledSkyline
-        self.mirror = None            # `time_mirror`: the part with time reversed, made once
         cs = CompiledSkyline(sub, cfg)
         self.tries = [(cs, None)]     # (search, Coalesced or None): joined problems first
         self.seen, self.every = [], [cs]   # every search made (its nodes count)
         self.work = 0                 # nodes x size, plus FOLD_WORK per request folded
+        self.back = {}                # `time_mirror`: per variant, its time-reversed search
 
     def nodes(self):
         return sum(x.nodes for x in self.every)
@@ -222,14 +222,25 @@ class _RoundRobin:
         self.every.append(self.tries[at][0])
 
     def join(self, variants, at):
-        for tol, stack, sch, quiet, mirror in variants:
-            if mirror and self.mirror is None:
-                self.mirror = time_mirror(self.sub)
-            co = Coalesced(self.mirror if mirror else self.sub, tol, stack, sch, quiet)
+        for tol, stack, sch, quiet in variants:
+            co = Coalesced(self.sub, tol, stack, sch, quiet)
             self.work += FOLD_WORK * self.sub.n
             if co.n < self.sub.n and co.key() not in self.seen:
                 self._add(co, at)
                 at += 1
+
+    def mirror_of(self, x, co):
+        """`time_mirror`: the search of variant (x, co) with time reversed, made once:
+        the same bands (the restriction is unchanged), but the skyline fills the
+        leftmost lowest floor first, so the reversed search explores another tree: heldout
+        heavy-1000-nz-26457536's (0, 1 %) quiet chain placed it at depth 5 reversed
+        (119 M work), forward it was unknown after 700 M."""
+        m = self.back.get(id(x))
+        if m is None:
+            m = self.back[id(x)] = self.CS(time_mirror(co if co is not None else self.sub),
+                                           self.cfg)
+            self.every.append(m)
+        return m
 
     def refold(self, co, at):
         """`partner_nogoods`: insert at `at` the partner fold `co` redone without the
@@ -272,15 +283,18 @@ class _RoundRobin:
                         limit = min(limit, 20_000)     # a first, short probe measures the rate
                 if limit <= 0:
                     return None, "budget"
+                # time_mirror: every other attempt (by seed and round) reversed; the
+                # mirror is the same problem, so its exhaustion proves the same
+                y = self.mirror_of(x, co) if cfg.time_mirror and (seed + rnd) % 2 else x
                 t = time.perf_counter()
-                n0 = x.nodes
-                r = x.run(limit, x.preorders(seed), sky)
+                n0 = y.nodes
+                r = y.run(limit, y.preorders(seed), sky)
                 dt = time.perf_counter() - t
-                if x.nodes - n0 >= 1000 and dt > 0:
-                    rate = (x.nodes - n0) / dt
-                self.work += (x.nodes - n0) * x.n
+                if y.nodes - n0 >= 1000 and dt > 0:
+                    rate = (y.nodes - n0) / dt
+                self.work += (y.nodes - n0) * y.n
                 if r == 1:
-                    return (co.expand(x.addr) if co else x.addr), "placed"
+                    return (co.expand(y.addr) if co else y.addr), "placed"
                 if hook is not None and not hook(self.work):
                     return None, "beaten"
                 if r < 0 and cfg.eager_refolds and co is not None:  # a later pass sees the

@@ -141,8 +141,8 @@ def time_mirror(sub: Instance) -> Instance:
     """The same requests with time reversed (`time_mirror`): [s, e) becomes
     [t0 + t1 - e, t0 + t1 - s). Which pairs are live together is unchanged, so a
     placement of the mirror is one of `sub` address for address (request i is
-    request i); only the searches see it differently (the skyline fills the
-    leftmost section first, partner folds pair enders with starters)."""
+    request i); only a search sees it differently (the skyline fills the
+    leftmost lowest section first)."""
     m = copy.copy(sub)
     t = min(sub.start) + max(sub.end) if sub.n else 0
     m.start = [t - e for e in sub.end]

@@ -1,5 +1,5 @@
-"""`time_mirror` (instance.py time_mirror, search.py): the part with time reversed
-is searched beside it. Its placements must be placements of the original
+"""`time_mirror` (instance.py time_mirror, search.py): every other attempt of a
+variant searches it with time reversed. The mirror's placements must be placements of the original
 request for request (checked by the independent validator on the *original*
 problem, which shares no code with the mirror), and a wrong mirror must be
 caught by the same check."""
@@ -11,7 +11,7 @@ import pytest
 
 from place_cases import guillotine_rects
 
-from compiler.place import PLACED, PlaceConfig, Problem, solve, validate
+from compiler.place import PlaceConfig, Problem, validate
 from compiler.place.coalesce import PARTNER_SCHEDULES, Coalesced
 from compiler.place.instance import Instance, time_mirror
 from compiler.place.skyline_jit import CompiledSkyline

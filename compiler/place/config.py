@@ -70,6 +70,11 @@ class PlaceConfig:
                                         #    (PORTFOLIO_SCHEDULES); the answer at the least work (nodes x size)
                                         #    wins, returned once the other passed that work:
                                         #    the same placement whatever the timing
+    time_mirror: bool = True            # ...every other attempt of each variant (by seed and
+                                        #    round) searches it with time reversed: the same
+                                        #    problem (a placement of the mirror is one of the
+                                        #    part), but the skyline fills from the other end,
+                                        #    another tree (no extra variant, no extra turns)
     hatless_pruning: bool = True        # ...a branch placing a request with nothing live beside it
                                         #    is the only one its node needs (MiniMalloc's name)
     cpsat_fallback: bool = True         # tiles outside the kernels' class (bank edges, several

@@ -21,6 +21,7 @@ all of them.
 """
 from __future__ import annotations
 
+import copy
 from bisect import bisect_right
 
 import numpy as np
@@ -134,6 +135,20 @@ class SubInstance(Instance):
         self.bank = [{pos[k] for k in parent.bank[j] if k in pos} for j in self.idx]
         for f in ("t_end", "max_alloc", "ub", "reserved", "windows"):
             setattr(self, f, getattr(parent, f))
+
+
+def time_mirror(sub: Instance) -> Instance:
+    """The same requests with time reversed (`time_mirror`): [s, e) becomes
+    [t0 + t1 - e, t0 + t1 - s). Which pairs are live together is unchanged, so a
+    placement of the mirror is one of `sub` address for address (request i is
+    request i); only a search sees it differently (the skyline fills the
+    leftmost lowest section first)."""
+    m = copy.copy(sub)
+    t = min(sub.start) + max(sub.end) if sub.n else 0
+    m.start = [t - e for e in sub.end]
+    m.end = [t - s for s in sub.start]
+    m.mirrored = True
+    return m
 
 
 def parts(inst: Instance) -> list[list[int]]:

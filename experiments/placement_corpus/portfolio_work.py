@@ -1,10 +1,11 @@
-"""`portfolio` on and off, per case: status, wall seconds, this process's and its
+"""`portfolio` (or another flag, --flag) on and off, per case: status, wall seconds, this process's and its
 children's (the workers') CPU seconds, and the work (nodes x size + FOLD_WORK per
 request folded: search.py) at which the answer was found - the single process's
 total, the portfolio's per worker (winner marked). Work is deterministic, so it
 compares the two modes apart from the machine's load; wall and CPU do not.
 
     .venv/bin/python experiments/placement_corpus/portfolio_work.py CASE.json... [--limit 60]
+        [--flag time_mirror]     # that flag off and on instead (the portfolio on)
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cases", nargs="+")
     ap.add_argument("--limit", type=float, default=60.0)
+    ap.add_argument("--flag", default="portfolio", help="the flag turned off and on")
     a = ap.parse_args(argv)
     SJ.warm()
     loop0, works = S._RoundRobin.loop, []
@@ -48,15 +50,15 @@ def main(argv=None):
             works.clear()
             portfolio.LAST.clear()
             c0, s0, t = _cpu(resource.RUSAGE_CHILDREN), _cpu(resource.RUSAGE_SELF), time.perf_counter()
-            cfg = PlaceConfig.from_dict({**CLI_DEFAULTS, "time_limit_s": a.limit, "portfolio": pf})
+            cfg = PlaceConfig.from_dict({**CLI_DEFAULTS, "time_limit_s": a.limit, a.flag: pf})
             sol = solve(p, cfg)
             wall = time.perf_counter() - t
             assert sol.status != PLACED or not validate(p, sol.addr), f"{f}: INVALID"
             last = portfolio.LAST or None
-            w = (f"work {works[-1] / 1e6:.1f} M" if not pf and works else
+            w = (f"work {works[-1] / 1e6:.1f} M" if not cfg.portfolio and works else
                  "work " + ", ".join(f"w{i}{'*' if i == last['winner'] else ''} {v / 1e6:.1f} M"
                                      for i, v in sorted(last["work"].items())) if last else "")
-            print(f"{Path(f).name} portfolio={int(pf)}: {sol.status} {wall:.1f} s wall, cpu self "
+            print(f"{Path(f).name} {a.flag}={int(pf)}: {sol.status} {wall:.1f} s wall, cpu self "
                   f"{_cpu(resource.RUSAGE_SELF) - s0:.1f} s children "
                   f"{_cpu(resource.RUSAGE_CHILDREN) - c0:.1f} s, {w}; load {os.getloadavg()[0]:.1f}",
                   flush=True)

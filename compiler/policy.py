@@ -28,6 +28,7 @@ class Policy:
     operand_relay: bool = True        # plan may spread a matmul's A over idle tiles before gathering it (plan/relay.py)
     early_gathers: bool = True        # expand moves a matmul's B (bias, LayerNorm parameter) gather to an earlier exchange step with room (expand/early.py)
     ring_homes: bool = True           # plan may home a weight on its matmul's grid, blocks in pieces over the gm tiles reading them (plan/ring.py)
+    ring_copies: int = 2              # ring homes: plan may hold each piece on up to this many of the gm tiles (fewer bytes received, more held); 1 = once
     attn_variants: int = 1            # plan also hands expand the best candidate with each grouped (attention) matmul's next-best grids, in context and standalone (plan/attn.py); 0 = off
     grid: str = ""                    # force one GEMM grid "GMxGNxGK[/SP]" (tests, studies); "" = search
     check: str = "rows"               # run's read-back op by op: rows (every iteration, sampled rows) | all | last_iteration | sampled
@@ -43,7 +44,7 @@ class Policy:
         if unknown:
             raise ConfigError(f"unknown config key policy.{unknown[0]}")
         p = cls(**{k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()})
-        for k in ("exchange_table_cap", "plan_candidates", "finalists", "serial_passes"):
+        for k in ("exchange_table_cap", "plan_candidates", "finalists", "serial_passes", "ring_copies"):
             v = getattr(p, k)
             if not isinstance(v, int) or v <= 0:
                 raise ConfigError(f"policy.{k}={v!r}: must be a positive integer")

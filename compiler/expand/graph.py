@@ -47,6 +47,7 @@ class Ctx:
         self.dump: list[dict] = []                     # op outputs as completed (TileGraph.dump)
         self.done: dict[str, int] = {}                 # op output -> the step count when it is complete
         self.movable: list[tuple] = []                 # B gathers early_gathers may move (expand/early.py)
+        self.ring_rows: dict[str, list] = {}           # ring copies: weight -> the layout each grid row gathers from
 
     # supersteps ---------------------------------------------------------------
     def exchange_step(self) -> int:

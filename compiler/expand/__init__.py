@@ -111,8 +111,8 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
     if cands and concentrated(cands[0]) and not cands[0].resident:    # its plain-homes twin: a fallback
         twin = unringed(cands[0])
         cands += [twin] if all(twin.strategy != c.strategy for c in cands) else []
-    for twin in [uncopied(c) for c in cands if copied(c)]:     # ring copies priced on plan's estimate: each
-        if all(twin.strategy != c.strategy for c in cands):       # candidate's twin holding every piece once
+    for twin in [uncopied(c) for c in cands if copied(c)][:1]:  # ring copies priced on plan's estimate: the
+        if all(twin.strategy != c.strategy for c in cands):       # best copied candidate's twin, pieces once
             cands.append(twin)
     still = stationary_weights(model.graph)
     every = frozenset(n for n, op in enumerate(model.graph.ops) if op.kind == "matmul" and op.inputs[1] in still)

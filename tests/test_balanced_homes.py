@@ -67,3 +67,16 @@ def test_balanced_homes_validated_and_no_fuller():
         assert r["report"].summary["status"] == "ok" and m["validated"] and m["ops_failed"] == 0
     fp = lambda r: int(r["expand"].finalists[0].analysis["footprint_bytes"].max())
     assert fp(on) <= fp(off)
+
+
+def test_vector_rotation_against_every_roll():
+    """expand/balance.py vector_rotation (every rotation at once, from the pattern's tiles)
+    against a brute force over np.roll, where its candidates are every rotation (T < 128)."""
+    from compiler.expand.balance import vector_rotation
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        T = int(rng.integers(8, 120))
+        load, per = rng.integers(0, 50, T), np.zeros(T, np.int64)
+        per[rng.integers(0, T, T // 3)] = rng.integers(1, 40)
+        key = lambda r: (int((load + np.roll(per, r)).max()), int(((load + np.roll(per, r)) ** 2).sum()), r)
+        assert vector_rotation(load, per) == min(range(T), key=key)

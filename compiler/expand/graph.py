@@ -20,7 +20,7 @@ from ..target import DTYPE_BYTES, STANDARD, Target
 from .layout import Layout, allocate, convert, fill, gather, host_rects, pad
 from .flash import expand_flash
 from .matmul import expand_matmul, resident_weights
-from .balance import fixed_load, vector_load, vector_shards, vector_tiles
+from .balance import fixed_load, vector_load, vector_rotation, vector_shards, vector_tiles
 from .early import early_gathers
 from .ring import ring_home, ring_weights
 from .tilegraph import DUMP, END, Builder, TileGraph, concat, soa
@@ -310,9 +310,7 @@ def home_rotations(graph, names, seq, count: int, T: int, panels: dict, candidat
     for n in sorted(sizes, key=lambda n: (-int(sizes[n].sum()), n)):
         per = sizes[n]
         if graph.tensors[n].shape[0] == 1:   # a vector (balanced_homes): shards ~2 tiles apart need a fine
-            # rotation, and the fullest tile is often another tensor's: ties go to the evenest spread
-            key = lambda r: (int((load + np.roll(per, r)).max()), int(((load + np.roll(per, r)) ** 2).sum()), r)
-            best = min(range(T), key=key)
+            best = vector_rotation(load, per)   # rotation; the fullest tile is often another's: evenest spread
         else:
             best = min(range(0, T, max(1, T // candidates)), key=lambda r: (int((load + np.roll(per, r)).max()), r))
         load += np.roll(per, best)

@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from compiler.expand.analysis import _span  # noqa: E402
-from compiler.phases import run_phase  # noqa: E402
+from compiler.phases import run_phase, target_of  # noqa: E402
 from pipeline.config import compose  # noqa: E402
 
 
@@ -57,8 +57,7 @@ def main(argv):
         return
     f = e.finalists[0]
     tg, a = f.tilegraph, f.analysis
-    T = 638976 if "tiny" not in " ".join(argv) else None
-    cap = T or int(cfg.get("target", {}).get("tile_bytes", 0))
+    cap = target_of(cfg).tile_bytes
     fp, peak = np.asarray(a["footprint_bytes"]), np.asarray(a["peak_bytes"])
     free = cap - fp
     print(f"{f.candidate.label}\n  body cycles {a['body_cycles']}; free bytes: least {int(free.min())}, "

@@ -31,6 +31,13 @@ gain nothing on the receive side and the beam judges them by cost).
 Plan's beam prices both for every eligible matmul (Options field `ring`, with_ring
 below); expand builds the homes and the local copies (compiler/expand/ring.py) from
 ring_starts, so the two agree.
+
+Ring copies (policy.ring_copies, Grid.copies): each piece may also be held by c > 1 of
+the gm tiles (replica d on grid row (p + d) mod pieces), a point further along T10's
+time-memory Pareto set: a tile receives the block less c pieces and copies c locally,
+for count × c pieces of memory. A copy nets w/8 - 40 cycles per layer for count × w
+bytes of every tile of the grid (the local COPY runs at 8 B/cycle, the exchange at 4),
+so the beam takes one only where memory is left (beam.copies_over; experiments/comm).
 """
 from __future__ import annotations
 

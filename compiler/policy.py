@@ -21,12 +21,14 @@ class Policy:
     lean_candidates: bool = True      # also plan grids leaving a tile's support when the best would not (plan.with_lean)
     home_rotation: bool = True        # rotate parameter homes away from input homes
     vector_homes: bool = True         # vectors (LayerNorm γ, β): replicated homes of 256-byte shards
+    balanced_homes: bool = True       # the home rotation also spreads vectors' shard homes, from the ring / resident homes' load (expand/balance.py)
     weight_stationary: bool = True    # also expand each candidate with weights resident where used
     resident_replication: int = 0     # most tiles holding one resident weight block (a grid's gm); 0 = any
     panel_homes: bool = True          # store weights the AMP reads as micro-panels (FP8) in that order
     operand_relay: bool = True        # plan may spread a matmul's A over idle tiles before gathering it (plan/relay.py)
     early_gathers: bool = True        # expand moves a matmul's B (bias, LayerNorm parameter) gather to an earlier exchange step with room (expand/early.py)
     ring_homes: bool = True           # plan may home a weight on its matmul's grid, blocks in pieces over the gm tiles reading them (plan/ring.py)
+    ring_copies: int = 2              # ring homes: plan may hold each piece on up to this many of the gm tiles (fewer bytes received, more held); 1 = once
     attn_variants: int = 1            # plan also hands expand the best candidate with each grouped (attention) matmul's next-best grids, in context and standalone (plan/attn.py); 0 = off
     flash_merge: bool = True          # split-key (flash) attention merges its key splits' partial states with one MERGE kernel (expand/flash_merge.py); off: ONLINE_SOFTMAX / ROWSCALE / ADD calls (flash_combine.py)
     grid: str = ""                    # force one GEMM grid "GMxGNxGK[/SP]" (tests, studies); "" = search
@@ -43,7 +45,7 @@ class Policy:
         if unknown:
             raise ConfigError(f"unknown config key policy.{unknown[0]}")
         p = cls(**{k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()})
-        for k in ("exchange_table_cap", "plan_candidates", "finalists", "serial_passes"):
+        for k in ("exchange_table_cap", "plan_candidates", "finalists", "serial_passes", "ring_copies"):
             v = getattr(p, k)
             if not isinstance(v, int) or v <= 0:
                 raise ConfigError(f"policy.{k}={v!r}: must be a positive integer")

@@ -40,10 +40,10 @@ def test_home_bytes_bound_every_member_of_a_sequence():
 
 
 def test_lean_candidates_fit_a_batch_that_would_not():
-    """7 layers in homes and a batch of 4 images on the tiny target: every candidate of the
+    """8 layers in homes and a batch of 4 images on the tiny target: every candidate of the
     plan without lean candidates is rejected by expand for memory; with them (the default)
     the trial fits, runs and validates, and its lean candidates leave the reserve."""
-    model = dict(layers=7, batch=4)     # 6 layers fit without lean candidates under PopLibs costs
+    model = dict(layers=8, batch=4)     # 7 fit without lean candidates once vector homes are balanced (policy.balanced_homes)
     off = compile_trial(_cfg(dict(weight_stationary=False, lean_candidates=False), **model))
     assert off["expand"].rejection and off["expand"].rejection.reason == "memory"
     on = compile_trial(_cfg(dict(weight_stationary=False), **model))

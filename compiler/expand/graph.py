@@ -14,12 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from .. import isa
-from ..plan.homes import VECTOR_SHARD, home_blocks, home_grid, panel_weights, spread, starts
+from ..plan.homes import home_blocks, home_grid, panel_weights, spread, starts
 from ..plan.matmul import OUT_BYTES, stationary_weights
 from ..target import DTYPE_BYTES, STANDARD, Target
 from .layout import Layout, allocate, convert, fill, gather, host_rects, pad
 from .flash import expand_flash
 from .matmul import expand_matmul, resident_weights
+from .balance import fixed_load, vector_load, vector_rotation, vector_shards, vector_tiles
 from .early import early_gathers
 from .ring import ring_home, ring_weights
 from .tilegraph import DUMP, END, Builder, TileGraph, concat, soa
@@ -46,6 +47,7 @@ class Ctx:
         self.dump: list[dict] = []                     # op outputs as completed (TileGraph.dump)
         self.done: dict[str, int] = {}                 # op output -> the step count when it is complete
         self.movable: list[tuple] = []                 # B gathers early_gathers may move (expand/early.py)
+        self.ring_rows: dict[str, list] = {}           # ring copies: weight -> the layout each grid row gathers from
 
     # supersteps ---------------------------------------------------------------
     def exchange_step(self) -> int:
@@ -115,10 +117,9 @@ class Ctx:
         Python per vector; 27 layers' vectors were half of expand's time)."""
         t, T = self.g.tensors[name], self.t.tiles
         cols, e = t.shape[1], DTYPE_BYTES[t.dtype]
-        cs = np.arange(0, cols, max(2, VECTOR_SHARD // e))
+        cs, R = vector_shards(cols, e, t.nbytes, T)
         S = len(cs)
-        R = int(min(max(1, -(-(T // 2) * VECTOR_SHARD // t.nbytes)), max(1, T // S)))
-        tiles = (rot + (np.arange(R)[:, None] * S + np.arange(S)) * T // (R * S)) % T      # [R, S]
+        tiles = vector_tiles(S, R, rot, T)                   # [R, S]
         k = np.diff(np.append(cs, cols))                     # columns per shard
         size = k * e
         stride = -(-size // 16) * 16 if count > 1 else np.zeros(S, np.int64)
@@ -288,23 +289,30 @@ def dump_rows(op: int, step: int, lay: Layout) -> dict:
                 off=lay.off[A, B], r0=lay.rstart[A], rows=r, c0=lay.cstart[B], cols=k, ebytes=np.full(n, lay.ebytes))
 
 
-def home_rotations(graph, names, seq, count: int, T: int, panels: dict, candidates: int = 64) -> dict[str, int]:
+def home_rotations(graph, names, seq, count: int, T: int, panels: dict, candidates: int = 64,
+                   vectors: bool = False, base=None) -> dict[str, int]:
     """Balanced home rotation: homes (plan/homes.py) put each tensor's bytes on evenly
     spread tiles from its rotation; largest tensors first, each takes the rotation (from
     `candidates` evenly spaced ones) that keeps the fullest tile lowest. A sequence
-    counts all its members (they share one rotation)."""
-    load = np.zeros(T, np.int64)
+    counts all its members (they share one rotation). With `vectors` (policy.balanced_homes,
+    expand/balance.py) the vectors' shard homes take part too, from the load `base`."""
+    load = np.zeros(T, np.int64) if base is None else np.asarray(base, np.int64).copy()
     out = {}
     sizes = {}
     for n in names:
         t = graph.tensors[n]
         if t.shape[0] == 1:
-            continue                                   # vectors: replicated shard homes
+            if vectors and t.kind == "param":          # replicated shard homes (vector_home)
+                sizes[n] = vector_load(t, count if n in seq else 1, T)
+            continue
         blocks, size = home_blocks(*t.shape, DTYPE_BYTES[t.dtype], T, panels.get(n, 0))
         sizes[n] = np.bincount(blocks[4], size * (count if n in seq else 1), minlength=T).astype(np.int64)
     for n in sorted(sizes, key=lambda n: (-int(sizes[n].sum()), n)):
         per = sizes[n]
-        best = min(range(0, T, max(1, T // candidates)), key=lambda r: (int((load + np.roll(per, r)).max()), r))
+        if graph.tensors[n].shape[0] == 1:   # a vector (balanced_homes): shards ~2 tiles apart need a fine
+            best = vector_rotation(load, per)   # rotation; the fullest tile is often another's: evenest spread
+        else:
+            best = min(range(0, T, max(1, T // candidates)), key=lambda r: (int((load + np.roll(per, r)).max()), r))
         load += np.roll(per, best)
         out[n] = best
     return out
@@ -342,12 +350,15 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
     homed = [n for n in ins if n not in c.stationary]
     resident_weights(c, strategy)
     ring = ring_weights(graph, strategy, resident)              # homed on their matmul's grid (plan/ring.py)
-    rots = home_rotations(graph, [n for n in homed if n not in ring], seq, count, target.tiles, c.panels) \
-        if policy.home_rotation else {}
     for k, name in enumerate(ins):
         if name in ring:
             ring_home(c, name, k, strategy[ring[name]], count if name in seq else 1)
-        elif name in homed:
+    even = policy.balanced_homes and policy.vector_homes        # expand/balance.py
+    rots = home_rotations(graph, [n for n in homed if n not in ring], seq, count, target.tiles, c.panels,
+                          vectors=even, base=fixed_load(c.bld, target.tiles) if even else None) \
+        if policy.home_rotation else {}
+    for k, name in enumerate(ins):
+        if name in homed and name not in ring:
             c.home(name, k, rots.get(name, 0), count if name in seq else 1,
                    resident=graph.tensors[name].kind == "param" or name in carried.values())
     first, stop = graph.body()

@@ -11,7 +11,7 @@ from ..plan.matmul import OUT_BYTES, Grid, reduce_rows
 from ..plan.relay import relay_pieces
 from ..target import DTYPE_BYTES, STANDARD
 from .layout import Layout, gather, host_rects, pad
-from .ring import local_pieces
+from .ring import gather_b, local_pieces
 from .tilegraph import END
 
 F16 = isa.DTYPES["f16"]
@@ -67,8 +67,8 @@ def expand_matmul(c, op, grid: Grid, scale: float):
             has = gl < ng
             # (B_g is [N, K] when transposed: nj rows of kl, exactly the transposed-b operand)
             r0, nr, c0, nc = (v[has] for v in gt.b_rect(np.minimum(gt.gs[gt.q] + gl, len(gt.groups) - 1)))
-            gather(bld, c.lay[B.name], x, r0, r0 + nr, c0, c0 + nc, tile[has], b_blk[tile[has]], gl * sb[has],
-                   nc * eb, panel=P)
+            gather_b(c, B.name, x, gt.i[has], r0, r0 + nr, c0, c0 + nc, tile[has], b_blk[tile[has]],
+                     gl * sb[has], nc * eb, P)                # ring copies: each grid row its sources
         if grid.ring:                                       # ring home: own pieces copied on the tile
             local_pieces(c, first)
         c.may_move(B.name, first, b_blk[tile], x)           # policy.early_gathers (expand/early.py)

@@ -38,7 +38,7 @@ layouts it depends on, so the search costs a few array operations per state and 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -68,7 +68,8 @@ class Options:
 
     def grid(self, i: int) -> Grid:
         flag = lambda f: int(self.a[f][i]) if f in self.a else 0
-        return Grid(*(int(self.a[f][i]) for f in GRID_FIELDS), relay=flag("relay"), ring=flag("ring"))
+        return Grid(*(int(self.a[f][i]) for f in GRID_FIELDS), relay=flag("relay"), ring=flag("ring"),
+                    copies=int(self.a["copies"][i]) if "copies" in self.a else 1)
 
 
 # layouts as blocks (r0, nr, c0, nc, tile) ---------------------------------------
@@ -299,6 +300,8 @@ class State:
     cursor: int = 0        # the next resident grid's first tile (grids laid one after another around the tiles)
     homes: int = 0         # per-tile bytes of the stationary weights' homes still in homes
     work: int = 0          # the largest working set (operands, partials) of a grid chosen so far
+    peak0: int = 0         # the largest plan memory figure of a grid chosen so far, without ring copies
+    extra: int = 0         # bytes ring copies add to every tile they sit on (policy.ring_copies), summed
 
 
 def step(c: Costs, n: int, op, s: State) -> State:
@@ -319,10 +322,10 @@ def step(c: Costs, n: int, op, s: State) -> State:
             out = ROWS
     else:
         lay[op.outputs[0]] = ROWS
-        return State(s.cycles, s.choice, lay, s.load, s.cursor, s.homes, s.work)
+        return replace(s, lay=lay)
     cyc += c.compute(n, out)
     lay[op.outputs[0]] = out
-    return State(s.cycles + cyc, s.choice, lay, s.load, s.cursor, s.homes, s.work)
+    return replace(s, cycles=s.cycles + cyc, lay=lay)
 
 
 def with_relay(o: Options) -> Options:
@@ -386,6 +389,20 @@ def _windows(load: np.ndarray, cursor: int):
     return pre, post
 
 
+def copies_over(states, base: np.ndarray, extra: np.ndarray, limit: int) -> np.ndarray:
+    """[states, grids]: where ring copies (policy.ring_copies) would overfill a tile: the
+    fullest grid's memory figure so far or this grid's (plan/matmul.py: the homes of
+    every weight plus its working set), plus the bytes every copy chosen adds, over
+    `limit`. Only states holding some copy are judged (the others passed the per-grid
+    screen). The figure is plan's estimate; expand's exact screen decides (and keeps
+    each candidate's twin without copies: plan/ring.py uncopied)."""
+    out = []
+    for s in states:
+        held = s.extra + extra
+        out.append((held > 0) & (np.maximum(s.peak0, base) + held > limit))
+    return np.stack(out)
+
+
 def beam_search(graph, target: Target, options: dict[int, Options], width: int, keep: int,
                 res: Residency | None = None, panels: dict | None = None, costs: Costs | None = None):
     """The `keep` cheapest complete states of a beam of `width` (best first), each as
@@ -438,6 +455,10 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
             # states are what plan/matmul.py's screen admitted
             totals = np.where(bad[None, :] | (peak > res.region1) | ((peak > 0) & (mem > res.memory)),
                               np.inf, totals)
+        extra = o.a["extra"] if "extra" in o.a else np.zeros(N, np.int64)
+        base = o.a["mem"] - extra
+        if extra.any() or any(s.extra for s in states):
+            totals = np.where(copies_over(states, base, extra, target.tile_bytes), np.inf, totals)
         nxt = []
         for f in best(totals, max(width, keep) if n == last else width):
             if not np.isfinite(totals.flat[f]):
@@ -452,7 +473,8 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
                     load[(rot + np.arange(k)) % T] += int(own[i])
                     cursor, homes = (rot + k) % T, homes - res.homes[n]
             nxt.append(State(totals.flat[f], s.choice + ((n, i, rot),),
-                             {**s.lay, op.outputs[0]: ("out", n, i, rot)}, load, cursor, homes, work))
+                             {**s.lay, op.outputs[0]: ("out", n, i, rot)}, load, cursor, homes, work,
+                             max(s.peak0, int(base[i])), s.extra + int(extra[i])))
         states = nxt
     states = sorted((s for s in states if np.isfinite(s.cycles)), key=lambda s: s.cycles)  # stable
     return [(int(s.cycles), s.choice) for s in states[:keep]]

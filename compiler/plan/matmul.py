@@ -39,6 +39,7 @@ class Grid:
     rot: int = 0     # first tile: grid tile t runs on tile (t + rot) mod T (resident weights: balance)
     relay: int = 0   # 1: A is first spread over idle tiles (plan/relay.py, policy.operand_relay)
     ring: int = 0    # 1: B's home is this grid, each block in pieces over its gm tiles (plan/ring.py)
+    copies: int = 1  # ring: each piece held by this many of the gm tiles (policy.ring_copies)
 
     @property
     def tiles(self) -> int:
@@ -49,7 +50,7 @@ class Grid:
         g = f"{self.gg}x" if self.gg > 1 else ""
         return (f"{g}{self.gm}x{self.gn}x{self.gk}" + (f"/{self.sp}" if self.sp > 1 else "")
                 + (f"@{self.rot}" if self.rot else "") + ("~relay" if self.relay else "")
-                + ("~ring" if self.ring else ""))
+                + ("~ring" if self.ring else "") + (str(self.copies) if self.ring and self.copies > 1 else ""))
 
 
 def reduce_rows(mb, gk, nb=2, n=2):

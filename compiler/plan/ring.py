@@ -31,6 +31,13 @@ gain nothing on the receive side and the beam judges them by cost).
 Plan's beam prices both for every eligible matmul (Options field `ring`, with_ring
 below); expand builds the homes and the local copies (compiler/expand/ring.py) from
 ring_starts, so the two agree.
+
+Ring copies (policy.ring_copies, Grid.copies): each piece may also be held by c > 1 of
+the gm tiles (replica d on grid row (p + d) mod pieces), a point further along T10's
+time-memory Pareto set: a tile receives the block less c pieces and copies c locally,
+for count × c pieces of memory. A copy nets w/8 - 40 cycles per layer for count × w
+bytes of every tile of the grid (the local COPY runs at 8 B/cycle, the exchange at 4),
+so the beam takes one only where memory is left (beam.copies_over; experiments/comm).
 """
 from __future__ import annotations
 
@@ -53,34 +60,45 @@ def _pieces(width, gm, q):
     return q * -(-units // s) + width % q, s, np.minimum(q * (units // s), width)
 
 
-def with_ring(o, N: int, eb: int, q: int, count: int, home_blk: int, t):
-    """The grids of o (plan/beam.py Options) twice: B gathered from its homes (ring 0), then from ring homes
-    (ring 1). For ring grids: `ring_recv` / `ring_send`, the B bytes the busiest grid
-    tile receives / sends (max over the full and the last, narrower n block);
-    `rest` gains the local copy of the largest own piece; `mem` trades the weight's
-    home block (count × home_blk, plan/homes.py) for count × its largest piece;
+def with_ring(o, N: int, eb: int, q: int, count: int, home_blk: int, t, copies: int = 1):
+    """The grids of o (plan/beam.py Options) twice or more: B gathered from its homes (ring 0),
+    then from ring homes (ring 1), each piece held by c = 1 .. `copies` of the gm tiles
+    (Options field `copies`; c < gm and c < the block's pieces: ring copies, policy.ring_copies).
+    For ring grids: `ring_recv` / `ring_send`, the B bytes the busiest grid tile receives
+    (the block less its c smallest pieces) / sends (each of its c pieces to its share of
+    the gm - c tiles without it), max over the full and the last, narrower n block;
+    `rest` gains the local copies of its pieces (one COPY each); `mem` trades the
+    weight's home block (count × home_blk, plan/homes.py) for count × its c largest pieces;
     `cycles` (the standalone estimate) takes that exchange."""
-    a = {k: np.concatenate([v, v]) for k, v in o.a.items()}
     n = len(o)
-    ring = np.repeat([0, 1], n)
-    a["ring"] = ring
+    kinds = [(0, 1)] + [(1, c) for c in range(1, max(1, copies) + 1)]
+    a = {k: np.concatenate([v] * len(kinds)) for k, v in o.a.items()}
+    ring, cop = (np.repeat([k[i] for k in kinds], n) for i in (0, 1))
+    a["ring"], a["copies"] = ring, cop
     kb, nb, gn, gm = a["kb"], a["nb"], a["gn"], a["gm"]
-    recv, send, own = np.zeros(2 * n, np.int64), np.zeros(2 * n, np.int64), np.zeros(2 * n, np.int64)
+    recv, send, own, own1, copy = (np.zeros(len(ring), np.int64) for _ in range(5))
+    usable = cop < np.maximum(gm, 2)
     for width in (nb, np.maximum(N - (gn - 1) * nb, 1)):          # the full block, the last one
         w, pieces, least = _pieces(width, gm, q)
-        least = np.where(pieces == gm, least, 0)                    # a tile may own nothing
+        k = np.minimum(cop, pieces)                                  # pieces a tile holds
+        usable &= (cop == 1) | (cop < pieces)
+        least = np.where(pieces == gm, least * k, 0)                 # a tile may own nothing
+        piece = kb * w * eb
         recv = np.maximum(recv, kb * (width - least) * eb)
-        send = np.maximum(send, kb * w * eb * (gm - 1))
-        own = np.maximum(own, kb * w * eb)
+        send = np.maximum(send, piece * k * -(-(gm - k) // k))
+        own = np.maximum(own, k * (-(-piece // 16) * 16))
+        own1 = np.maximum(own1, -(-piece // 16) * 16)
+        copy = np.maximum(copy, k * t.copy_cycles(piece))
     on = ring == 1
     a["ring_recv"] = np.where(on, recv, 0)
     a["ring_send"] = np.where(on, send, 0)
-    a["rest"] = a["rest"] + np.where(on, t.copy_cycles(own), 0)
-    a["mem"] = a["mem"] + np.where(on, count * (-(-own // 16) * 16 - home_blk), 0)
+    a["rest"] = a["rest"] + np.where(on, copy, 0)
+    a["mem"] = a["mem"] + np.where(on, count * (own - home_blk), 0)
+    a["extra"] = np.where(on & (cop > 1), count * (own - own1), 0)         # what the copies add (beam.copies_over)
     bw = t.exchange_bytes_per_cycle
     a["cycles"] = np.where(on, a["rest"] + t.exchange_phase_cycles
                            + -(-np.maximum(a["recv_a"] + a["ring_recv"], send) // bw), a["cycles"])
-    keep = ~on | (a["mem"] <= t.tile_bytes)                       # plan/matmul.py's memory screen
+    keep = (~on | (a["mem"] <= t.tile_bytes)) & (~on | usable)      # plan/matmul.py's memory screen
     return type(o)(o.op, {k: v[keep] for k, v in a.items()})
 
 
@@ -118,12 +136,13 @@ def ring_operand(g, n: int, t, panels: dict) -> dict | None:
                 home_blk=home_blk)
 
 
-def with_rings(g, options: dict, t, panels: dict) -> dict:
-    """options with a ring choice (with_ring) for every matmul whose weight can have one."""
+def with_rings(g, options: dict, t, panels: dict, copies: int = 1) -> dict:
+    """options with a ring choice (with_ring, up to `copies` holders of each piece) for
+    every matmul whose weight can have one."""
     out = {}
     for n, o in options.items():
         r = ring_operand(g, n, t, panels)
-        out[n] = o if r is None else with_ring(o, t=t, **r)
+        out[n] = o if r is None else with_ring(o, t=t, copies=copies, **r)
     return out
 
 
@@ -132,7 +151,20 @@ def unringed(cand):
     fallback when ring homes, like resident weights, gather a weight onto too few tiles
     for placement (a forced or narrow grid at depth)."""
     from dataclasses import replace
-    return replace(cand, strategy=tuple((n, replace(g, ring=0)) for n, g in cand.strategy))
+    return replace(cand, strategy=tuple((n, replace(g, ring=0, copies=1)) for n, g in cand.strategy))
+
+
+def uncopied(cand):
+    """cand with each ring piece held once (its grids with Grid.copies 1): expand's
+    fallback when ring copies (policy.ring_copies), priced by plan against a per-matmul
+    memory screen, leave some tile too full with the other weights' homes."""
+    from dataclasses import replace
+    return replace(cand, strategy=tuple((n, replace(g, copies=1)) for n, g in cand.strategy))
+
+
+def copied(cand) -> bool:
+    """Whether cand holds some ring piece on more than one tile."""
+    return any(g.ring and g.copies > 1 for _, g in cand.strategy)
 
 
 def concentrated(cand) -> bool:

@@ -59,7 +59,7 @@ def expand_flash(c, op):
         blocks = (g % H, (g // H) * T + qs[q], tile, o[tile])
     else:
         gq = np.arange(G * nq)                                   # (group, query block) pairs
-        if _merge_kernel(c.policy):                              # one MERGE (flash_merge.py)
+        if c.policy.flash_merge:                                 # one MERGE (flash_merge.py)
             blk, ss, _, ct, out = flash_merge.combine(c, name, gq * ns, ql[gq % nq], state, o, d, ns)
         else:
             xp = flash_combine.tail(c, name, c.compute_step(), tile, ql[q], qb, state)
@@ -167,10 +167,5 @@ def estimate(t, policy, T, H, valid, d, kb, nq, ns, B=1) -> int | None:
     comp += (nb - 1) * t.rowscale_cycles(R, d, 1, 0)
     if ns == 1:
         return int(exch + comp + t.rowscale_cycles(R, d, 0, 1) + t.sync_cycles)
-    merge = flash_merge.cost if _merge_kernel(policy) else flash_combine.cost
+    merge = flash_merge.cost if policy.flash_merge else flash_combine.cost
     return int(exch + comp + merge(t, R, ns, d))
-
-
-def _merge_kernel(policy) -> bool:
-    """policy.flash_merge: key splits merged by one MERGE kernel (else flash_combine's kernels)."""
-    return bool(getattr(policy, "flash_merge", True))

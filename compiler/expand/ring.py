@@ -53,7 +53,7 @@ def ring_home(c, name: str, stream: int, grid, count: int):
     gn, gk = len(ns), len(ks)
     l = np.arange(gk)[:, None]
     tile_of = lambda row: ((row[None, :] * gn + js[None, :]) * gk + l + grid.rot) % c.t.tiles
-    C = max(1, getattr(grid, "copies", 1))
+    C = max(1, grid.copies)
     reps = [c._home_layout(name, stream, ks, cs, tile_of((ps + d) % ss), count, True, P) for d in range(C)]
     c.lay[name] = reps[0]
     if C == 1:

@@ -62,9 +62,12 @@ HELDOUT5 = (22360679, 26457513)   # issue #29 fifth round: its misses tuned on (
 # A sixth, written down (sqrt 3 = 1.7320508..., sqrt 6 = 2.4494897...) at the start of the
 # fifth round, run once before that round's change (the "before" column) and once after.
 HELDOUT6 = (17320508, 24494897)
+# A seventh (sqrt 10 = 3.1622776..., sqrt 11 = 3.3166247...), written down at the start of the
+# sixth round (2026-12-02), run once before that round's changes and once after.
+HELDOUT7 = (31622776, 33166247)
 EXTRA = (tuple(f"seen-{s}" for s in SEEN)
          + tuple(f"heldout-{s}" for s in HELDOUT + HELDOUT2 + HELDOUT3 + HELDOUT4
-                                                          + HELDOUT5 + HELDOUT6))
+                                                          + HELDOUT5 + HELDOUT6 + HELDOUT7))
 ABLATE = [  # (row, overrides) on the hard subset and zero-slack at 10 s per case
     ("default", {}),
     ("compiled_skyline=false (Python searches only)", dict(compiled_skyline=False)),

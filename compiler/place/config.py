@@ -78,9 +78,10 @@ class PlaceConfig:
     stair_folds: bool = False           # ...each default partner fold also folded further by
                                         #    staircase joins (sides spanning several lifetime
                                         #    groups; stairfold.py, skyline_stair.py), with its own
-                                        #    no-good chain. Off: measured no gain (README, sixth
-                                        #    round: a staircase stacked longest-lived first is
-                                        #    infeasible even when every join is right)
+                                        #    no-good chain. Off: no gain on the tuning set's
+                                        #    misses (its own joins are wrong too often; with the
+                                        #    witness's right joins seen heavy-1000-nz-800 places
+                                        #    in 0.1 s: README, sixth round)
     hatless_pruning: bool = True        # ...a branch placing a request with nothing live beside it
                                         #    is the only one its node needs (MiniMalloc's name)
     cpsat_fallback: bool = True         # tiles outside the kernels' class (bank edges, several

@@ -25,14 +25,18 @@ bytes (holes included) stay within the capacity at every event. Passes repeat to
 a fixpoint. Chains: a refold forbids every join (partner or stair) made at an
 event still stuck, like `partner_nogoods`.
 
-What it measured: the stair folds are 2-4x smaller (heavy-800-nz-26457534: 185
--> 59 bands) but place nothing the partner folds do not, and their chains
-converge without placing. The reason: a fixed stacking order is wrong. On
-heldout heavy-600-nz-26457532 the stair fold with only joins the witness calls
-right (12 bands, each contiguous in the witness) is exhausted at once: in the
-witness a cut's members sit in an order with holes under them (non-flat
-bottoms), which a flat-bottomed staircase cannot express. Kept as a flag for the
-ablation row and as the kernel for a search that would branch on that order.
+What it measured (experiments/placement_corpus/stairs.py, portfolio_work.py):
+the stair folds are 2-4x smaller (heavy-800-nz-26457534: 185 -> 59 bands) but
+the solver's own place nothing the partner folds do not (every miss stays
+unknown at 60 s; on placed cases the work at the answer is unchanged). Their
+joins, partner and stair, are wrong too often. With the witness's right joins
+they are what the rectangles are not: seen heavy-1000-nz-800 (unknown at 180 s
+for every fold) is placed in 0.1 s from a 33-band stair fold, while the same
+right partner joins without stair joins (100 bands) are not placed in 4 s;
+forbidding only the wrong stair joins is not enough (the partner joins' errors
+remain). Hence the flag is off, kept for the ablation row and as the fold and
+kernel for a search that would choose these joins (branch on them) rather than
+take the first match.
 
 Like every fold it is a restriction: any placement of the bands, expanded
 (each member at band offset + rel), is a placement of the part, and the
@@ -215,16 +219,16 @@ class StairFold:
     stair = True
 
     def __init__(self, sub, schedule, quiet=False, forbid=frozenset(), sforbid=frozenset(),
-                 tol: float | None = None, fold_cap: bool = True):
+                 tol: float | None = None):
         self.sub, self.windows = sub, sub.windows
         self.schedule, self.quiet, self.depth, self.refolded = schedule, quiet, 0, False
-        self.forbid, self.sforbid, self.tol, self.fold_cap = forbid, sforbid, tol, fold_cap
+        self.forbid, self.sforbid, self.tol = forbid, sforbid, tol
         tol = schedule[-1] if tol is None else tol
         (lo, hi), = [w for r in (0, 1) for w in sub.windows[r]]
         plog, slog = [], []
         bands = [(m, s, e, al) for m, _, s, e, al in
-                 _partner_bands(sub.ext, sub.start, sub.end, sub.align,
-                                hi - lo if fold_cap else 1 << 62, schedule, quiet, forbid, plog)]
+                 _partner_bands(sub.ext, sub.start, sub.end, sub.align, hi - lo, schedule,
+                                quiet, forbid, plog)]
         self.partner_n = len(bands)
         bands, self.joins = stair_bands(sub, bands, hi - lo, tol, sforbid, slog)
         ends = {b[2] for b in bands}
@@ -270,7 +274,7 @@ class StairFold:
         if not self.nogoods and not self.snogoods:
             return None
         ch = StairFold(self.sub, self.schedule, self.quiet, self.forbid | self.nogoods,
-                       self.sforbid | self.snogoods, self.tol, self.fold_cap)
+                       self.sforbid | self.snogoods, self.tol)
         ch.depth = self.depth + 1
         return ch
 

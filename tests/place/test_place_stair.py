@@ -99,11 +99,17 @@ def test_unjoined_kernel_agrees_with_brute_force():
     assert min(seen.values()) >= 10
 
 
-def test_the_flag_places_through_the_round_robin():
-    # a tiling the greedy orders do not place: the compiled round robin runs, with
-    # the stair variants in it; the answer is validated
+def test_the_flag_places_through_the_round_robin(monkeypatch):
+    # a tiling the greedy orders and the short attempts do not place: the round
+    # robin runs, with the stair variants attempted when the flag is on only; the
+    # answer is validated
+    runs = []
+    run0 = StairSkyline.run
+    monkeypatch.setattr(StairSkyline, "run", lambda self, *a: runs.append(1) or run0(self, *a))
     p = _tiling(7, n=60, cap=4096, horizon=40, shrink=0.01)
     for on in (False, True):
+        runs.clear()
         sol = solve(p, PlaceConfig(stair_folds=on, canonical_node_budget=2_000_000))
         assert sol.status == PLACED
         assert validate(p, np.array(sol.addr)) == []
+        assert bool(runs) == on

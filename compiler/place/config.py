@@ -75,6 +75,18 @@ class PlaceConfig:
                                         #    problem (a placement of the mirror is one of the
                                         #    part), but the skyline fills from the other end,
                                         #    another tree (no extra variant, no extra turns)
+    lns_repair: bool = False            # ...once the round robin's work passes repair_after_work,
+                                        #    a large-neighbourhood repair (repair.py): the best
+                                        #    greedy partial placement (part or fold), windows (a
+                                        #    lifetime's neighbours, widened on failure) re-solved
+                                        #    by CP-SAT with the rest fixed, one worker,
+                                        #    deterministic time only. Off: on the tuning set's
+                                        #    misses the partial is 80-90 % of the area and the
+                                        #    repair gains ~0.1 % a step (README, sixth round)
+    repair_after_work: int = 300_000_000  # ...when (round robin work, nodes x size)
+    repair_work: int = 600_000_000      # ...its work budget (REPAIR_WORK per CP-SAT det. unit)
+    repair_window_max: int = 60         # ...requests freed per window at most
+    repair_step_det_s: float = 0.1      # ...CP-SAT deterministic time per window
     hatless_pruning: bool = True        # ...a branch placing a request with nothing live beside it
                                         #    is the only one its node needs (MiniMalloc's name)
     cpsat_fallback: bool = True         # tiles outside the kernels' class (bank edges, several

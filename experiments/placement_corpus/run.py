@@ -87,6 +87,7 @@ ABLATE = [  # (row, overrides) on the hard subset and zero-slack at 10 s per cas
     ("eager_refolds=false", dict(eager_refolds=False)),
     ("portfolio=false", dict(portfolio=False)),
     ("time_mirror=false", dict(time_mirror=False)),
+    ("lns_repair=true", dict(lns_repair=True)),
 ]
 
 

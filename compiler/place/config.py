@@ -84,7 +84,8 @@ class PlaceConfig:
                                         #    misses the partial is 80-90 % of the area and the
                                         #    repair gains ~0.1 % a step (README, sixth round)
     repair_after_work: int = 300_000_000  # ...when (round robin work, nodes x size)
-    repair_work: int = 600_000_000      # ...its work budget (REPAIR_WORK per CP-SAT det. unit)
+    repair_work: int = 2_200_000_000    # ...its work budget (repair.py REPAIR_WORK, WINDOW_WORK:
+                                        #    40 windows of 0.1 deterministic units)
     repair_window_max: int = 60         # ...requests freed per window at most
     repair_step_det_s: float = 0.1      # ...CP-SAT deterministic time per window
     hatless_pruning: bool = True        # ...a branch placing a request with nothing live beside it

@@ -1,31 +1,33 @@
 """Large-neighbourhood repair of a partial placement (`lns_repair`), for pure parts
 (one free window, no bank edges) the compiled round robin leaves unplaced.
 
-Why (issue #29, sixth round; experiments/placement_corpus/README.md): on the
-largest near-zero-slack cases the skyline search fails near its root: at its
-node limits the path of the unfolded part holds 8-16 % of the part's area, the
-first partner fold's 27-29 %, and deeper attempts do not get further. A search
-that fixes requests in one order (bottom up, left to right) cannot take back an
-early choice without undoing everything after it. A repair can: it keeps a
-partial placement, frees a window of it, and re-solves the window exactly with
-everything else fixed, anywhere in time or address.
+Why (issue #29, sixth round; experiments/placement_corpus/README.md): a search
+that fixes requests in one order (the skyline: bottom up, left to right) cannot
+take back an early choice without undoing everything after it; a repair can: it
+keeps a partial placement, frees a window of it, and re-solves the window
+exactly with everything else fixed, anywhere in time or address. Measured there:
+on the tuning set's stuck cases no partial is near complete (the skyline's path
+at its limits 3-30 % of the area, this greedy start 88-95 %, at ~0.5 % slack)
+and 40 windows gain 0.01-0.8 % of the area, so the flag is off by default.
 
-* Start: greedy first fit, skipping what does not fit (not stopping at the first
-  failure as greedy.py's orders do), in a few orders; the one placing the most
-  area (bytes x lifetime) is kept.
+* Start (best_start): greedy first fit, skipping what does not fit (not stopping
+  at the first failure as greedy.py's orders do), in three orders, on the part
+  and on each fold the caller has (expanded); the most area (bytes x lifetime) wins.
 * Step: the unplaced request of largest area is the target; the window is every
   request whose lifetime meets the target's lifetime widened by `widen` of its
   length on each side (placed or not); the placed requests outside the window
-  that meet it in time are fixed obstacles. CP-SAT solves the window with
+  that meet it in time are fixed obstacles (over `repair_window_max` requests:
+  those nearest the target in time). CP-SAT solves the window with
   NoOverlap2D over optional rectangles (a request may stay out), maximising the
   placed area, hinted with the current placement and never accepting less
   area: so the partial only improves. On no gain the window widens
   (REPAIR_WIDEN); after the last width the target moves to the next unplaced
-  request (rotation), so a request that cannot be helped does not block others.
+  request (rotation), so a request that cannot be helped does not block others;
+  a whole rotation without a gain is a fixpoint: the repair gives up.
 * Determinism: CP-SAT runs one worker with a fixed seed and a deterministic-time
   limit per step (never wall time), so the bytes depend only on the input and
-  config; the work is counted from CP-SAT's deterministic time (REPAIR_WORK per
-  unit), like portfolio.py's nodes x size.
+  config; the work is counted from CP-SAT's deterministic time and the windows
+  (REPAIR_WORK, WINDOW_WORK), like portfolio.py's nodes x size.
 * Acceptance: a complete placement is returned only after the independent
   validator (validate.py) passes it on the part's own Problem.
 """
@@ -40,9 +42,11 @@ from .problem import Problem
 from .validate import validate
 
 REPAIR_WIDEN = (0.0, 0.5, 1.5)   # window: the target's lifetime widened by this x its length
-REPAIR_WORK = 150_000_000        # work per unit of CP-SAT deterministic time: a 0.1 unit step
-                                 # took 0.87 s wall (load 3.5), the kernels do 15-21 M nodes x
-                                 # size per second (portfolio.py: work should track time)
+REPAIR_WORK = 150_000_000        # work per unit of CP-SAT deterministic time, plus
+WINDOW_WORK = 40_000_000         # per window: its model and presolve, which the deterministic
+                                 # time leaves out (0.1 unit windows took 1.6-3.4 s wall at load
+                                 # ~3.8; the kernels do ~20 M nodes x size per second there): work
+                                 # should track time (portfolio.py races by work)
 
 
 def _overlaps(sub):
@@ -84,7 +88,7 @@ def start_orders(sub):
             sorted(range(n), key=lambda i: (-x[i], s[i], i))]
 
 
-def solve_window(sub, addr, free, ov, step_det_s, seed=0):
+def solve_window(sub, addr, free, ov, step_det_s, seed=0, deadline=None):
     """CP-SAT on the requests `free` (indices) with every other placed request
     live beside them fixed. Returns (new addr for `free`, -1 out, or None when
     nothing better was found; deterministic time spent)."""
@@ -123,10 +127,15 @@ def solve_window(sub, addr, free, ov, step_det_s, seed=0):
     s.parameters.num_workers = 1
     s.parameters.random_seed = seed
     s.parameters.max_deterministic_time = step_det_s
-    s.parameters.max_time_in_seconds = 1e9      # never wall time: the bytes are reproducible
+    # the deterministic limit decides what a window returns; the wall clock only stops
+    # the search at the caller's deadline, and a window it cut is discarded (its answer
+    # could depend on the timing)
+    s.parameters.max_time_in_seconds = 1e9 if deadline is None else \
+        max(0.01, deadline - time.perf_counter())
     st = s.Solve(m)
     det = s.ResponseProto().deterministic_time
-    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or (
+            deadline is not None and time.perf_counter() >= deadline):
         return None, det
     out = np.array([s.Value(k) * sub.align[i] if s.Value(p) else -1
                     for i, k, p in zip(free, xs, pres)], np.int64)
@@ -152,7 +161,8 @@ def best_start(sub, folds=()):
 def repair(sub, cfg, start=None, work_budget=None, log=None, deadline=None):
     """(complete addr | None, work). `start`: a partial placement (-1 unplaced) to
     repair; None: greedy_partial. Steps until every request is placed or the
-    work budget (REPAIR_WORK per deterministic unit; cfg.repair_work) is spent."""
+    work budget (cfg.repair_work; REPAIR_WORK per deterministic unit, WINDOW_WORK
+    per window) is spent."""
     budget = cfg.repair_work if work_budget is None else work_budget
     addr = greedy_partial(sub, start_orders(sub)) if start is None else np.array(start, np.int64)
     ov = _overlaps(sub)
@@ -175,8 +185,8 @@ def repair(sub, cfg, start=None, work_budget=None, log=None, deadline=None):
             d = np.maximum(s[free] - s[tgt], 0) + np.maximum(e[tgt] - e[free], 0)
             keep = free[np.lexsort((free, d))][:cfg.repair_window_max]
             free = np.union1d(keep, [tgt])
-        new, det = solve_window(sub, addr, free, ov, cfg.repair_step_det_s)
-        work += int(det * REPAIR_WORK) + len(free)
+        new, det = solve_window(sub, addr, free, ov, cfg.repair_step_det_s, deadline=deadline)
+        work += int(det * REPAIR_WORK) + WINDOW_WORK
         if log is not None:
             log.append((int(tgt), wi, len(free), new is not None, int(area[addr >= 0].sum()),
                         len(out), det))

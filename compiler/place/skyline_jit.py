@@ -577,18 +577,14 @@ class CompiledSkyline:
         self.n = n
         self.addr = None
 
-    def run(self, limit: int, pre: np.ndarray, skyline: bool = True, floor=None) -> int:
-        """`floor` (per section, optional): start from these floors instead of the
-        window's base (repair.py: the fixed part of a partial placement below).
-        After a limit (-1) `partial` is the path's placement then (-1: unplaced)."""
+    def run(self, limit: int, pre: np.ndarray, skyline: bool = True) -> int:
+        """After a limit (-1) `partial` is the path's placement then (-1: unplaced;
+        repair_profile.py: how far a stalled search got)."""
         ns, n = self.ns, self.n
-        sf = np.full(ns, self.base, np.int64) if floor is None else np.array(floor, np.int64)
+        sf = np.full(ns, self.base, np.int64)
         tot = self.tot0.copy()
         addr = np.full(n, -1, np.int64)
         mo = (self.base + self.al - 1) // self.al * self.al
-        if floor is not None:
-            mo = np.array([-(-int(sf[a:b].max()) // int(g)) * int(g)
-                           for a, b, g in zip(self.s0, self.s1, self.al)], np.int64)
         low = np.full(ns, INF, np.int64)
         np.minimum.at(low, np.repeat(np.arange(ns), np.diff(self.mptr)), mo[self.mlist])
         stamp = np.zeros(ns + 1, np.int64)

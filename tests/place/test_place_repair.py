@@ -4,6 +4,8 @@ independent validator accepts on the original problem (a validator that shares
 no code with it); a window solver that breaks one must be caught; the same
 input must give the same bytes; a step never loses placed area; the round
 robin calls it once, past its work threshold, never in the portfolio's worker 1."""
+import time
+
 import numpy as np
 import pytest
 
@@ -72,8 +74,8 @@ def test_a_broken_window_solver_is_caught(monkeypatch):
     p, sub = _completed()
     good = R.solve_window
 
-    def broken(sub, addr, free, ov, det, seed=0):
-        new, d = good(sub, addr, free, ov, det, seed)
+    def broken(*args, **kw):
+        new, d = good(*args, **kw)
         if new is not None:                        # every placed window member one byte up
             new = np.where(new >= 0, new + 1, new)
         return new, d
@@ -97,6 +99,8 @@ def test_same_input_same_bytes_and_area_never_drops():
 def test_work_budget_and_unplaced_start():
     p, sub = _cases()[0]
     a, work = R.repair(sub, CFG, work_budget=0)
+    assert a is None and work == 0
+    a, work = R.repair(sub, CFG, deadline=time.perf_counter() - 1)   # past the deadline
     assert a is None and work == 0
     a, _ = R.repair(sub, CFG, start=np.full(sub.n, -1))    # from nothing placed at all
     assert a is None or validate(p, _sub_addr(p, sub, a)) == []

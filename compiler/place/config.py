@@ -81,9 +81,9 @@ class PlaceConfig:
                                         #    lifetime's neighbours, widened on failure) re-solved
                                         #    by CP-SAT with the rest fixed, one worker,
                                         #    deterministic time only. Off: on the tuning set's
-                                        #    misses the partial is 80-90 % of the area and the
-                                        #    repair gains ~0.1 % a step (README, sixth round)
-    repair_after_work: int = 300_000_000  # ...when (round robin work, nodes x size)
+                                        #    misses the start holds 88-95 % of the area and 40
+                                        #    windows gain 0.01-0.8 % (README, sixth round)
+    repair_after_work: int = 300_000_000  # ...the round robin's work (nodes x size) first
     repair_work: int = 2_200_000_000    # ...its work budget (repair.py REPAIR_WORK, WINDOW_WORK:
                                         #    40 windows of 0.1 deterministic units)
     repair_window_max: int = 60         # ...requests freed per window at most

@@ -82,6 +82,19 @@ class PlaceConfig:
                                         #    misses (its own joins are wrong too often; with the
                                         #    witness's right joins seen heavy-1000-nz-800 places
                                         #    in 0.1 s: README, sixth round)
+    lns_repair: bool = False            # ...once the round robin's work passes repair_after_work,
+                                        #    a large-neighbourhood repair (repair.py): the best
+                                        #    greedy partial placement (part or fold), windows (a
+                                        #    lifetime's neighbours, widened on failure) re-solved
+                                        #    by CP-SAT with the rest fixed, one worker,
+                                        #    deterministic time only. Off: on the tuning set's
+                                        #    misses the start holds 88-95 % of the area and 40
+                                        #    windows gain 0.01-0.8 % (README, sixth round)
+    repair_after_work: int = 300_000_000  # ...the round robin's work (nodes x size) first
+    repair_work: int = 2_200_000_000    # ...its work budget (repair.py REPAIR_WORK, WINDOW_WORK:
+                                        #    40 windows of 0.1 deterministic units)
+    repair_window_max: int = 60         # ...requests freed per window at most
+    repair_step_det_s: float = 0.1      # ...CP-SAT deterministic time per window
     hatless_pruning: bool = True        # ...a branch placing a request with nothing live beside it
                                         #    is the only one its node needs (MiniMalloc's name)
     cpsat_fallback: bool = True         # tiles outside the kernels' class (bank edges, several

@@ -179,6 +179,7 @@ def _compiled(sub, cfg, deadline):
             # (PORTFOLIO_SCHEDULES)
             if k > 0:
                 rr.tries[:] = []
+                rr.may_repair = False
             rr.join(partners if k else _partners(PORTFOLIO_SCHEDULES, cfg), 0)
             if k and cfg.stair_folds:
                 stairfold.join(rr, PARTNER_SCHEDULES, cfg, FOLD_WORK)
@@ -256,6 +257,24 @@ class _RoundRobin:
             self.every.append(m)
         return m
 
+    may_repair = True                 # `lns_repair`: portfolio's worker 0 only
+    repaired = False
+
+    def repair_due(self):
+        c = self.cfg
+        return c.lns_repair and self.may_repair and not self.repaired \
+            and self.work >= c.repair_after_work
+
+    def repair(self):
+        """`lns_repair`: repair.py's large-neighbourhood repair of the best greedy
+        partial placement (the part's or a fold's), once; its work counted."""
+        from .repair import best_start, repair
+        self.repaired = True
+        folds = [co for _, co in self.tries if co is not None]
+        a, w = repair(self.sub, self.cfg, best_start(self.sub, folds), deadline=self.deadline)
+        self.work += w
+        return a
+
     def refold(self, co, at):
         """`partner_nogoods`: insert at `at` the partner fold `co` redone without the
         joins it made at stuck events (learned no-goods), once per fold."""
@@ -311,6 +330,12 @@ class _RoundRobin:
                     return (co.expand(y.addr) if co else y.addr), "placed"
                 if hook is not None and not hook(self.work):
                     return None, "beaten"
+                if self.repair_due():          # lns_repair (repair.py): once, by work
+                    a = self.repair()
+                    if a is not None:
+                        return a, "placed"
+                    if hook is not None and not hook(self.work):
+                        return None, "beaten"
                 if r < 0 and cfg.eager_refolds and co is not None:  # a later pass sees the
                     fails[id(co)] = fails.get(id(co), 0) + 1        # refold: a chain grows per
                     if fails[id(co)] >= cfg.refold_after:          # refold_after attempts

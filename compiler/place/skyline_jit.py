@@ -578,6 +578,8 @@ class CompiledSkyline:
         self.addr = None
 
     def run(self, limit: int, pre: np.ndarray, skyline: bool = True) -> int:
+        """After a limit (-1) `partial` is the path's placement then (-1: unplaced;
+        repair_profile.py: how far a stalled search got)."""
         ns, n = self.ns, self.n
         sf = np.full(ns, self.base, np.int64)
         tot = self.tot0.copy()
@@ -613,6 +615,7 @@ class CompiledSkyline:
         self.deepest = int(st[5])
         if r == 1:
             self.addr = addr.tolist()
+        self.partial = addr if r == -1 else None
         return int(r)
 
     def preorders(self, seed: int) -> np.ndarray:

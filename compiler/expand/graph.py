@@ -97,10 +97,10 @@ class Ctx:
         t = self.g.tensors[name]
         self.in_panels[name] = (*t.shape, DTYPE_BYTES[t.dtype], P)
 
-    def _home_layout(self, name, stream, rs, cs, tiles, count, resident, P=0) -> Layout:
+    def _home_layout(self, name, stream, rs, cs, tiles, count, resident, P=0, region=STANDARD) -> Layout:
         t = self.g.tensors[name]
         rows, cols = t.shape
-        lay = allocate(self.bld, f"{name}.home", rows, cols, rs, cs, tiles, DTYPE_BYTES[t.dtype], 16, STANDARD, 0,
+        lay = allocate(self.bld, f"{name}.home", rows, cols, rs, cs, tiles, DTYPE_BYTES[t.dtype], 16, region, 0,
                        END if resident else 1, count, P)
         A, B, r, k = _blocks(lay)
         r0, c0 = lay.rstart[A], lay.cstart[B]              # every member of every block, one call

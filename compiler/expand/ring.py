@@ -16,8 +16,9 @@ import numpy as np
 from .. import isa
 from ..plan.homes import panel_elems
 from ..plan.matmul import word_elems
-from ..plan.ring import ring_starts
-from .layout import gather
+from ..plan.ring import in_place_quantum, ring_starts
+from ..target import DTYPE_BYTES, STANDARD
+from .layout import gather, pad
 from .tilegraph import concat, take
 
 
@@ -41,6 +42,11 @@ def ring_home(c, name: str, stream: int, grid, count: int):
     if P:
         c.sent_in_panels(name, P)
     (K, N), q = t.shape, 1 if P else word_elems(t.dtype)
+    region = STANDARD
+    if grid.inplace:                # read in place: whole out-channel groups, where 128-bit loads reach
+        a = next(c.g.tensors[op.inputs[0]].dtype for op in c.g.ops if op.kind == "matmul" and op.inputs[1] == name)
+        q = in_place_quantum(q, c.t.amp_out_group[c.t.amp_dtype(t.dtype, a)])
+        region = isa.OPERANDS[isa.MATMUL]["b"][1]
     ks, ns = np.arange(0, K, grid.kb), np.arange(0, N, grid.nb)     # the grid's blocks (expand/matmul.py GridTiles)
     cs, js, ps, ss = [], [], [], []
     for j, (n0, w) in enumerate(zip(ns, np.diff(np.append(ns, N)))):
@@ -54,7 +60,7 @@ def ring_home(c, name: str, stream: int, grid, count: int):
     l = np.arange(gk)[:, None]
     tile_of = lambda row: ((row[None, :] * gn + js[None, :]) * gk + l + grid.rot) % c.t.tiles
     C = max(1, grid.copies)
-    reps = [c._home_layout(name, stream, ks, cs, tile_of((ps + d) % ss), count, True, P) for d in range(C)]
+    reps = [c._home_layout(name, stream, ks, cs, tile_of((ps + d) % ss), count, True, P, region) for d in range(C)]
     c.lay[name] = reps[0]
     if C == 1:
         return
@@ -106,3 +112,71 @@ def local_pieces(c, first: int) -> None:
              i3=np.where(one, 0, y["s_stride"]), reloc=y["reloc"])
     bld.reads(y["sreq"], s)
     bld.reads(y["dreq"], s)
+
+
+def in_place(c, op, grid, gt, x: int, P: int):
+    """Ring grid `grid` of matmul `op` read in place (Grid.inplace): per grid tile, its
+    b's segments in column order (its own pieces where they live; the runs of other
+    columns gathered in exchange step x into one operand buffer, each run a b of its
+    own). Returns the buffer's request per tile id (-1: none) and the segments (tile,
+    col, req, off, cols, reloc; per tile in column order), only for tiles that hold a
+    piece of their block (the others read the whole block from the buffer)."""
+    name = op.inputs[1]
+    eb = DTYPE_BYTES[c.g.tensors[name].dtype]
+    lay0, T, C = c.lay[name], c.t.tiles, max(1, grid.copies)
+    rows_of = c.ring_rows.get(name)
+    pj = np.searchsorted(gt.ns, lay0.cstart, side="right") - 1         # each piece's n block
+    first = np.searchsorted(pj, np.arange(len(gt.ns)))                 # each block's first piece
+    count = np.bincount(pj, minlength=len(gt.ns))
+    width = np.diff(np.append(lay0.cstart, lay0.cols))
+    recs, size = [], np.zeros(len(gt.tile), np.int64)
+    for i in range(grid.gm):
+        for s_ in np.unique(count):
+            sel = np.flatnonzero((gt.i == i) & (count[gt.j] == s_))
+            if not len(sel):
+                continue
+            j, kl = gt.j[sel], gt.klen[gt.l[sel]]
+            own = [p for p in range(s_) if i < s_ and (i - p) % s_ < C]
+            st = lay0.cstart[first[j][:, None] + np.arange(s_)] - gt.ns[j][:, None]   # piece starts in block
+            edges = np.concatenate([st, gt.nlen[j][:, None]], 1)
+            runs, p = [], 0
+            while p < s_:                                                  # own pieces and runs of the rest
+                if p in own:
+                    runs.append((p, p + 1, True))
+                    p += 1
+                    continue
+                e = p
+                while e < s_ and e not in own:
+                    e += 1
+                runs.append((p, e, False))
+                p = e
+            for p0, p1, mine in runs:
+                a, b = edges[:, p0], edges[:, p1]
+                rec = dict(sel=sel, i=i, col=a, cols=b - a, mine=mine, piece=first[j] + p0)
+                if not mine:
+                    rec["off"] = size[sel].copy()
+                    size[sel] += pad(kl * (b - a) * eb, 16)
+                recs.append(rec)
+    buf = np.full(T, -1, np.int64)
+    has = size > 0
+    buf[gt.tile[has]] = c.bld.alloc_rows(f"{op.outputs[0]}.b", gt.tile[has], size[has],
+                                         *isa.OPERANDS[isa.MATMUL]["b"], x)
+    segs = []
+    for r in recs:
+        sel, tiles, l = r["sel"], gt.tile[r["sel"]], gt.l[r["sel"]]
+        k0, kl = gt.ks[l], gt.klen[l]
+        c0 = gt.ns[gt.j[sel]] + r["col"]
+        if r["mine"]:
+            lay = rows_of[r["i"]] if rows_of else lay0
+            b = r["piece"]
+            segs.append(dict(tile=tiles, col=r["col"], req=lay.req[l, b], off=lay.off[l, b], cols=r["cols"],
+                             reloc=lay.istride[l, b]))
+        else:
+            gather_b(c, name, x, np.full(len(sel), r["i"]), k0, k0 + kl, c0, c0 + r["cols"], tiles, buf[tiles],
+                     r["off"], r["cols"] * eb, P)
+            segs.append(dict(tile=tiles, col=r["col"], req=buf[tiles], off=r["off"], cols=r["cols"],
+                             reloc=np.zeros(len(sel), np.int64)))
+    segs = concat(segs)
+    holder = np.zeros(T, bool)
+    holder[gt.tile[gt.i < count[gt.j]]] = True
+    return buf, take(segs, holder[segs["tile"]])

@@ -69,7 +69,7 @@ class Options:
     def grid(self, i: int) -> Grid:
         flag = lambda f: int(self.a[f][i]) if f in self.a else 0
         return Grid(*(int(self.a[f][i]) for f in GRID_FIELDS), relay=flag("relay"), ring=flag("ring"),
-                    copies=int(self.a["copies"][i]) if "copies" in self.a else 1)
+                    copies=int(self.a["copies"][i]) if "copies" in self.a else 1, inplace=flag("inplace"))
 
 
 # layouts as blocks (r0, nr, c0, nc, tile) ---------------------------------------

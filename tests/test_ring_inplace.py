@@ -1,0 +1,103 @@
+"""policy.ring_in_place (compiler/plan/ring.py, compiler/expand/ring.py in_place): ring
+pieces cut in whole AMP out-channel groups and read where they live by a MATMUL with b in
+segments (isa.F_SEG_B), so no tile copies its own pieces. Chosen by cost, validated on the
+simulator (read-back, exchange check, expand's cycles), cheaper than the copying ring;
+the tile graph checked by brute force against what plan priced; a segment pointed at the
+wrong piece caught by read-back."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler import isa
+from compiler.expand import matmul as ex_matmul
+from compiler.phases import compile_trial
+from compiler.target import INTERLEAVED
+from helpers import target_cfg
+
+
+def cfg(dtype: str = "fp8", grid: str = "4x2x2", **policy):
+    return dict(model=dict(name="mlp", tokens=64, width=256, hidden=256, weight_dtype=dtype, repeat=2),
+                target=target_cfg("tiny"), policy=dict(dict(grid=grid, weight_stationary=False), **policy))
+
+
+def ok(r) -> bool:
+    m, tg = r["run"].metrics(), r["place"].tilegraph
+    return (r["report"].summary["status"] == "ok" and m["validated"] and m["ops_failed"] == 0
+            and r["run"].cycles_per_step == [int(c) for c in tg.analysis["step_cycles"]] * tg.count)
+
+
+def grids(r):
+    return [g for _, g in r["expand"].finalists[0].candidate.strategy]
+
+
+@pytest.mark.parametrize("dtype,copies", [("fp8", 2), ("f16", 2), ("fp8", 1)])
+def test_in_place_chosen_validated_and_cheaper(dtype, copies):
+    """FP8 (micro-panel pieces) and f16 (row-major) weights, one or two holders a piece."""
+    on = compile_trial(cfg(dtype, ring_copies=copies))
+    off = compile_trial(cfg(dtype, ring_copies=copies, ring_in_place=False))
+    assert all(g.ring and g.inplace for g in grids(on)), [g.label for g in grids(on)]
+    assert not any(g.inplace for g in grids(off))
+    assert ok(on) and ok(off)
+    assert on["run"].metrics()["cycles"] < off["run"].metrics()["cycles"]
+    tg = on["place"].tilegraph
+    assert not (tg.kern["op"] == isa.COPY).any(), "a piece read in place needs no local copy"
+    assert len(tg.bseg["kern"]) and r_flags(tg).all()
+
+
+def r_flags(tg) -> np.ndarray:
+    """Whether every kernel named by a b segment is a MATMUL flagged F_SEG_B."""
+    k = np.unique(tg.bseg["kern"])
+    return (tg.kern["op"][k] == isa.MATMUL) & ((tg.kern["dtype"][k] >> 16 & isa.F_SEG_B) != 0)
+
+
+def test_segments_by_brute_force():
+    """Expand's tile graph, checked against the grid (brute force, sharing no code with
+    expand/ring.py): every grid tile's MATMUL reads its block as segments in column
+    order covering the block once, its own pieces from interleaved home requests of
+    whole 16-column groups relocated by a member's stride, the rest from its operand
+    buffer, which holds exactly the received bytes (the block less its own pieces)."""
+    r = compile_trial(cfg(ring_copies=2))
+    tg, g = r["place"].tilegraph, r["model"].graph
+    names = np.asarray(tg.names)
+    b, k = tg.bseg, tg.kern
+    for n, gr in r["expand"].finalists[0].candidate.strategy:
+        op = g.ops[n]
+        home = names[tg.req["name"][b["req"]]] == f"{op.inputs[1]}.home"
+        mm = np.unique(b["kern"][np.isin(b["req"], np.flatnonzero(names[tg.req["name"]] == f"{op.inputs[1]}.home"))])
+        assert len(mm) == gr.tiles
+        for kk in mm:
+            rows = np.flatnonzero(b["kern"] == kk)
+            cols, own = b["cols"][rows], home[rows]
+            assert cols.sum() == k["i2"][kk] == gr.nb and (cols[:-1] % 16 == 0).all()
+            assert own.sum() == gr.copies                                   # its own pieces: one per holder
+            assert (tg.req["region"][b["req"][rows[own]]] == INTERLEAVED).all()
+            assert (b["reloc"][rows[own]] == tg.req["stride"][b["req"][rows[own]]]).all()
+            buf = b["req"][rows[~own]]
+            assert len(set(buf.tolist())) == 1
+            x = tg.xfer
+            got = (x["s_row_bytes"] * x["s_rows"])[x["dreq"] == buf[0]].sum()
+            assert got == gr.kb * cols[~own].sum()                          # FP8: 1 B an element
+
+
+def test_a_segment_at_the_wrong_piece_is_caught(monkeypatch):
+    """Injected fault: each tile's two own segments swap their home addresses (each reads
+    the other's piece: same widths, so the machine runs it); read-back must fail."""
+    real = ex_matmul.in_place
+
+    def swapped(c, op, grid, gt, x, P):
+        buf, segs = real(c, op, grid, gt, x, P)
+        own = np.flatnonzero(segs["reloc"] != 0)
+        for t in np.unique(segs["tile"][own]):
+            mine = own[segs["tile"][own] == t]
+            if len(mine) < 2:
+                continue
+            a, b = mine[:2]
+            for f in ("req", "off"):
+                segs[f][[a, b]] = segs[f][[b, a]]
+        return buf, segs
+
+    monkeypatch.setattr(ex_matmul, "in_place", swapped)
+    r = compile_trial(cfg(ring_copies=2))
+    assert any(g.inplace and g.copies == 2 for g in grids(r))
+    assert not r["run"].metrics()["validated"]

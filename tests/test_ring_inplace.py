@@ -61,10 +61,12 @@ def test_segments_by_brute_force():
     tg, g = r["place"].tilegraph, r["model"].graph
     names = np.asarray(tg.names)
     b, k = tg.bseg, tg.kern
+    home = names[tg.req["name"][b["req"]]] == "weights.ring"         # one request a tile holds every piece
+    out = names[tg.req["name"][b["req"]]]
     for n, gr in r["expand"].finalists[0].candidate.strategy:
         op = g.ops[n]
-        home = names[tg.req["name"][b["req"]]] == f"{op.inputs[1]}.home"
-        mm = np.unique(b["kern"][np.isin(b["req"], np.flatnonzero(names[tg.req["name"]] == f"{op.inputs[1]}.home"))])
+        mine = np.isin(b["kern"], np.unique(b["kern"][out == f"{op.outputs[0]}.b"]))
+        mm = np.unique(b["kern"][mine])
         assert len(mm) == gr.tiles
         for kk in mm:
             rows = np.flatnonzero(b["kern"] == kk)
@@ -73,6 +75,7 @@ def test_segments_by_brute_force():
             assert own.sum() == gr.copies                                   # its own pieces: one per holder
             assert (tg.req["region"][b["req"][rows[own]]] == INTERLEAVED).all()
             assert (b["reloc"][rows[own]] == tg.req["stride"][b["req"][rows[own]]]).all()
+            assert (tg.req["tile"][b["req"][rows]] == k["tile"][kk]).all()
             buf = b["req"][rows[~own]]
             assert len(set(buf.tolist())) == 1
             x = tg.xfer

@@ -22,7 +22,7 @@ from .flash import expand_flash
 from .matmul import expand_matmul, resident_weights
 from .balance import fixed_load, vector_load, vector_rotation, vector_shards, vector_tiles
 from .early import early_gathers
-from .ring import ring_home, ring_weights
+from .ring import ring_homes, ring_weights
 from .tilegraph import DUMP, END, Builder, TileGraph, concat, soa
 
 F16 = isa.DTYPES["f16"]
@@ -350,9 +350,8 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
     homed = [n for n in ins if n not in c.stationary]
     resident_weights(c, strategy)
     ring = ring_weights(graph, strategy, resident)              # homed on their matmul's grid (plan/ring.py)
-    for k, name in enumerate(ins):
-        if name in ring:
-            ring_home(c, name, k, strategy[ring[name]], count if name in seq else 1)
+    ring_homes(c, {n: ring[n] for n in ins if n in ring}, strategy, {n: k for k, n in enumerate(ins)},
+               {n: count if n in seq else 1 for n in ring})
     even = policy.balanced_homes and policy.vector_homes        # expand/balance.py
     rots = home_rotations(graph, [n for n in homed if n not in ring], seq, count, target.tiles, c.panels,
                           vectors=even, base=fixed_load(c.bld, target.tiles) if even else None) \

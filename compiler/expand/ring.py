@@ -18,8 +18,8 @@ from ..plan.homes import panel_elems
 from ..plan.matmul import word_elems
 from ..plan.ring import in_place_quantum, ring_starts
 from ..target import DTYPE_BYTES, STANDARD
-from .layout import gather, pad
-from .tilegraph import concat, take
+from .layout import Layout, gather, host_rects, pad
+from .tilegraph import END, concat, take
 
 
 def ring_weights(graph, strategy: dict, resident) -> dict[str, int]:
@@ -29,14 +29,26 @@ def ring_weights(graph, strategy: dict, resident) -> dict[str, int]:
             if getattr(gr, "ring", 0) and n not in resident}
 
 
-def ring_home(c, name: str, stream: int, grid, count: int):
+def ring_homes(c, ring: dict, strategy: dict, streams: dict, counts: dict) -> None:
+    """Every ring home (ring_home), weight by weight in `ring`'s order; those read in place
+    (Grid.inplace) share one request per tile and member count (pooled_homes)."""
+    pool = []
+    for name, n in ring.items():
+        ring_home(c, name, streams[name], strategy[n], counts[name], pool)
+    if pool:
+        pooled_homes(c, pool)
+
+
+def ring_home(c, name: str, stream: int, grid, count: int, pool: list | None = None):
     """Weight `name`'s home on matmul n's grid: k blocks × (each n block's pieces),
     piece p of block (j, l) on grid tile (0, p, j, l) (from grid.rot), `count` members
     per piece. Sets c.lay[name]. With grid.copies = C > 1 (ring copies) replica d < C
     holds piece p on grid row (p + d) mod s (s: the block's pieces), one home request
     each, and c.ring_rows[name][i] is the layout grid row i gathers from: each piece
     from the replica on row i when it holds one (a local copy), else from replica
-    (i - p) mod C (the receivers of a piece shared between its holders)."""
+    (i - p) mod C (the receivers of a piece shared between its holders). A grid read in
+    place (Grid.inplace) cuts pieces in whole out-channel groups in region 1, and with a
+    `pool` its blocks are only listed there (pooled_homes allocates them)."""
     t = c.g.tensors[name]
     P = panel_elems(c.t, t.dtype) if name in c.panels else 0
     if P:
@@ -60,7 +72,64 @@ def ring_home(c, name: str, stream: int, grid, count: int):
     l = np.arange(gk)[:, None]
     tile_of = lambda row: ((row[None, :] * gn + js[None, :]) * gk + l + grid.rot) % c.t.tiles
     C = max(1, grid.copies)
-    reps = [c._home_layout(name, stream, ks, cs, tile_of((ps + d) % ss), count, True, P, region) for d in range(C)]
+    tiles = [tile_of((ps + d) % ss) for d in range(C)]
+    if pool is not None and grid.inplace:
+        pool.append((name, stream, grid, count, ks, cs, tiles, P, ps, ss))
+        return
+    _replicas(c, name, grid, [c._home_layout(name, stream, ks, cs, tl, count, True, P, region) for tl in tiles],
+              ps, ss)
+
+
+def pooled_homes(c, pool: list) -> None:
+    """The in-place ring homes of `pool` (ring_home's entries) in one request per tile and
+    member count, "weights.ring", block after block (16-byte aligned), member i of every
+    block in member i of the request. The MATMUL reading a piece must find it in memory
+    elements apart from its a operand (a bank edge), and a bank-separated sequence owns
+    every element it touches (placement cannot put a in any of them), so one request a
+    tile wastes at most one element pair where a request a piece wasted one each (the
+    resident weights' request does the same: expand/matmul.py resident_weights)."""
+    T = c.t.tiles
+    align, region = isa.OPERANDS[isa.MATMUL]["b"]
+    for count in sorted({p[3] for p in pool}):
+        group = [p for p in pool if p[3] == count]
+        used, offs = np.zeros(T, np.int64), []
+        for name, _, _, _, ks, cs, tiles, P, _, _ in group:
+            K, N = c.g.tensors[name].shape
+            size = np.outer(np.diff(np.append(ks, K)), np.diff(np.append(cs, N))) * DTYPE_BYTES[c.g.tensors[name].dtype]
+            offs.append([_stack(used, tl.ravel(), pad(size, align).ravel()).reshape(tl.shape) for tl in tiles])
+        has = np.flatnonzero(used)
+        stride = pad(used, align) * (count > 1)
+        req = np.full(T, -1, np.int64)
+        req[has] = c.bld.alloc_rows("weights.ring", has, used[has], align, region, 0, END, count, stride[has])
+        for (name, stream, grid, _, ks, cs, tiles, P, ps, ss), off in zip(group, offs):
+            t = c.g.tensors[name]
+            reps = []
+            for tl, o in zip(tiles, off):
+                lay = Layout(*t.shape, ks, cs, tl, req[tl], DTYPE_BYTES[t.dtype], o, stride[tl], P, f"{name}.home")
+                A, B = (x.ravel() for x in np.meshgrid(np.arange(len(ks)), np.arange(len(cs)), indexing="ij"))
+                r0, c0, r, k = lay.rstart[A], lay.cstart[B], lay.rlen[A], lay.clen[B]
+                host_rects(c.bld, stream, t.shape, lay.ebytes, count, P, r0, r0 + r, c0, c0 + k, lay.req[A, B],
+                           lay.off[A, B], lay.istride[A, B], r0, c0, k)
+                reps.append(lay)
+            _replicas(c, name, grid, reps, ps, ss)
+
+
+def _stack(used: np.ndarray, tiles: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Offsets of blocks `sizes` on `tiles` after the bytes `used` so far on each tile
+    (several blocks of one tile one after another, in order); updates `used`."""
+    order = np.argsort(tiles, kind="stable")
+    t, sz = tiles[order], sizes[order]
+    before = np.cumsum(sz) - sz
+    within = before - before[np.searchsorted(t, t)]
+    off = np.empty_like(tiles)
+    off[order] = used[t] + within
+    np.add.at(used, tiles, sizes)
+    return off
+
+
+def _replicas(c, name: str, grid, reps: list, ps, ss) -> None:
+    """c.lay[name] = replica 0; with copies, c.ring_rows[name] (ring_home)."""
+    C = len(reps)
     c.lay[name] = reps[0]
     if C == 1:
         return

@@ -116,6 +116,7 @@ def with_ring(o, N: int, eb: int, q: int, count: int, home_blk: int, t, copies: 
     a["rest"] = a["rest"] + np.where(on, copy, 0)
     a["mem"] = a["mem"] + np.where(on, count * (own - home_blk), 0) - np.where(inp == 1, own, 0)
     a["extra"] = np.where(on & (cop > 1), count * (own - own1), 0)         # what the copies add (beam.copies_over)
+    a["r1"] = np.where(inp == 1, count * own, 0)      # in place: the pieces sit in region 1 (beam.region1_over)
     bw = t.exchange_bytes_per_cycle
     a["cycles"] = np.where(on, a["rest"] + t.exchange_phase_cycles
                            + -(-np.maximum(a["recv_a"] + a["ring_recv"], send) // bw), a["cycles"])

@@ -39,8 +39,8 @@ class MatmulKernels:
         pan = (fl & isa.F_PANEL_B) != 0
         sig, segs = np.zeros(len(tiles), I64), None
         if seg.any():
-            sig, segs = self._segments(step, tiles, pcs, a, M * K * sizes[dta], K * sizes[dt], w[:, 2], N, seg,
-                                       tr, dt, dta)
+            sig, segs = self._segments(step, tiles, pcs, a, M * K * sizes[dta], K, N, sizes[dt], w[:, 2], seg, fl,
+                                       dt, dta)
         # The AMP engine loads a b dtype the target lists in amp_panel_elems only as
         # micro-panels (isa.panel_order): such b must be flagged F_PANEL_B, and no other
         # b layout (row-major, transposed) or dtype has a panel mode to fall back on.
@@ -48,6 +48,7 @@ class MatmulKernels:
         listed = panel_h[dt] > 0
         ff = lambda bad, msg: first_fault(bad, msg, tiles, step, pcs)
         ff(pan & tr, lambda i: "MATMUL b cannot be both micro-panel (F_PANEL_B) and transposed (F_TRANSPOSE_B)")
+        ff(((fl & isa.F_SEG_K) != 0) & ~seg, lambda i: "MATMUL flag F_SEG_K without F_SEG_B (rows of which segments?)")
         ff(pan & ~listed,
            lambda i: f"MATMUL b of {decode.dtype_name(dt[i])} has no micro-panel mode on this target")
         ff(listed & ~pan,
@@ -63,34 +64,49 @@ class MatmulKernels:
             cycles[grp] = self.t.matmul_cycles(mm, kk, nn, db, da)
             P = int(panel_h[dt[g0]]) if pan[g0] else 0
             def body(g):
-                bs = b[g] if not sig[g0] else [(segs[0][g, s], int(segs[1][g0, s])) for s in range(segs[2][g0])]
+                bs = b[g] if not sig[g0] else (bool(segs[3][g0]), [(segs[0][g, s], int(segs[1][g0, s]))
+                                                                   for s in range(segs[2][g0])])
                 self._matmul(tiles[g], a[g], bs, out[g], scale[g], mm, kk, nn, da, db, bool(tr[g0]), P)
             self.each(self.slices(grp, 4 * (mm * kk + kk * nn + mm * nn)), body)
         return cycles
 
-    def _segments(self, step, tiles, pcs, a, a_bytes, col_bytes, word, N, seg, tr, dt, dta):
+    def _segments(self, step, tiles, pcs, a, a_bytes, K, N, eb, word, seg, fl, dt, dta):
         """F_SEG_B (sim/segments.py): read and check the segment tables of the flagged
         instances, then each segment under b's operand rules. Returns a signature per
-        instance (0: not segmented; equal signatures, equal segment widths) and
-        (addr[n, S], widths[n, S], nseg[n])."""
-        s = np.flatnonzero(seg)
-        group = np.array([self.t.amp_out_group[self.t.amp_dtype(isa.DTYPE_NAMES[int(dt[i])],
-                                                                isa.DTYPE_NAMES[int(dta[i])])] for i in s], I64)
-        inst, col, ncols, addr = read_segments(self, step, tiles[s], pcs[s], word[s], N[s], group, tr[s])
-        it, ip = s[inst], pcs[s][inst]
-        self.check_operands(isa.MATMUL, step, tiles[it], ip, {"a": (a[it], a_bytes[it], None),
-                                                              "b": (addr, col_bytes[it] * ncols, None)},
-                            note=" (a segment of b, F_SEG_B)")
-        nseg = np.bincount(inst, minlength=len(s))
-        S = int(nseg.max())
-        j = np.arange(len(inst)) - np.repeat(np.cumsum(nseg) - nseg, nseg)
-        A, Wd = np.zeros((len(tiles), S), I64), np.zeros((len(tiles), S), I64)
-        A[it, j], Wd[it, j] = addr, ncols
-        _, sig = np.unique(Wd, axis=0, return_inverse=True)
-        sig = np.where(seg, sig.reshape(-1) + 1, 0)
+        instance (0: not segmented; equal signatures, equal axis and segment lengths) and
+        (addr[n, S], lengths[n, S], nseg[n], along k[n])."""
+        t, panel_h = self.t, self.panel_h
+        along_k = (fl & isa.F_SEG_K) != 0
+        A, Ln = np.zeros((len(tiles), 0), I64), np.zeros((len(tiles), 0), I64)
         n_all = np.zeros(len(tiles), I64)
-        n_all[s] = nseg
-        return sig, (A, Wd, n_all)
+        for k_axis in (False, True):
+            s = np.flatnonzero(seg & (along_k == k_axis))
+            if not len(s):
+                continue
+            amp = [t.amp_dtype(isa.DTYPE_NAMES[int(dt[i])], isa.DTYPE_NAMES[int(dta[i])]) for i in s]
+            if k_axis:          # whole in-channel groups, and whole micro-panels of a panel b
+                pan = (fl[s] & isa.F_PANEL_B) != 0
+                group = np.array([np.lcm(t.amp_in_group[d], panel_h[dt[i]] if p else 1)
+                                  for d, i, p in zip(amp, s, pan)], I64)
+                length, unit = K[s], N[s] * eb[s]
+            else:
+                group = np.array([t.amp_out_group[d] for d in amp], I64)
+                length, unit = N[s], K[s] * eb[s]
+            inst, start, ln, addr = read_segments(self, step, tiles[s], pcs[s], word[s], length, group,
+                                                  (fl[s] & isa.F_TRANSPOSE_B) != 0, "row" if k_axis else "column")
+            it, ip = s[inst], pcs[s][inst]
+            self.check_operands(isa.MATMUL, step, tiles[it], ip, {"a": (a[it], a_bytes[it], None),
+                                                                  "b": (addr, unit[inst] * ln, None)},
+                                note=" (a segment of b, F_SEG_B)")
+            nseg = np.bincount(inst, minlength=len(s))
+            S = int(nseg.max())
+            if S > A.shape[1]:
+                A, Ln = (np.pad(x, ((0, 0), (0, S - x.shape[1]))) for x in (A, Ln))
+            j = np.arange(len(inst)) - np.repeat(np.cumsum(nseg) - nseg, nseg)
+            A[it, j], Ln[it, j] = addr, ln
+            n_all[s] = nseg
+        _, sig = np.unique(np.concatenate([along_k[:, None], Ln], 1), axis=0, return_inverse=True)
+        return np.where(seg, sig.reshape(-1) + 1, 0), (A, Ln, n_all, along_k)
 
     def _matmul(self, tg, a, b, out, scale, mm, kk, nn, da, db, transpose_b, panel):
         """panel: micro-panel height P of b (0: b is plain row-major / transposed).
@@ -102,11 +118,15 @@ class MatmulKernels:
         sa, sb, sc = n * mm * kk, n * kk * nn, n * mm * nn
         buf = scratch(4 * (sa + sb + sc)).view(np.float32)
         A = self._load_into(tg, a, mm * kk, da, buf[:sa].reshape(n, mm * kk))
-        if isinstance(b, list):         # F_SEG_B: [(addresses, columns)] side by side along n
+        if isinstance(b, tuple):        # F_SEG_B: (along k, [(addresses, length)]) side by side
+            along_k, parts = b
             B = buf[sa:sa + sb].reshape(n, kk, nn)
             c = 0
-            for addr, w in b:
-                B[:, :, c:c + w] = self._load_b(tg, addr, kk, w, db, panel, None)
+            for addr, w in parts:
+                if along_k:
+                    B[:, c:c + w, :] = self._load_b(tg, addr, w, nn, db, panel, None)
+                else:
+                    B[:, :, c:c + w] = self._load_b(tg, addr, kk, w, db, panel, None)
                 c += w
         else:
             B = self._load_b(tg, b, kk, nn, db, panel, buf[sa:sa + sb])

@@ -58,11 +58,11 @@ The machine, as docs/architecture.md §2 states it:
   own copy: assumed);
 - REPEAT costs nothing: its body runs `count` times (relocation moves addresses; the
   oracle re-derives an iteration's costs only if a relocated word is one a cost reads);
-- a MATMUL flagged F_SEG_B reads b in segments, each a range of its columns at its own
-  address (isa.py): the vertex reads its weights through one pointer per (conv group,
-  in-channel group, out-channel group), so each segment pays for its own whole groups
-  (the oracle counts them from the segment table; the machine admits only whole groups
-  but in the last segment, so this is the unsegmented figure);
+- a MATMUL flagged F_SEG_B reads b in segments, each a range of its columns (F_SEG_K: of
+  its rows) at its own address (isa.py): the vertex reads its weights through one
+  pointer per (conv group, in-channel group, out-channel group), so each segment pays
+  for its own whole groups (the oracle counts them from the segment table; the machine
+  admits only whole groups but in the last segment, so this is the unsegmented figure);
 - a MATMUL or CAST flagged F_SCALE_TABLE reads its scale from an f32 of its own tile's
   table instead of the instruction word: no cost of its own, but the address, in every
   iteration the relocation table gives it, must lie in that table (checked here);
@@ -145,29 +145,33 @@ class Oracle:
         return cyc
 
     def seg_groups(self, words, table) -> np.ndarray:
-        """Per instruction, a MATMUL flagged F_SEG_B: the AMP output-channel groups of its
-        segments, each counted whole (0 elsewhere), read from its segment table in its
-        tile's table (word 0 nseg, then addr and ncols per segment); the segments must
-        hold the MATMUL's n columns."""
-        out = np.zeros(len(words), np.int64)
-        op = words[:, 0] & 0xFF
-        i = np.flatnonzero((op == isa.MATMUL) & ((words[:, 0] >> 24 & isa.F_SEG_B) != 0))
+        """Per instruction [n, 2], a MATMUL flagged F_SEG_B: the AMP output-channel groups
+        of its segments (column ranges), or with F_SEG_K its input-channel groups (row
+        ranges), each segment counted whole (0 elsewhere), read from its segment table in
+        its tile's table (word 0 nseg, then addr and length per segment); the segments
+        must hold the MATMUL's n (k)."""
+        out = np.zeros((len(words), 2), np.int64)
+        op, fl = words[:, 0] & 0xFF, words[:, 0] >> 24
+        i = np.flatnonzero((op == isa.MATMUL) & ((fl & isa.F_SEG_B) != 0))
         if not len(i):
             return out
+        rows = (fl[i] & isa.F_SEG_K) != 0
         base = self.table_index(self.tile[i], words[i, 2])
         nseg = table[base]
-        if (nseg < 1).any() or (nseg > words[i, 6]).any():
-            raise ValueError("a segmented MATMUL's table holds no segments, or more than its n columns")
+        whole = np.where(rows, words[i, 5], words[i, 6])                # k or n
+        if (nseg < 1).any() or (nseg > whole).any():
+            raise ValueError("a segmented MATMUL's table holds no segments, or more than its k or n")
         inst = np.repeat(np.arange(len(i)), nseg)
         j = np.arange(len(inst)) - np.repeat(np.cumsum(nseg) - nseg, nseg)
-        ncols = table[base[inst] + 1 + j * isa.SEG_WORDS + 1]
-        if not np.array_equal(np.bincount(inst, ncols, len(i)).astype(np.int64), words[i, 6]):
-            raise ValueError("a segmented MATMUL's segments do not hold its n columns")
+        length = table[base[inst] + 1 + j * isa.SEG_WORDS + 1]
+        if not np.array_equal(np.bincount(inst, length, len(i)).astype(np.int64), whole):
+            raise ValueError("a segmented MATMUL's segments do not hold its k or n")
         dt, da = amp_type(words[i])
         rate = lambda c: np.vectorize(lambda x: self.f.amp_macs_per_cycle[isa.DTYPE_NAMES[int(x)]])(c)
         code = np.where(rate(da) < rate(dt), da, dt)
-        go = np.vectorize(lambda x: self.f.amp_out_group[isa.DTYPE_NAMES[int(x)]])(code)
-        out[i] = np.bincount(inst, -(-ncols // go[inst]), len(i)).astype(np.int64)
+        fig = lambda key: np.vectorize(lambda x: getattr(self.f, key)[isa.DTYPE_NAMES[int(x)]])(code)
+        g = np.where(rows, fig("amp_in_group"), fig("amp_out_group"))
+        out[i, rows.astype(np.int64)] = np.bincount(inst, -(-length // g[inst]), len(i)).astype(np.int64)
         return out
 
     def check_scales(self, count: int = 1, code_s=None):

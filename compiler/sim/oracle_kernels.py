@@ -53,16 +53,19 @@ def _worker_time(rows, name, first, row_cycles, units):
     return np.where(r >= 3, big, np.choose(np.minimum(r, 2), [21 + nz, 32 + nz, 41 + nz])) - 7
 
 
-def mm_cycles(m, k, n, name, f: _Figures, n_groups=None) -> np.ndarray:
+def mm_cycles(m, k, n, name, f: _Figures, seg=None) -> np.ndarray:
     """The ConvPartial1x1Out estimate (module docstring) of MATMULs m x k x n run as `name`;
-    n_groups (where > 0): the output-channel groups a segmented b (F_SEG_B) holds, each
-    segment its own groups (the vertex's weights are one pointer per group)."""
+    seg (int64[n, 2], where > 0): the output- and input-channel groups a segmented b
+    (F_SEG_B) holds, each segment its own groups (the vertex's weights are one pointer
+    per group)."""
     m, k, n = (np.asarray(x, np.int64) for x in (m, k, n))
     W = f.workers
     gi, go, rate = f.amp_in_group[name], f.amp_out_group[name], f.amp_macs_per_cycle[name]
     row_cycles = gi * go // rate
-    k_groups, n_groups = _up(k, gi), np.where(np.asarray(n_groups if n_groups is not None else 0) > 0,
-                                              n_groups if n_groups is not None else 0, _up(n, go))
+    k_groups, n_groups = _up(k, gi), _up(n, go)
+    if seg is not None:
+        n_groups = np.where(seg[:, 0] > 0, seg[:, 0], n_groups)
+        k_groups = np.where(seg[:, 1] > 0, seg[:, 1], k_groups)
     cut = (m[:, None] * np.arange(W + 1)) // W       # partitionConvPartialByWorker
     rows = np.diff(cut, axis=1)
     passes = []
@@ -270,7 +273,7 @@ def amp_type(w) -> np.ndarray:
 
 def kernel_cycles(op, w, f: _Figures, seg_groups=None) -> np.ndarray:
     """Cycles of kernel instructions: op int64[n], w int64[n, INSTR_WORDS]; seg_groups
-    int64[n]: a segmented MATMUL's output-channel groups (0: from its n)."""
+    int64[n, 2]: a segmented MATMUL's output- and input-channel groups (0: from n, k)."""
     K, V = f.kernel_overhead_cycles, f.vector_bytes_per_cycle
     out = np.zeros(len(op), np.int64)
     dt, dt2, fl = (w[:, 0] >> 8) & 0xFF, (w[:, 0] >> 16) & 0xFF, (w[:, 0] >> 24) & 0xFF

@@ -18,22 +18,24 @@ W = [0, 5]
 m = 8
 
 
-def _blocks(B, widths, P):
-    """B's column ranges as standalone b operands (bytes), each in b's order."""
+def _blocks(B, widths, P, along_k=False):
+    """B's column (or row) ranges as standalone b operands (bytes), each in b's order."""
     out, c = [], 0
     for w in widths:
-        blk = np.ascontiguousarray(B[:, c:c + w])
+        blk = np.ascontiguousarray(B[c:c + w] if along_k else B[:, c:c + w])
         out.append((isa.panel_order(blk, P) if P else blk).view(np.uint8).reshape(-1))
         c += w
     return out
 
 
 def build(dtype="f16", k=32, widths=(16, 16, 8), addrs=None, table=None, a_addr=R0_DATA, flags=0,
-          contiguous=False, seed=0):
+          contiguous=False, seed=0, n=None):
     """MATMUL a [m, k] f16 x b [k, sum(widths)] (dtype) -> out, b in segments at `addrs`
-    (default: region 1, 4 KiB apart, in reverse column order), or contiguous."""
+    (default: region 1, 4 KiB apart, in reverse column order), or contiguous. With
+    `n` (and flags F_SEG_K) the segments are row ranges of b [sum(widths), n]."""
     rng = np.random.default_rng(seed)
-    n = sum(widths)
+    along_k = n is not None
+    k, n = (sum(widths), n) if along_k else (k, sum(widths))
     A = rng.standard_normal((m, k)).astype(np.float16)
     B = (rng.standard_normal((k, n)) * 0.5).astype(np.float16 if dtype == "f16" else FP8)
     P = TINY.amp_panel_elems.get(dtype, 0)
@@ -42,10 +44,10 @@ def build(dtype="f16", k=32, widths=(16, 16, 8), addrs=None, table=None, a_addr=
     s = {"a": put(W, a_addr, A, asm, "a")}
     if contiguous:
         s["b"] = put(W, R1, isa.panel_order(B, P) if P else B, asm, "b")
-        asm.matmul(W, a_addr, R1, R0_DATA2, m, k, n, dtype=dtype, dtype2="f16", flags=fl)
+        asm.matmul(W, a_addr, R1, R0_DATA2, m, k, n, dtype=dtype, dtype2="f16", flags=fl & ~isa.F_SEG_K)
     else:
         addrs = addrs or [R1 + 0x1000 * (len(widths) - i) for i in range(len(widths))]
-        for i, (blk, at) in enumerate(zip(_blocks(B, widths, P), addrs)):
+        for i, (blk, at) in enumerate(zip(_blocks(B, widths, P, along_k), addrs)):
             s[f"b{i}"] = put(W, at, blk, asm, f"b{i}")
         for t in W:
             words = [len(widths)] + [x for at, w in zip(addrs, widths) for x in (at, w)] if table is None else table
@@ -63,10 +65,22 @@ def test_segments_equal_numpy_and_the_contiguous_b(dtype, k, widths):
     prog, s, (A, B) = build(dtype, k, widths)
     res = sim.run(prog, s)
     n = sum(widths)
+    _check(prog, s, res, A, B, dict(dtype=dtype, k=k, widths=widths))
+
+
+@pytest.mark.parametrize("dtype,n,rows", [("f16", 24, (16, 32, 8)), ("fp8", 16, (32, 64, 16)), ("fp8", 40, (64, 32))])
+def test_row_segments_equal_numpy_and_the_contiguous_b(dtype, n, rows):
+    """F_SEG_K: b's rows in ranges (a ring piece cut along k); fp8 in whole panels."""
+    prog, s, (A, B) = build(dtype, widths=rows, n=n, flags=isa.F_SEG_K)
+    _check(prog, s, sim.run(prog, s), A, B, dict(dtype=dtype, widths=rows, n=n, flags=isa.F_SEG_K))
+
+
+def _check(prog, s, res, A, B, kw):
+    n = B.shape[1]
     out = get(res, "out", np.float16, (len(W), m, n))
     want = exact.matmul_f32(A.astype(np.float32), B.astype(np.float32)).astype(np.float16)
     assert np.array_equal(out, np.broadcast_to(want, out.shape))
-    pc, sc, _ = build(dtype, k, widths, contiguous=True)
+    pc, sc, _ = build(**kw, contiguous=True)
     plain = sim.run(pc, sc)
     assert np.array_equal(plain.outputs["out"], res.outputs["out"])
     assert np.array_equal(plain.step_cycles, res.step_cycles)              # pieces cost what one block does
@@ -128,6 +142,7 @@ def test_relocated_segment_reads_member_i():
     (dict(widths=(16, 16), table=[2, R1 + 0x2000, 16, R1 + 0x1000, 8]), "hold 24 columns"),
     (dict(widths=(16, 16), table=[0]), "holds 0 segments"),
     (dict(flags=isa.F_TRANSPOSE_B), "both segmented"),
+    (dict(widths=(8, 24), n=16, flags=isa.F_SEG_K), "not whole input-channel groups"),
 ])
 def test_the_machine_refuses(kw, match):
     widths = kw.pop("widths", (16, 16))
@@ -147,3 +162,10 @@ def test_a_table_outside_the_blob_is_refused_by_machine_and_oracle():
         sim.run(prog, s)
     with pytest.raises(ValueError, match="outside its tile's exchange table"):
         oracle.step_cycles(prog)
+
+
+def test_rows_flag_alone_is_refused():
+    asm = Asm()
+    asm.matmul(W, R0_DATA, R1, R0_DATA2, m, 32, 16, flags=isa.F_SEG_K).sync()
+    with pytest.raises(MachineFault, match="F_SEG_K without F_SEG_B"):
+        sim.run(asm.build(), {})

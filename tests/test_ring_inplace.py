@@ -1,6 +1,7 @@
 """policy.ring_in_place (compiler/plan/ring.py, compiler/expand/ring.py in_place): ring
-pieces cut in whole AMP out-channel groups and read where they live by a MATMUL with b in
-segments (isa.F_SEG_B), so no tile copies its own pieces. Chosen by cost, validated on the
+pieces cut in whole AMP out-channel groups (or along k, in whole in-channel groups and
+micro-panels) and read where they live by a MATMUL with b in segments (isa.F_SEG_B,
+F_SEG_K), so no tile copies its own pieces. Chosen by cost, validated on the
 simulator (read-back, exchange check, expand's cycles), cheaper than the copying ring;
 the tile graph checked by brute force against what plan priced; a segment pointed at the
 wrong piece caught by read-back."""
@@ -31,12 +32,17 @@ def grids(r):
     return [g for _, g in r["expand"].finalists[0].candidate.strategy]
 
 
-@pytest.mark.parametrize("dtype,copies", [("fp8", 2), ("f16", 2), ("fp8", 1)])
-def test_in_place_chosen_validated_and_cheaper(dtype, copies):
-    """FP8 (micro-panel pieces) and f16 (row-major) weights, one or two holders a piece."""
-    on = compile_trial(cfg(dtype, ring_copies=copies))
-    off = compile_trial(cfg(dtype, ring_copies=copies, ring_in_place=False))
-    assert all(g.ring and g.inplace for g in grids(on)), [g.label for g in grids(on)]
+# 4x2x2: 128-column blocks, cut by columns (8 out-channel groups); 4x8x1: 32 columns but
+# 256 rows, cut along k (8 micro-panels)
+@pytest.mark.parametrize("dtype,copies,grid,axis", [("fp8", 2, "4x2x2", 1), ("f16", 2, "4x2x2", 1),
+                                                    ("fp8", 1, "4x2x2", 1), ("fp8", 2, "4x8x1", 2),
+                                                    ("f16", 1, "4x8x1", 2)])
+def test_in_place_chosen_validated_and_cheaper(dtype, copies, grid, axis):
+    """FP8 (micro-panel pieces) and f16 (row-major) weights, one or two holders a piece,
+    pieces by columns and along k."""
+    on = compile_trial(cfg(dtype, grid, ring_copies=copies))
+    off = compile_trial(cfg(dtype, grid, ring_copies=copies, ring_in_place=False))
+    assert all(g.ring and g.inplace == axis for g in grids(on)), [g.label for g in grids(on)]
     assert not any(g.inplace for g in grids(off))
     assert ok(on) and ok(off)
     assert on["run"].metrics()["cycles"] < off["run"].metrics()["cycles"]
@@ -51,13 +57,14 @@ def r_flags(tg) -> np.ndarray:
     return (tg.kern["op"][k] == isa.MATMUL) & ((tg.kern["dtype"][k] >> 16 & isa.F_SEG_B) != 0)
 
 
-def test_segments_by_brute_force():
+@pytest.mark.parametrize("grid", ["4x2x2", "4x8x1"])
+def test_segments_by_brute_force(grid):
     """Expand's tile graph, checked against the grid (brute force, sharing no code with
     expand/ring.py): every grid tile's MATMUL reads its block as segments in column
     order covering the block once, its own pieces from interleaved home requests of
     whole 16-column groups relocated by a member's stride, the rest from its operand
     buffer, which holds exactly the received bytes (the block less its own pieces)."""
-    r = compile_trial(cfg(ring_copies=2))
+    r = compile_trial(cfg(grid=grid, ring_copies=2))
     tg, g = r["place"].tilegraph, r["model"].graph
     names = np.asarray(tg.names)
     b, k = tg.bseg, tg.kern
@@ -70,8 +77,12 @@ def test_segments_by_brute_force():
         assert len(mm) == gr.tiles
         for kk in mm:
             rows = np.flatnonzero(b["kern"] == kk)
-            cols, own = b["cols"][rows], home[rows]
-            assert cols.sum() == k["i2"][kk] == gr.nb and (cols[:-1] % 16 == 0).all()
+            cols, own = b["len"][rows], home[rows]
+            if gr.inplace == 1:            # columns: whole out-channel groups of 16
+                assert cols.sum() == k["i2"][kk] == gr.nb and (cols[:-1] % 16 == 0).all()
+            else:                          # rows: whole micro-panels of 32
+                assert cols.sum() == k["i1"][kk] == gr.kb and (cols[:-1] % 32 == 0).all()
+                assert (k["dtype"][kk] >> 16 & isa.F_SEG_K) != 0
             assert own.sum() == gr.copies                                   # its own pieces: one per holder
             assert (tg.req["region"][b["req"][rows[own]]] == INTERLEAVED).all()
             assert (b["reloc"][rows[own]] == tg.req["stride"][b["req"][rows[own]]]).all()
@@ -80,10 +91,11 @@ def test_segments_by_brute_force():
             assert len(set(buf.tolist())) == 1
             x = tg.xfer
             got = (x["s_row_bytes"] * x["s_rows"])[x["dreq"] == buf[0]].sum()
-            assert got == gr.kb * cols[~own].sum()                          # FP8: 1 B an element
+            assert got == (gr.kb if gr.inplace == 1 else gr.nb) * cols[~own].sum()   # FP8: 1 B an element
 
 
-def test_a_segment_at_the_wrong_piece_is_caught(monkeypatch):
+@pytest.mark.parametrize("grid", ["4x2x2", "4x8x1"])
+def test_a_segment_at_the_wrong_piece_is_caught(monkeypatch, grid):
     """Injected fault: each tile's two own segments swap their home addresses (each reads
     the other's piece: same widths, so the machine runs it); read-back must fail."""
     real = ex_matmul.in_place
@@ -101,6 +113,6 @@ def test_a_segment_at_the_wrong_piece_is_caught(monkeypatch):
         return buf, segs
 
     monkeypatch.setattr(ex_matmul, "in_place", swapped)
-    r = compile_trial(cfg(ring_copies=2))
+    r = compile_trial(cfg(grid=grid, ring_copies=2))
     assert any(g.inplace and g.copies == 2 for g in grids(r))
     assert not r["run"].metrics()["validated"]

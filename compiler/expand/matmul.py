@@ -162,17 +162,18 @@ def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows
         has = gl < ng
         tt = tile[has]
         k0 = bld.nkern
+        seg_flags = isa.F_SEG_B | (isa.F_SEG_K if grid.inplace == 2 else 0)
         c.kernel(step=s, tile=tt, op=isa.MATMUL,
-                 dtype=isa.DTYPES[B.dtype] | dt2 << 8 | (flags | np.where(seg_of[tt], isa.F_SEG_B, 0)) << 16,
+                 dtype=isa.DTYPES[B.dtype] | dt2 << 8 | (flags | np.where(seg_of[tt], seg_flags, 0)) << 16,
                  r0=a_blk[tt], o0=gl * sa[has], r1=b_blk[has], o1=(gl * sb + b_off)[has], r2=p_blk[tt],
                  o2=gl * so[has], i0=mi[has], i1=kl[has], i2=nj[has], scale=sc, sseq=sseq,
                  reloc=b_reloc[has])
         if segs is not None:                                # ungrouped (a ring): one kernel per tile
             kern = np.full(c.t.tiles, -1, np.int64)
             kern[tt] = k0 + np.arange(len(tt))
-            o = np.lexsort((segs["col"], kern[segs["tile"]]))
+            o = np.lexsort((segs["start"], kern[segs["tile"]]))
             bld.add("bseg", kern=kern[segs["tile"]][o], req=segs["req"][o], off=segs["off"][o],
-                    cols=segs["cols"][o], reloc=segs["reloc"][o])
+                    len=segs["len"][o], reloc=segs["reloc"][o])
         if gk == 1:
             gi = gs[q[has]] + gl
             cells.append((groups[gi, 4] + ms[i[has]], groups[gi, 5] + ns[j[has]], tt, p_blk[tt], gl * so[has]))

@@ -16,7 +16,7 @@ import numpy as np
 from .. import isa
 from ..plan.homes import panel_elems
 from ..plan.matmul import word_elems
-from ..plan.ring import in_place_quantum, ring_starts
+from ..plan.ring import in_place_quantum, k_quantum, ring_starts
 from ..target import DTYPE_BYTES, STANDARD
 from .layout import Layout, gather, host_rects, pad
 from .tilegraph import END, concat, take
@@ -47,21 +47,26 @@ def ring_home(c, name: str, stream: int, grid, count: int, pool: list | None = N
     each, and c.ring_rows[name][i] is the layout grid row i gathers from: each piece
     from the replica on row i when it holds one (a local copy), else from replica
     (i - p) mod C (the receivers of a piece shared between its holders). A grid read in
-    place (Grid.inplace) cuts pieces in whole out-channel groups in region 1, and with a
-    `pool` its blocks are only listed there (pooled_homes allocates them)."""
+    place (Grid.inplace) holds its pieces in region 1, cut in whole out-channel groups
+    (1), or along k (2: piece p of k block l of n block j on grid tile (0, p, j, l), in
+    whole in-channel groups and panels); with a `pool` its blocks are only listed there
+    (pooled_homes allocates them)."""
     t = c.g.tensors[name]
     P = panel_elems(c.t, t.dtype) if name in c.panels else 0
     if P:
         c.sent_in_panels(name, P)
     (K, N), q = t.shape, 1 if P else word_elems(t.dtype)
     region = STANDARD
-    if grid.inplace:                # read in place: whole out-channel groups, where 128-bit loads reach
+    if grid.inplace:                # read in place: whole channel groups, where 128-bit loads reach
         a = next(c.g.tensors[op.inputs[0]].dtype for op in c.g.ops if op.kind == "matmul" and op.inputs[1] == name)
-        q = in_place_quantum(q, c.t.amp_out_group[c.t.amp_dtype(t.dtype, a)])
+        amp = c.t.amp_dtype(t.dtype, a)
+        q = in_place_quantum(q, c.t.amp_out_group[amp]) if grid.inplace == 1 else k_quantum(c.t, amp, P)
         region = isa.OPERANDS[isa.MATMUL]["b"][1]
     ks, ns = np.arange(0, K, grid.kb), np.arange(0, N, grid.nb)     # the grid's blocks (expand/matmul.py GridTiles)
+    rows = grid.inplace == 2                                         # pieces along k (rows), else columns
+    cut, whole = (ks, K) if rows else (ns, N)
     cs, js, ps, ss = [], [], [], []
-    for j, (n0, w) in enumerate(zip(ns, np.diff(np.append(ns, N)))):
+    for j, (n0, w) in enumerate(zip(cut, np.diff(np.append(cut, whole)))):
         st = ring_starts(int(w), grid.gm, q)
         cs.append(n0 + st)
         js.append(np.full(len(st), j))
@@ -69,8 +74,13 @@ def ring_home(c, name: str, stream: int, grid, count: int, pool: list | None = N
         ss.append(np.full(len(st), len(st)))
     cs, js, ps, ss = (np.concatenate(v) for v in (cs, js, ps, ss))
     gn, gk = len(ns), len(ks)
-    l = np.arange(gk)[:, None]
-    tile_of = lambda row: ((row[None, :] * gn + js[None, :]) * gk + l + grid.rot) % c.t.tiles
+    if rows:                        # layout [pieces of each k block, n blocks]: piece p of (l, j) on (p, j, l)
+        j = np.arange(gn)[None, :]
+        tile_of = lambda row: ((row[:, None] * gn + j) * gk + js[:, None] + grid.rot) % c.t.tiles
+        ks, cs = cs, ns
+    else:                           # layout [k blocks, pieces of each n block]
+        l = np.arange(gk)[:, None]
+        tile_of = lambda row: ((row[None, :] * gn + js[None, :]) * gk + l + grid.rot) % c.t.tiles
     C = max(1, grid.copies)
     tiles = [tile_of((ps + d) % ss) for d in range(C)]
     if pool is not None and grid.inplace:
@@ -128,7 +138,8 @@ def _stack(used: np.ndarray, tiles: np.ndarray, sizes: np.ndarray) -> np.ndarray
 
 
 def _replicas(c, name: str, grid, reps: list, ps, ss) -> None:
-    """c.lay[name] = replica 0; with copies, c.ring_rows[name] (ring_home)."""
+    """c.lay[name] = replica 0; with copies, c.ring_rows[name] (ring_home): pieces are
+    the layout's columns, or its rows (Grid.inplace 2)."""
     C = len(reps)
     c.lay[name] = reps[0]
     if C == 1:
@@ -141,8 +152,9 @@ def _replicas(c, name: str, grid, reps: list, ps, ss) -> None:
                       istride=reps[0].istride.copy())
         for r in range(1, C):
             sel = d == r
+            at = (sel, slice(None)) if grid.inplace == 2 else (slice(None), sel)
             for f in ("tile", "req", "off", "istride"):
-                getattr(lay, f)[:, sel] = getattr(reps[r], f)[:, sel]
+                getattr(lay, f)[at] = getattr(reps[r], f)[at]
         rows.append(lay)
     c.ring_rows[name] = rows
 
@@ -185,46 +197,44 @@ def local_pieces(c, first: int) -> None:
 
 def in_place(c, op, grid, gt, x: int, P: int):
     """Ring grid `grid` of matmul `op` read in place (Grid.inplace): per grid tile, its
-    b's segments in column order (its own pieces where they live; the runs of other
-    columns gathered in exchange step x into one operand buffer, each run a b of its
-    own). Returns the buffer's request per tile id (-1: none) and the segments (tile,
-    col, req, off, cols, reloc; per tile in column order), only for tiles that hold a
-    piece of their block (the others read the whole block from the buffer)."""
+    b's segments along the pieces' axis (columns; rows with inplace 2), in order: its own
+    pieces where they live, and the runs of the others gathered in exchange step x into
+    one operand buffer, each run a b of its own. Returns the buffer's request per tile id
+    (-1: none) and the segments (tile, start, req, off, len, reloc; per tile in order),
+    only for tiles that hold a piece of their block (the others read the whole block from
+    the buffer)."""
     name = op.inputs[1]
     eb = DTYPE_BYTES[c.g.tensors[name].dtype]
     lay0, T, C = c.lay[name], c.t.tiles, max(1, grid.copies)
     rows_of = c.ring_rows.get(name)
-    pj = np.searchsorted(gt.ns, lay0.cstart, side="right") - 1         # each piece's n block
-    first = np.searchsorted(pj, np.arange(len(gt.ns)))                 # each block's first piece
-    count = np.bincount(pj, minlength=len(gt.ns))
-    width = np.diff(np.append(lay0.cstart, lay0.cols))
+    rows = grid.inplace == 2
+    blk, starts, lens = (gt.l, gt.ks, gt.klen) if rows else (gt.j, gt.ns, gt.nlen)   # each tile's block on the axis
+    across = gt.nlen[gt.j] if rows else gt.klen[gt.l]                                # its extent across the pieces
+    pstart = lay0.rstart if rows else lay0.cstart
+    pj = np.searchsorted(starts, pstart, side="right") - 1           # each piece's block
+    first = np.searchsorted(pj, np.arange(len(starts)))              # each block's first piece
+    count = np.bincount(pj, minlength=len(starts))
     recs, size = [], np.zeros(len(gt.tile), np.int64)
     for i in range(grid.gm):
         for s_ in np.unique(count):
-            sel = np.flatnonzero((gt.i == i) & (count[gt.j] == s_))
+            sel = np.flatnonzero((gt.i == i) & (count[blk] == s_))
             if not len(sel):
                 continue
-            j, kl = gt.j[sel], gt.klen[gt.l[sel]]
+            b_ = blk[sel]
             own = [p for p in range(s_) if i < s_ and (i - p) % s_ < C]
-            st = lay0.cstart[first[j][:, None] + np.arange(s_)] - gt.ns[j][:, None]   # piece starts in block
-            edges = np.concatenate([st, gt.nlen[j][:, None]], 1)
+            edges = np.concatenate([pstart[first[b_][:, None] + np.arange(s_)] - starts[b_][:, None],
+                                    lens[b_][:, None]], 1)               # piece edges within the block
             runs, p = [], 0
-            while p < s_:                                                  # own pieces and runs of the rest
-                if p in own:
-                    runs.append((p, p + 1, True))
-                    p += 1
-                    continue
-                e = p
-                while e < s_ and e not in own:
-                    e += 1
-                runs.append((p, e, False))
+            while p < s_:                                                # own pieces, runs of the rest
+                e = p + 1 if p in own else next((q for q in range(p, s_) if q in own), s_)
+                runs.append((p, e, p in own))
                 p = e
             for p0, p1, mine in runs:
                 a, b = edges[:, p0], edges[:, p1]
-                rec = dict(sel=sel, i=i, col=a, cols=b - a, mine=mine, piece=first[j] + p0)
+                rec = dict(sel=sel, i=i, start=a, len=b - a, mine=mine, piece=first[b_] + p0)
                 if not mine:
                     rec["off"] = size[sel].copy()
-                    size[sel] += pad(kl * (b - a) * eb, 16)
+                    size[sel] += pad(across[sel] * (b - a) * eb, 16)
                 recs.append(rec)
     buf = np.full(T, -1, np.int64)
     has = size > 0
@@ -232,20 +242,24 @@ def in_place(c, op, grid, gt, x: int, P: int):
                                          *isa.OPERANDS[isa.MATMUL]["b"], x)
     segs = []
     for r in recs:
-        sel, tiles, l = r["sel"], gt.tile[r["sel"]], gt.l[r["sel"]]
-        k0, kl = gt.ks[l], gt.klen[l]
-        c0 = gt.ns[gt.j[sel]] + r["col"]
+        sel, tiles = r["sel"], gt.tile[r["sel"]]
+        l, j = gt.l[sel], gt.j[sel]
+        k0, kl, n0, nl = gt.ks[l], gt.klen[l], gt.ns[j], gt.nlen[j]
         if r["mine"]:
             lay = rows_of[r["i"]] if rows_of else lay0
-            b = r["piece"]
-            segs.append(dict(tile=tiles, col=r["col"], req=lay.req[l, b], off=lay.off[l, b], cols=r["cols"],
-                             reloc=lay.istride[l, b]))
+            at = (r["piece"], j) if rows else (l, r["piece"])
+            segs.append(dict(tile=tiles, start=r["start"], req=lay.req[at], off=lay.off[at], len=r["len"],
+                             reloc=lay.istride[at]))
+            continue
+        if rows:
+            r0, r1, c0, c1 = k0 + r["start"], k0 + r["start"] + r["len"], n0, n0 + nl
         else:
-            gather_b(c, name, x, np.full(len(sel), r["i"]), k0, k0 + kl, c0, c0 + r["cols"], tiles, buf[tiles],
-                     r["off"], r["cols"] * eb, P)
-            segs.append(dict(tile=tiles, col=r["col"], req=buf[tiles], off=r["off"], cols=r["cols"],
-                             reloc=np.zeros(len(sel), np.int64)))
+            r0, r1, c0, c1 = k0, k0 + kl, n0 + r["start"], n0 + r["start"] + r["len"]
+        gather_b(c, name, x, np.full(len(sel), r["i"]), r0, r1, c0, c1, tiles, buf[tiles], r["off"],
+                 (c1 - c0) * eb, P)
+        segs.append(dict(tile=tiles, start=r["start"], req=buf[tiles], off=r["off"], len=r["len"],
+                         reloc=np.zeros(len(sel), np.int64)))
     segs = concat(segs)
     holder = np.zeros(T, bool)
-    holder[gt.tile[gt.i < count[gt.j]]] = True
+    holder[gt.tile[gt.i < count[blk]]] = True
     return buf, take(segs, holder[segs["tile"]])

@@ -16,8 +16,9 @@ superstep s; event S+1 the host reading outputs. Lifetimes are [start, end) in e
   xfer  exchange transfers: step, src/dst tile, src/dst request + offset, and each side's
         row shape (row_bytes, rows, stride): the two shapes carry the same bytes; reloc =
         bytes added to the source address per Repeat iteration (a sequence member)
-  bseg  a MATMUL's b in segments (flag F_SEG_B, isa.py), rows in column order: kern (its
-        row in kern), request + offset, cols, reloc (bytes added per Repeat iteration: a
+  bseg  a MATMUL's b in segments (flag F_SEG_B, isa.py), rows in column order (row order
+        with F_SEG_K): kern (its row in kern), request + offset, len (columns or rows),
+        reloc (bytes added per Repeat iteration: a
         ring piece read in place, compiler/expand/ring.py); lower writes each kernel's
         segment table into the tile's table blob and points the b word at it
   hin/hout host stream rows: stream, host_off, req, off, row_bytes, rows, host_stride, tile_stride
@@ -41,7 +42,7 @@ XFER = ("step", "src", "dst", "sreq", "soff", "dreq", "doff",
 END = -1   # request end placeholder: live to the end of the program
 DUMP = ("op", "step", "tile", "req", "off", "r0", "rows", "c0", "cols", "ebytes")
 HOST = ("stream", "host_off", "req", "off", "row_bytes", "rows", "host_stride", "tile_stride")
-BSEG = ("kern", "req", "off", "cols", "reloc")
+BSEG = ("kern", "req", "off", "len", "reloc")
 
 
 def soa(fields: tuple[str, ...], rows=None) -> dict[str, np.ndarray]:

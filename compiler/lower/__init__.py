@@ -95,7 +95,7 @@ def scale_rows(tg, table_addr: np.ndarray, ex_off, nreloc: np.ndarray):
 
 def seg_rows(tg, addr: np.ndarray, base: np.ndarray):
     """MATMULs with b in segments (isa.F_SEG_B, tilegraph bseg): each tile's segment
-    tables (nseg, then addr and cols per segment), in kernel order, from `base` (per
+    tables (nseg, then addr and len per segment), in kernel order, from `base` (per
     tile: where they start in its table blob). Returns each kernel row's table address
     (0 elsewhere), the tables' blob and offsets, and the relocation rows (tile, word
     address, stride) of the addr words of segments read in place from a sequence."""
@@ -120,7 +120,7 @@ def seg_rows(tg, addr: np.ndarray, base: np.ndarray):
     words[wpos] = nseg
     w = wpos[rows] + 1 + j * isa.SEG_WORDS
     words[w] = addr[b["req"][seg]] + b["off"][seg]
-    words[w + 1] = b["cols"][seg]
+    words[w + 1] = b["len"][seg]
     blob = words.astype("<u4").view(np.uint8)
     off = np.concatenate([[0], np.cumsum(np.bincount(tile, size, T))]).astype(np.int64)
     r = b["reloc"][seg] != 0

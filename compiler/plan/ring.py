@@ -76,47 +76,51 @@ def in_place_quantum(q: int, group: int) -> int:
 
 
 def with_ring(o, N: int, eb: int, q: int, count: int, home_blk: int, t, copies: int = 1, group: int = 0,
-              inplace: bool = False):
+              inplace: bool = False, K: int = 0, qk: int = 0):
     """The grids of o (plan/beam.py Options) twice or more: B gathered from its homes (ring 0),
     then from ring homes (ring 1), each piece held by c = 1 .. `copies` of the gm tiles
     (Options field `copies`; c < gm and c < the block's pieces: ring copies, policy.ring_copies).
     For ring grids: `ring_recv` / `ring_send`, the B bytes the busiest grid tile receives
     (the block less its c smallest pieces) / sends (each of its c pieces to its share of
-    the gm - c tiles without it), max over the full and the last, narrower n block;
+    the gm - c tiles without it), max over the full and the last, narrower block;
     `rest` gains the local copies of its pieces (one COPY each); `mem` trades the
     weight's home block (count × home_blk, plan/homes.py) for count × its c largest pieces;
     `cycles` (the standalone estimate) takes that exchange. With `inplace`
     (policy.ring_in_place) each ring choice also comes read in place (Options field
-    `inplace`): pieces of whole out-channel groups (in_place_quantum, `group`), no local
+    `inplace`): 1, column pieces of whole out-channel groups (in_place_quantum, `group`);
+    2, row pieces (along k, K rows) of whole in-channel groups and panels (`qk`); no local
     COPY, and an operand buffer of the received pieces only."""
     n = len(o)
     kinds = [(0, 1, 0)] + [(1, c, 0) for c in range(1, max(1, copies) + 1)]
-    kinds += [(1, c, 1) for c in range(1, max(1, copies) + 1)] if inplace else []
+    kinds += [(1, c, axis) for axis in (1, 2) for c in range(1, max(1, copies) + 1)] if inplace else []
     a = {k: np.concatenate([v] * len(kinds)) for k, v in o.a.items()}
     ring, cop, inp = (np.repeat([k[i] for k in kinds], n) for i in (0, 1, 2))
     a["ring"], a["copies"], a["inplace"] = ring, cop, inp
-    kb, nb, gn, gm = a["kb"], a["nb"], a["gn"], a["gm"]
+    kb, nb, gn, gm, gk = a["kb"], a["nb"], a["gn"], a["gm"], a["gk"]
     recv, send, own, own1, copy = (np.zeros(len(ring), np.int64) for _ in range(5))
     usable = cop < np.maximum(gm, 2)
-    qq = np.where(inp == 1, in_place_quantum(q, group), q)
-    for width in (nb, np.maximum(N - (gn - 1) * nb, 1)):          # the full block, the last one
+    rows = inp == 2                                                  # pieces along k
+    qq = np.where(inp == 1, in_place_quantum(q, group), np.where(rows, max(qk, 1), q))
+    other = np.where(rows, nb, kb)                                   # the block's extent across the pieces
+    last = np.where(rows, np.maximum(K - (gk - 1) * kb, 1), np.maximum(N - (gn - 1) * nb, 1))
+    for width in (np.where(rows, kb, nb), last):                     # the full block, the last one
         w, pieces, least = _pieces(width, gm, qq)
         k = np.minimum(cop, pieces)                                  # pieces a tile holds
         usable &= (cop == 1) | (cop < pieces)
         least = np.where(pieces == gm, least * k, 0)                 # a tile may own nothing
-        piece = kb * w * eb
-        recv = np.maximum(recv, kb * (width - least) * eb)
+        piece = other * w * eb
+        recv = np.maximum(recv, other * (width - least) * eb)
         send = np.maximum(send, piece * k * -(-(gm - k) // k))
         own = np.maximum(own, k * (-(-piece // 16) * 16))
         own1 = np.maximum(own1, -(-piece // 16) * 16)
-        copy = np.maximum(copy, np.where(inp == 1, 0, k * t.copy_cycles(piece)))
+        copy = np.maximum(copy, np.where(inp > 0, 0, k * t.copy_cycles(piece)))
     on = ring == 1
     a["ring_recv"] = np.where(on, recv, 0)
     a["ring_send"] = np.where(on, send, 0)
     a["rest"] = a["rest"] + np.where(on, copy, 0)
-    a["mem"] = a["mem"] + np.where(on, count * (own - home_blk), 0) - np.where(inp == 1, own, 0)
+    a["mem"] = a["mem"] + np.where(on, count * (own - home_blk), 0) - np.where(inp > 0, own, 0)
     a["extra"] = np.where(on & (cop > 1), count * (own - own1), 0)         # what the copies add (beam.copies_over)
-    a["r1"] = np.where(inp == 1, count * own, 0)      # in place: the pieces sit in region 1 (beam.region1_over)
+    a["r1"] = np.where(inp > 0, count * own, 0)       # in place: the pieces sit in region 1 (beam.py State.r1)
     bw = t.exchange_bytes_per_cycle
     a["cycles"] = np.where(on, a["rest"] + t.exchange_phase_cycles
                            + -(-np.maximum(a["recv_a"] + a["ring_recv"], send) // bw), a["cycles"])
@@ -154,9 +158,16 @@ def ring_operand(g, n: int, t, panels: dict) -> dict | None:
         return None                  # read as micro-panels but stored row-major (policy.panel_homes off)
     count = g.repeat.count if g.repeat and B.name in g.repeat.sequences else 1
     home_blk = int(home_blocks(*B.shape, DTYPE_BYTES[B.dtype], t.tiles, P)[1].max())
-    A = g.tensors[op.inputs[0]]
+    amp = t.amp_dtype(B.dtype, g.tensors[op.inputs[0]].dtype)
     return dict(N=B.shape[1], eb=DTYPE_BYTES[B.dtype], q=1 if P else word_elems(B.dtype), count=count,
-                home_blk=home_blk, group=t.amp_out_group[t.amp_dtype(B.dtype, A.dtype)])
+                home_blk=home_blk, group=t.amp_out_group[amp], K=B.shape[0], qk=k_quantum(t, amp, P))
+
+
+def k_quantum(t, amp: str, P: int) -> int:
+    """Row quantum of pieces cut along k and read in place: whole AMP input-channel groups
+    of the AMP type `amp`, and whole micro-panels (height P) of a panel-ordered b (the
+    machine's rule for F_SEG_K segments, isa.py)."""
+    return int(np.lcm(t.amp_in_group[amp], max(P, 1)))
 
 
 def with_rings(g, options: dict, t, panels: dict, copies: int = 1, inplace: bool = False) -> dict:

@@ -19,7 +19,8 @@ from helpers import target_cfg
 
 def cfg(dtype: str = "fp8", grid: str = "4x2x2", **policy):
     return dict(model=dict(name="mlp", tokens=64, width=256, hidden=256, weight_dtype=dtype, repeat=2),
-                target=target_cfg("tiny"), policy=dict(dict(grid=grid, weight_stationary=False), **policy))
+                target=target_cfg("tiny"),
+                policy=dict(dict(grid=grid, weight_stationary=False, ring_in_place=True), **policy))
 
 
 def ok(r) -> bool:

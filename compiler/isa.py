@@ -62,6 +62,22 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 #                                                  padding keys); f16 in/out, f32 inside
 #   CAST   out, src, nelem, scale(f32 bits)        f16 -> fp8: out = e4m3(src / scale);
 #                                                  fp8 -> f16: out = f16(src * scale)
+#          MATMUL flag F_SEG_B: b given in segments. The b word is then the address of a
+#          segment table in this tile's table blob (it must lie there, 4-byte aligned):
+#          word 0 = nseg >= 1, then nseg entries (addr, len) of SEG_WORDS words. Segment
+#          s is b's columns [c_s, c_s + len) (c_s = the earlier segments' lens summed;
+#          all of them = n), stored at addr as a b operand of its own with n = len (the
+#          same order: row-major, or micro-panel order with F_PANEL_B), under b's operand
+#          rules (alignment, region, bank separation from a). Every segment but the last
+#          spans whole AMP output-channel groups (target amp_out_group of the AMP type),
+#          so the pieces cost what one block does: PopLibs' ConvPartial1x1Out reads its
+#          weights through a vector of pointers, one per (conv group, in-channel group,
+#          out-channel group) (compiler/costs/amp.py). With F_SEG_K too the segments are
+#          ranges of b's rows instead (k: segment s holds rows [r_s, r_s + len) as a
+#          [len, n] b operand of its own; every segment but the last whole in-channel
+#          groups, and whole micro-panels with F_PANEL_B). Not with F_TRANSPOSE_B. A REPEAT
+#          may relocate a segment's addr word (a Repeat sequence member read in place:
+#          a ring piece, compiler/expand/ring.py).
 #          MATMUL and CAST flag F_SCALE_TABLE: the scale word is instead the address of
 #          an f32 in this tile's table blob (it must lie there); `lower` writes a Repeat
 #          body's per-iteration scales there as one f32 per member and relocates the word
@@ -113,8 +129,11 @@ F_FIRST = 1             # ONLINE_SOFTMAX flags
 F_RECIP, F_ADD = 1, 2   # ROWSCALE flags
 F_TRANSPOSE_B = 1       # MATMUL flags: b stored [n, k] row-major, out = a @ b.T
 F_PANEL_B = 2           # MATMUL flags: b stored in AMP micro-panel order (panel_order)
+F_SEG_B = 4             # MATMUL flags: the b word is a segment table's address in the table blob
+F_SEG_K = 8             # MATMUL flags, with F_SEG_B: the segments are ranges of b's rows (k), not columns
 F_SCALE_TABLE = 0x80    # MATMUL and CAST flags: the scale word is an f32's address in the table blob
 SCALE_BYTES = 4         # one f32 per Repeat member in a scale table
+SEG_WORDS = 2           # segment table entry: addr, len (after one word: nseg)
 # Operand pairs read in the same cycle: they must sit in distinct memory elements.
 BANK_SEPARATED = {MATMUL: [("a", "b")]}
 COPY_WORD = 4  # a local copy moves whole aligned 32-bit words (else: unencodable)
@@ -148,6 +167,11 @@ def code_bytes(n_instr) -> np.ndarray:
 
 def table_bytes(n_entries) -> np.ndarray:
     return np.asarray(n_entries) * ENTRY_BYTES
+
+
+def seg_table_bytes(nseg) -> np.ndarray:
+    """Bytes of F_SEG_B segment tables of nseg segments each."""
+    return 4 * (1 + SEG_WORDS * np.asarray(nseg))
 
 
 def panel_order(x: np.ndarray, P: int) -> np.ndarray:

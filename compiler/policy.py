@@ -29,6 +29,7 @@ class Policy:
     early_gathers: bool = True        # expand moves a matmul's B (bias, LayerNorm parameter) gather to an earlier exchange step with room (expand/early.py)
     ring_homes: bool = True           # plan may home a weight on its matmul's grid, blocks in pieces over the gm tiles reading them (plan/ring.py)
     ring_copies: int = 2              # ring homes: plan may hold each piece on up to this many of the gm tiles (fewer bytes received, more held); 1 = once
+    ring_in_place: bool = False       # ring homes: plan may also cut pieces in whole AMP channel groups that the MATMUL reads where they live (b in segments, isa.F_SEG_B): no local COPY (plan/ring.py); off until placement copes with it at depth (experiments/comm/README.md)
     attn_variants: int = 1            # plan also hands expand the best candidate with each grouped (attention) matmul's next-best grids, in context and standalone (plan/attn.py); 0 = off
     flash_merge: bool = True          # split-key (flash) attention merges its key splits' partial states with one MERGE kernel (expand/flash_merge.py); off: ONLINE_SOFTMAX / ROWSCALE / ADD calls (flash_combine.py)
     grid: str = ""                    # force one GEMM grid "GMxGNxGK[/SP]" (tests, studies); "" = search

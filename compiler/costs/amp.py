@@ -36,6 +36,16 @@ The terms, each a function below named for the PopLibs function it transcribes:
                   planner charges when partials and output types differ and there is no
                   reduction (estimateConvReduceCycles -> estimateCastCycles, poplin/ConvPlan.cpp).
 
+b in segments (MATMUL flag F_SEG_B, isa.py: b's columns in ranges at separate addresses,
+e.g. a ring piece read where it lives, compiler/expand/ring.py) costs what one block does:
+the vertex's `weights` field is a vector of pointers, one per (conv group, in-channel group,
+out-channel group) block (`Vector<Input<Vector<FPType, ...>>> weights`, indexed
+cg * numOutGroups * numInGroups + ig * numOutGroups + og, in the ConvPartial1x1Out codelet,
+graphcore/poplibs lib/poplin/codelets/ConvPartial1x1Out.cpp), and the supervisor loads a
+pointer for every pass whatever the blocks' addresses; the estimate has no term for them.
+So a segment boundary on an out-channel group edge changes nothing (the machine refuses
+others: a group cannot straddle two pointers), and matmul_cycles below is the figure.
+
 The vertex: activations are a's type, or the slower operand's (amp_dtype: an f16 x fp8
 product runs as f16). Half and float activations use float partials (PopLibs' default
 partialsType, and Tessera's f32 accumulation): numConvUnits = amp_out_group, one output

@@ -96,10 +96,12 @@ def table_entries(tg: TileGraph) -> np.ndarray:
 def reloc_entries(tg: TileGraph) -> np.ndarray:
     """Relocated words per tile: the source address of every send from a sequence,
     the operand-1 address of every kernel reading a sequence in place, and the scale
-    word of every kernel with per-iteration scales (tilegraph sseq)."""
-    x, k = tg.xfer, tg.kern
+    word of every kernel with per-iteration scales (tilegraph sseq), and the address
+    word of every b segment read in place from a sequence (tilegraph bseg)."""
+    x, k, b = tg.xfer, tg.kern, tg.bseg
     return (_per_tile(tg.tiles, x["src"][x["reloc"] != 0]) + _per_tile(tg.tiles, k["tile"][k["reloc"] != 0])
-            + _per_tile(tg.tiles, k["tile"][k["sseq"] != 0]))
+            + _per_tile(tg.tiles, k["tile"][k["sseq"] != 0])
+            + _per_tile(tg.tiles, k["tile"][b["kern"][b["reloc"] != 0]]))
 
 
 def scale_tables(tg: TileGraph) -> tuple[np.ndarray, np.ndarray]:
@@ -111,12 +113,20 @@ def scale_tables(tg: TileGraph) -> tuple[np.ndarray, np.ndarray]:
     return key // (len(tg.scale_seqs) + 1), key % (len(tg.scale_seqs) + 1)
 
 
+def seg_tables(tg: TileGraph) -> tuple[np.ndarray, np.ndarray]:
+    """The segmented MATMULs (kernel rows, ascending) and their segment counts."""
+    kern, nseg = np.unique(tg.bseg["kern"], return_counts=True)
+    return kern, nseg
+
+
 def table_blob_bytes(tg: TileGraph) -> np.ndarray:
-    """The tile's table blob: exchange entries, its Repeat relocation entries, then its
-    scale tables."""
+    """The tile's table blob: exchange entries, its Repeat relocation entries, its
+    scale tables, then its MATMULs' b segment tables (isa.F_SEG_B)."""
     tile, _ = scale_tables(tg)
+    kern, nseg = seg_tables(tg)
     return (isa.table_bytes(table_entries(tg)) + reloc_entries(tg) * isa.RELOC_BYTES
-            + _per_tile(tg.tiles, tile) * tg.count * isa.SCALE_BYTES)
+            + _per_tile(tg.tiles, tile) * tg.count * isa.SCALE_BYTES
+            + _per_tile(tg.tiles, tg.kern["tile"][kern], isa.seg_table_bytes(nseg)))
 
 
 def _span(r: dict) -> np.ndarray:

@@ -22,7 +22,7 @@ from .flash import expand_flash
 from .matmul import expand_matmul, resident_weights
 from .balance import fixed_load, vector_load, vector_rotation, vector_shards, vector_tiles
 from .early import early_gathers
-from .ring import ring_home, ring_weights
+from .ring import ring_homes, ring_weights
 from .tilegraph import DUMP, END, Builder, TileGraph, concat, soa
 
 F16 = isa.DTYPES["f16"]
@@ -97,10 +97,10 @@ class Ctx:
         t = self.g.tensors[name]
         self.in_panels[name] = (*t.shape, DTYPE_BYTES[t.dtype], P)
 
-    def _home_layout(self, name, stream, rs, cs, tiles, count, resident, P=0) -> Layout:
+    def _home_layout(self, name, stream, rs, cs, tiles, count, resident, P=0, region=STANDARD) -> Layout:
         t = self.g.tensors[name]
         rows, cols = t.shape
-        lay = allocate(self.bld, f"{name}.home", rows, cols, rs, cs, tiles, DTYPE_BYTES[t.dtype], 16, STANDARD, 0,
+        lay = allocate(self.bld, f"{name}.home", rows, cols, rs, cs, tiles, DTYPE_BYTES[t.dtype], 16, region, 0,
                        END if resident else 1, count, P)
         A, B, r, k = _blocks(lay)
         r0, c0 = lay.rstart[A], lay.cstart[B]              # every member of every block, one call
@@ -350,9 +350,8 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
     homed = [n for n in ins if n not in c.stationary]
     resident_weights(c, strategy)
     ring = ring_weights(graph, strategy, resident)              # homed on their matmul's grid (plan/ring.py)
-    for k, name in enumerate(ins):
-        if name in ring:
-            ring_home(c, name, k, strategy[ring[name]], count if name in seq else 1)
+    ring_homes(c, {n: ring[n] for n in ins if n in ring}, strategy, {n: k for k, n in enumerate(ins)},
+               {n: count if n in seq else 1 for n in ring})
     even = policy.balanced_homes and policy.vector_homes        # expand/balance.py
     rots = home_rotations(graph, [n for n in homed if n not in ring], seq, count, target.tiles, c.panels,
                           vectors=even, base=fixed_load(c.bld, target.tiles) if even else None) \

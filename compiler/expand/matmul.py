@@ -11,7 +11,7 @@ from ..plan.matmul import OUT_BYTES, Grid, reduce_rows
 from ..plan.relay import relay_pieces
 from ..target import DTYPE_BYTES, STANDARD
 from .layout import Layout, gather, host_rects, pad
-from .ring import gather_b, local_pieces
+from .ring import gather_b, in_place, local_pieces
 from .tilegraph import END
 
 F16 = isa.DTYPES["f16"]
@@ -56,9 +56,15 @@ def expand_matmul(c, op, grid: Grid, scale: float):
     T = c.t.tiles
     sb_of = np.zeros(T, np.int64)
     sb_of[tile] = sb
+    segs = None
     if c.op in c.resident:      # weight-stationary: b is read in place, member i at + i·stride
         b_blk, off, stride = c.resident[c.op]
         b = (b_blk, off, stride, sb_of)                     # per tile id
+    elif grid.ring and grid.inplace:                        # ring pieces read where they live (F_SEG_B)
+        first = len(bld.xfer)
+        b_blk, segs = in_place(c, op, grid, gt, x, P)
+        b = (b_blk, np.zeros(T, np.int64), np.zeros(T, np.int64), sb_of)
+        c.may_move(B.name, first, b_blk[tile][b_blk[tile] >= 0], x)
     else:
         b_blk = bld.alloc(f"{op.outputs[0]}.b", tile, ng * sb, *isa.OPERANDS[isa.MATMUL]["b"], x)
         b = (b_blk, np.zeros(T, np.int64), np.zeros(T, np.int64), sb_of)
@@ -77,7 +83,7 @@ def expand_matmul(c, op, grid: Grid, scale: float):
     for p in range(grid.sp):
         rows = min(Mp, M - p * Mp)
         cells += _matmul_pass(c, op, grid, scale, x if p == 0 else c.exchange_step(), p * Mp,
-                              np.arange(0, rows, grid.mb), rows, b, a_lay)
+                              np.arange(0, rows, grid.mb), rows, b, a_lay, segs)
     c.lay[op.outputs[0]] = _layout_of_cells(g.tensors[op.outputs[0]], cells)
 
 
@@ -110,9 +116,11 @@ def relay_operand(c, name: str, out: str) -> Layout:
     return Layout(lay.rows, lay.cols, lay.rstart, cs, tiles, req, e, off, istride, name=f"{name}@{out}")
 
 
-def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows: int, b, a_lay: Layout):
+def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows: int, b, a_lay: Layout,
+                 segs=None):
     """One pass: the output rows [r0, r0 + rows) in row blocks `mstarts` (relative),
-    A gathered from `a_lay` in exchange step x; returns the output cells."""
+    A gathered from `a_lay` in exchange step x; returns the output cells. `segs`: b
+    in segments (expand/ring.py in_place) on the tiles they name."""
     g, bld = c.g, c.bld
     A, B = (g.tensors[n] for n in op.inputs)
     ea = DTYPE_BYTES[A.dtype]
@@ -128,7 +136,12 @@ def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows
     sa, so = pad(mi * kl * ea, 8), pad(mi * nj * OUT_BYTES, 8)
     spec = isa.OPERANDS[isa.MATMUL]
     a_blk = bld.alloc(f"{op.outputs[0]}.a", tile, ng * sa, *spec["a"], x)
-    bld.bank.append(np.stack([a_blk[tile], b_blk], 1))
+    has_b = b_blk >= 0                                      # in place: a tile may receive nothing
+    bld.bank.append(np.stack([a_blk[tile], b_blk], 1)[has_b])
+    seg_of = np.zeros(c.t.tiles, bool)
+    if segs is not None:
+        seg_of[segs["tile"]] = True
+        bld.bank.append(np.stack([a_blk[segs["tile"]], segs["req"]], 1))
     for gl in range(int(glen.max())):                       # group gl of every tile's chunk
         has = gl < ng
         gi = gs[q[has]] + gl
@@ -138,7 +151,9 @@ def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows
     s = c.compute_step()
     p_blk = bld.alloc(f"{op.outputs[0]}.p" if gk > 1 else op.outputs[0], tile, ng * so, *spec["out"], s)
     bld.reads(a_blk[tile], s)
-    bld.reads(b_blk, s)
+    bld.reads(b_blk[has_b], s)
+    if segs is not None:
+        bld.reads(segs["req"], s)
     cells = []
     sc, sseq = bld.scale_of(scale * np.asarray(A.scale) * np.asarray(B.scale))   # per layer: a table
     dt2 = 0 if A.dtype == B.dtype else isa.DTYPES[A.dtype]          # 0: same as b's
@@ -146,10 +161,19 @@ def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows
     for gl in range(int(glen.max())):
         has = gl < ng
         tt = tile[has]
-        c.kernel(step=s, tile=tt, op=isa.MATMUL, dtype=isa.DTYPES[B.dtype] | dt2 << 8 | flags << 16,
+        k0 = bld.nkern
+        seg_flags = isa.F_SEG_B | (isa.F_SEG_K if grid.inplace == 2 else 0)
+        c.kernel(step=s, tile=tt, op=isa.MATMUL,
+                 dtype=isa.DTYPES[B.dtype] | dt2 << 8 | (flags | np.where(seg_of[tt], seg_flags, 0)) << 16,
                  r0=a_blk[tt], o0=gl * sa[has], r1=b_blk[has], o1=(gl * sb + b_off)[has], r2=p_blk[tt],
                  o2=gl * so[has], i0=mi[has], i1=kl[has], i2=nj[has], scale=sc, sseq=sseq,
                  reloc=b_reloc[has])
+        if segs is not None:                                # ungrouped (a ring): one kernel per tile
+            kern = np.full(c.t.tiles, -1, np.int64)
+            kern[tt] = k0 + np.arange(len(tt))
+            o = np.lexsort((segs["start"], kern[segs["tile"]]))
+            bld.add("bseg", kern=kern[segs["tile"]][o], req=segs["req"][o], off=segs["off"][o],
+                    len=segs["len"][o], reloc=segs["reloc"][o])
         if gk == 1:
             gi = gs[q[has]] + gl
             cells.append((groups[gi, 4] + ms[i[has]], groups[gi, 5] + ns[j[has]], tt, p_blk[tt], gl * so[has]))

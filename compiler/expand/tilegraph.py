@@ -16,6 +16,11 @@ superstep s; event S+1 the host reading outputs. Lifetimes are [start, end) in e
   xfer  exchange transfers: step, src/dst tile, src/dst request + offset, and each side's
         row shape (row_bytes, rows, stride): the two shapes carry the same bytes; reloc =
         bytes added to the source address per Repeat iteration (a sequence member)
+  bseg  a MATMUL's b in segments (flag F_SEG_B, isa.py), rows in column order (row order
+        with F_SEG_K): kern (its row in kern), request + offset, len (columns or rows),
+        reloc (bytes added per Repeat iteration: a
+        ring piece read in place, compiler/expand/ring.py); lower writes each kernel's
+        segment table into the tile's table blob and points the b word at it
   hin/hout host stream rows: stream, host_off, req, off, row_bytes, rows, host_stride, tile_stride
   dump  where each op's output can be read back (host-side only, the simulator never sees
         it): op index, the superstep completing it, and per block its tile, request +
@@ -37,6 +42,7 @@ XFER = ("step", "src", "dst", "sreq", "soff", "dreq", "doff",
 END = -1   # request end placeholder: live to the end of the program
 DUMP = ("op", "step", "tile", "req", "off", "r0", "rows", "c0", "cols", "ebytes")
 HOST = ("stream", "host_off", "req", "off", "row_bytes", "rows", "host_stride", "tile_stride")
+BSEG = ("kern", "req", "off", "len", "reloc")
 
 
 def soa(fields: tuple[str, ...], rows=None) -> dict[str, np.ndarray]:
@@ -87,6 +93,7 @@ class TileGraph:
     dump: dict = field(default_factory=dict)      # DUMP rows: op outputs read back by `run`
     analysis: dict = field(default_factory=dict)
     scale_seqs: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # float64[nseq, count]
+    bseg: dict = field(default_factory=lambda: soa(BSEG))   # MATMUL b segments (F_SEG_B)
 
     def body_steps(self) -> tuple[int, int]:
         return tuple(self.body) if self.body else (0, len(self.steps))
@@ -107,13 +114,15 @@ class TileGraph:
     # widen back on load, so the in-memory arithmetic stays int64.
     def __getstate__(self):
         state = dict(self.__dict__)
-        for f in ("req", "kern", "xfer", "hin", "hout"):
-            state[f] = {k: _narrow(v) for k, v in state[f].items()}
+        for f in ("req", "kern", "xfer", "hin", "hout", "bseg"):
+            if f in state:
+                state[f] = {k: _narrow(v) for k, v in state[f].items()}
         return state
 
     def __setstate__(self, state):
-        for f in ("req", "kern", "xfer", "hin", "hout"):
-            state[f] = {k: v.astype(np.int64) for k, v in state[f].items()}
+        for f in ("req", "kern", "xfer", "hin", "hout", "bseg"):
+            if f in state:
+                state[f] = {k: v.astype(np.int64) for k, v in state[f].items()}
         self.__dict__.update(state)
 
 
@@ -137,6 +146,8 @@ class Builder:
         self.xfer: list[dict] = []
         self.hin: list[dict] = []
         self.hout: list[dict] = []
+        self.bseg: list[dict] = []
+        self.nkern = 0                        # kernel rows so far (bseg rows name them)
         self.uses: list[tuple[np.ndarray, int]] = []
         self.scale_seqs: list[tuple] = []
 
@@ -187,11 +198,12 @@ class Builder:
         n = max(sizes) if sizes else 1
         if n == 0:
             return
-        fields = {"kern": KERN, "xfer": XFER, "hin": HOST, "hout": HOST}[table]
+        fields = {"kern": KERN, "xfer": XFER, "hin": HOST, "hout": HOST, "bseg": BSEG}[table]
         default = lambda f: -1 if f in ("r0", "r1", "r2", "r3") else 0
         row = {f: _column(cols.get(f, default(f)), n) for f in fields}
         getattr(self, table).append(row)
         if table == "kern":
+            self.nkern += n
             self.scale.append(np.broadcast_to(np.asarray(cols.get("scale", 1.0), np.float64), (n,)))
 
     def build(self, steps, in_streams, out_streams, label, count=1) -> TileGraph:
@@ -207,4 +219,5 @@ class Builder:
             scale=np.concatenate(self.scale) if self.scale else np.zeros(0),
             xfer=cat(self.xfer, XFER), hin=cat(self.hin, HOST), hout=cat(self.hout, HOST),
             in_streams=list(in_streams), out_streams=dict(out_streams), label=label, count=count,
+            bseg=cat(self.bseg, BSEG),
             scale_seqs=np.array(self.scale_seqs, np.float64).reshape(len(self.scale_seqs), count))

@@ -93,19 +93,56 @@ def scale_rows(tg, table_addr: np.ndarray, ex_off, nreloc: np.ndarray):
     return addr, _blob(tile, words, tg.tiles)
 
 
-def link_tables(T: int, ex_blob, ex_off, rl: np.ndarray, scales=None):
+def seg_rows(tg, addr: np.ndarray, base: np.ndarray):
+    """MATMULs with b in segments (isa.F_SEG_B, tilegraph bseg): each tile's segment
+    tables (nseg, then addr and len per segment), in kernel order, from `base` (per
+    tile: where they start in its table blob). Returns each kernel row's table address
+    (0 elsewhere), the tables' blob and offsets, and the relocation rows (tile, word
+    address, stride) of the addr words of segments read in place from a sequence."""
+    b, k, T = tg.bseg, tg.kern, tg.tiles
+    at = np.zeros(len(k["tile"]), np.int64)
+    kern, first, nseg = np.unique(b["kern"], return_index=True, return_counts=True)
+    if not len(kern):
+        return at, (np.zeros(0, np.uint8), np.zeros(T + 1, np.int64)), np.zeros((0, 3), np.int64)
+    tile = k["tile"][kern]
+    order = np.lexsort((kern, tile))                      # per tile, kernel order
+    kern, first, nseg, tile = kern[order], first[order], nseg[order], tile[order]
+    size = isa.seg_table_bytes(nseg)
+    csum = np.cumsum(size) - size
+    start = np.searchsorted(tile, np.arange(T))           # each tile's first table
+    pos = csum - csum[np.minimum(start[tile], len(csum) - 1)]
+    at[kern] = base[tile] + pos
+    rows = np.repeat(np.arange(len(kern)), nseg)
+    j = np.arange(len(rows)) - np.repeat(np.cumsum(nseg) - nseg, nseg)
+    seg = np.repeat(first, nseg) + j                      # bseg rows, in each kernel's column order
+    words = np.zeros(int(size.sum()) // 4, np.int64)
+    wpos = np.cumsum(size // 4) - size // 4
+    words[wpos] = nseg
+    w = wpos[rows] + 1 + j * isa.SEG_WORDS
+    words[w] = addr[b["req"][seg]] + b["off"][seg]
+    words[w + 1] = b["len"][seg]
+    blob = words.astype("<u4").view(np.uint8)
+    off = np.concatenate([[0], np.cumsum(np.bincount(tile, size, T))]).astype(np.int64)
+    r = b["reloc"][seg] != 0
+    rl = np.stack([tile[rows][r], (at[kern][rows] + 4 + j * 4 * isa.SEG_WORDS)[r], b["reloc"][seg][r]], 1)
+    return at, (blob, off), rl
+
+
+def link_tables(T: int, ex_blob, ex_off, rl: np.ndarray, scales=None, segs=None):
     """Each tile's table blob: its exchange entries, then its relocation entries
     (rows tile, word address, stride; any order, sorted here by tile), then its scale
-    tables (scale_rows' blob)."""
+    tables (scale_rows' blob), then its b segment tables (seg_rows' blob)."""
     rl = rl[np.argsort(rl[:, 0], kind="stable")]
     rl_blob, rl_off = _blob(rl[:, 0], rl[:, 1:], T)
-    sc_blob, sc_off = scales if scales is not None else (np.zeros(0, np.uint8), np.zeros(T + 1, np.int64))
-    ex_len, rl_len, sc_len = np.diff(ex_off), np.diff(rl_off), np.diff(sc_off)
+    none = (np.zeros(0, np.uint8), np.zeros(T + 1, np.int64))
+    sc_blob, sc_off = scales if scales is not None else none
+    sg_blob, sg_off = segs if segs is not None else none
+    ex_len, rl_len, sc_len, sg_len = np.diff(ex_off), np.diff(rl_off), np.diff(sc_off), np.diff(sg_off)
     blob = np.concatenate([part for t in range(T) for part in
                            (ex_blob[ex_off[t]:ex_off[t + 1]], rl_blob[rl_off[t]:rl_off[t + 1]],
-                            sc_blob[sc_off[t]:sc_off[t + 1]])]) \
+                            sc_blob[sc_off[t]:sc_off[t + 1]], sg_blob[sg_off[t]:sg_off[t + 1]])]) \
         if T else np.zeros(0, np.uint8)
-    return blob, np.concatenate([[0], np.cumsum(ex_len + rl_len + sc_len)]).astype(np.int64)
+    return blob, np.concatenate([[0], np.cumsum(ex_len + rl_len + sc_len + sg_len)]).astype(np.int64)
 
 
 # Instruction words 1..7 of each kernel, from the tile graph's kernel columns:
@@ -125,8 +162,9 @@ WORDS = {
 }
 
 
-def kernel_words(k: dict, scale: np.ndarray, addr: np.ndarray, scale_addr=None) -> np.ndarray:
-    """scale_addr: per kernel, its per-iteration scale's table address (0: immediate)."""
+def kernel_words(k: dict, scale: np.ndarray, addr: np.ndarray, scale_addr=None, seg_addr=None) -> np.ndarray:
+    """scale_addr: per kernel, its per-iteration scale's table address (0: immediate);
+    seg_addr: per kernel, its b segment table's address (a MATMUL flagged F_SEG_B)."""
     n = len(k["tile"])
     w = np.zeros((n, isa.INSTR_WORDS), np.int64)
     table = k["sseq"] != 0 if "sseq" in k else np.zeros(n, bool)
@@ -136,6 +174,8 @@ def kernel_words(k: dict, scale: np.ndarray, addr: np.ndarray, scale_addr=None) 
     src["scale"] = np.float32(scale).view(np.uint32).astype(np.int64) if n else np.zeros(0, np.int64)
     if table.any():
         src["scale"] = np.where(table, scale_addr, src["scale"])
+    if seg_addr is not None:
+        src["a1"] = np.where((k["op"] == isa.MATMUL) & (((k["dtype"] >> 16) & isa.F_SEG_B) != 0), seg_addr, src["a1"])
     for op, words in WORDS.items():
         sel = k["op"] == op
         for col, name in enumerate(words, start=1):
@@ -143,14 +183,15 @@ def kernel_words(k: dict, scale: np.ndarray, addr: np.ndarray, scale_addr=None) 
     return w
 
 
-def encode_code(tg, addr: np.ndarray, seg: dict, relocs: dict, code_addr: np.ndarray, scale_addr=None):
+def encode_code(tg, addr: np.ndarray, seg: dict, relocs: dict, code_addr: np.ndarray, scale_addr=None,
+                seg_addr=None):
     """Per tile: REPEAT (with a Repeat), then per superstep its kernels, EXCH segments
     and SYNC; END. Also the relocation rows (tile, word address, stride) of the
     operand-1 word of every kernel that reads a sequence in place, then of the scale
     word of every kernel with per-iteration scales (stride one f32)."""
     k = tg.kern
     nk = len(k["tile"])
-    kw = kernel_words(k, tg.scale, addr, scale_addr)
+    kw = kernel_words(k, tg.scale, addr, scale_addr, seg_addr)
     S, T = len(tg.steps), tg.tiles
     ns = len(seg["tile"])
     ew = np.zeros((ns, isa.INSTR_WORDS), np.int64)
@@ -204,10 +245,12 @@ def lower(place_res, sched, t: Target, exchange_table_cap: int) -> LowerResult:
     ex_blob, ex_off, seg, rl_x = encode_tables(tg, pl.addr, pl.support.table_addr)
     # the relocation table follows the exchange entries; its size is known before the code
     relocs = dict(addr=pl.support.table_addr + np.diff(ex_off), n=analysis.reloc_entries(tg))
-    # and the scale tables follow the relocation entries
+    # and the scale tables follow the relocation entries, the b segment tables those
     scale_addr, scales = scale_rows(tg, pl.support.table_addr, ex_off, relocs["n"])
-    code, code_off, rl_k = encode_code(tg, pl.addr, seg, relocs, pl.support.code_addr, scale_addr)
-    table, table_off = link_tables(tg.tiles, ex_blob, ex_off, np.concatenate([rl_x, rl_k]), scales)
+    seg_base = pl.support.table_addr + np.diff(ex_off) + relocs["n"] * isa.RELOC_BYTES + np.diff(scales[1])
+    seg_addr, segs, rl_s = seg_rows(tg, pl.addr, seg_base)
+    code, code_off, rl_k = encode_code(tg, pl.addr, seg, relocs, pl.support.code_addr, scale_addr, seg_addr)
+    table, table_off = link_tables(tg.tiles, ex_blob, ex_off, np.concatenate([rl_x, rl_k, rl_s]), scales, segs)
     reserved = tg.analysis["code_bytes"]
     if not np.array_equal(np.diff(code_off), reserved) or \
             not np.array_equal(np.diff(table_off), tg.analysis["table_bytes"]):

@@ -69,7 +69,7 @@ class Options:
     def grid(self, i: int) -> Grid:
         flag = lambda f: int(self.a[f][i]) if f in self.a else 0
         return Grid(*(int(self.a[f][i]) for f in GRID_FIELDS), relay=flag("relay"), ring=flag("ring"),
-                    copies=int(self.a["copies"][i]) if "copies" in self.a else 1)
+                    copies=int(self.a["copies"][i]) if "copies" in self.a else 1, inplace=flag("inplace"))
 
 
 # layouts as blocks (r0, nr, c0, nc, tile) ---------------------------------------
@@ -302,6 +302,7 @@ class State:
     work: int = 0          # the largest working set (operands, partials) of a grid chosen so far
     peak0: int = 0         # the largest plan memory figure of a grid chosen so far, without ring copies
     extra: int = 0         # bytes ring copies add to every tile they sit on (policy.ring_copies), summed
+    r1: int = 0            # region-1 bytes of ring pieces read in place on a tile (policy.ring_in_place), summed
 
 
 def step(c: Costs, n: int, op, s: State) -> State:
@@ -403,6 +404,13 @@ def copies_over(states, base: np.ndarray, extra: np.ndarray, limit: int) -> np.n
     return np.stack(out)
 
 
+def region1_budget(t: Target) -> int:
+    """Region-1 bytes weights read in place may take on a tile: all of it but two
+    element pairs (the other 128-bit operands, and rounding a bank-separated sequence
+    up to the pairs it owns); plan/__init__.py resident_budget, the same figure."""
+    return t.memory_end - t.region0_end - 4 * t.element_bytes
+
+
 def beam_search(graph, target: Target, options: dict[int, Options], width: int, keep: int,
                 res: Residency | None = None, panels: dict | None = None, costs: Costs | None = None):
     """The `keep` cheapest complete states of a beam of `width` (best first), each as
@@ -453,12 +461,17 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
             bad = (own * tiles > share.get(n, 0)) | (still & (res.max_rep > 0) & (o.a["gm"] > res.max_rep))
             # only states keeping something resident are judged by the memory estimate: homes
             # states are what plan/matmul.py's screen admitted
-            totals = np.where(bad[None, :] | (peak > res.region1) | ((peak > 0) & (mem > res.memory)),
+            held = np.array([s.r1 for s in states])[:, None] + (o.a["r1"] if "r1" in o.a else 0)
+            totals = np.where(bad[None, :] | (peak + held > res.region1) | ((peak > 0) & (mem > res.memory)),
                               np.inf, totals)
         extra = o.a["extra"] if "extra" in o.a else np.zeros(N, np.int64)
         base = o.a["mem"] - extra
         if extra.any() or any(s.extra for s in states):
             totals = np.where(copies_over(states, base, extra, target.tile_bytes), np.inf, totals)
+        r1 = o.a["r1"] if "r1" in o.a else np.zeros(N, np.int64)
+        if r1.any() or any(s.r1 for s in states):      # pieces read in place: region 1, summed over weights
+            totals = np.where(np.array([s.r1 for s in states])[:, None] + r1[None, :] > region1_budget(target),
+                              np.inf, totals)
         nxt = []
         for f in best(totals, max(width, keep) if n == last else width):
             if not np.isfinite(totals.flat[f]):
@@ -474,7 +487,7 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
                     cursor, homes = (rot + k) % T, homes - res.homes[n]
             nxt.append(State(totals.flat[f], s.choice + ((n, i, rot),),
                              {**s.lay, op.outputs[0]: ("out", n, i, rot)}, load, cursor, homes, work,
-                             max(s.peak0, int(base[i])), s.extra + int(extra[i])))
+                             max(s.peak0, int(base[i])), s.extra + int(extra[i]), s.r1 + int(r1[i])))
         states = nxt
     states = sorted((s for s in states if np.isfinite(s.cycles)), key=lambda s: s.cycles)  # stable
     return [(int(s.cycles), s.choice) for s in states[:keep]]

@@ -40,6 +40,9 @@ class Grid:
     relay: int = 0   # 1: A is first spread over idle tiles (plan/relay.py, policy.operand_relay)
     ring: int = 0    # 1: B's home is this grid, each block in pieces over its gm tiles (plan/ring.py)
     copies: int = 1  # ring: each piece held by this many of the gm tiles (policy.ring_copies)
+    inplace: int = 0  # ring: pieces each read where it lives by a MATMUL with b in segments (no
+    #                   local COPY; policy.ring_in_place): 1 column pieces of whole out-channel
+    #                   groups, 2 row pieces (along k) of whole in-channel groups and panels
 
     @property
     def tiles(self) -> int:
@@ -50,7 +53,8 @@ class Grid:
         g = f"{self.gg}x" if self.gg > 1 else ""
         return (f"{g}{self.gm}x{self.gn}x{self.gk}" + (f"/{self.sp}" if self.sp > 1 else "")
                 + (f"@{self.rot}" if self.rot else "") + ("~relay" if self.relay else "")
-                + ("~ring" if self.ring else "") + (str(self.copies) if self.ring and self.copies > 1 else ""))
+                + ("~ring" if self.ring else "") + (str(self.copies) if self.ring and self.copies > 1 else "")
+                + ({1: "i", 2: "k"}.get(self.inplace, "") if self.ring else ""))
 
 
 def reduce_rows(mb, gk, nb=2, n=2):

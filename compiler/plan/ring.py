@@ -38,6 +38,14 @@ time-memory Pareto set: a tile receives the block less c pieces and copies c loc
 for count × c pieces of memory. A copy nets w/8 - 40 cycles per layer for count × w
 bytes of every tile of the grid (the local COPY runs at 8 B/cycle, the exchange at 4),
 so the beam takes one only where memory is left (beam.copies_over; experiments/comm).
+
+Read in place (policy.ring_in_place, Grid.inplace): the local COPY goes if the MATMUL
+reads a tile's own pieces where they live, its b in segments (isa.F_SEG_B: the received
+pieces in the operand buffer, each own piece at its home address, relocated per Repeat
+iteration). A segment must be whole AMP output-channel groups (the vertex reads one weight
+pointer per group), so such pieces are cut in multiples of the group (16 columns): coarser
+than words, so a narrow block has fewer pieces than tiles and some tile then receives all
+of it. The beam prices both kinds per matmul; a copy then nets w/4 per layer, not w/8 - 40.
 """
 from __future__ import annotations
 
@@ -60,41 +68,59 @@ def _pieces(width, gm, q):
     return q * -(-units // s) + width % q, s, np.minimum(q * (units // s), width)
 
 
-def with_ring(o, N: int, eb: int, q: int, count: int, home_blk: int, t, copies: int = 1):
+def in_place_quantum(q: int, group: int) -> int:
+    """Column quantum of pieces read in place (policy.ring_in_place): whole words (or
+    panel columns, q) and whole AMP output-channel groups (`group`: a MATMUL's b
+    segments but the last must be, isa.F_SEG_B)."""
+    return int(np.lcm(max(q, 1), max(group, 1)))
+
+
+def with_ring(o, N: int, eb: int, q: int, count: int, home_blk: int, t, copies: int = 1, group: int = 0,
+              inplace: bool = False, K: int = 0, qk: int = 0):
     """The grids of o (plan/beam.py Options) twice or more: B gathered from its homes (ring 0),
     then from ring homes (ring 1), each piece held by c = 1 .. `copies` of the gm tiles
     (Options field `copies`; c < gm and c < the block's pieces: ring copies, policy.ring_copies).
     For ring grids: `ring_recv` / `ring_send`, the B bytes the busiest grid tile receives
     (the block less its c smallest pieces) / sends (each of its c pieces to its share of
-    the gm - c tiles without it), max over the full and the last, narrower n block;
+    the gm - c tiles without it), max over the full and the last, narrower block;
     `rest` gains the local copies of its pieces (one COPY each); `mem` trades the
     weight's home block (count × home_blk, plan/homes.py) for count × its c largest pieces;
-    `cycles` (the standalone estimate) takes that exchange."""
+    `cycles` (the standalone estimate) takes that exchange. With `inplace`
+    (policy.ring_in_place) each ring choice also comes read in place (Options field
+    `inplace`): 1, column pieces of whole out-channel groups (in_place_quantum, `group`);
+    2, row pieces (along k, K rows) of whole in-channel groups and panels (`qk`); no local
+    COPY, and an operand buffer of the received pieces only."""
     n = len(o)
-    kinds = [(0, 1)] + [(1, c) for c in range(1, max(1, copies) + 1)]
+    kinds = [(0, 1, 0)] + [(1, c, 0) for c in range(1, max(1, copies) + 1)]
+    kinds += [(1, c, axis) for axis in (1, 2) for c in range(1, max(1, copies) + 1)] if inplace else []
     a = {k: np.concatenate([v] * len(kinds)) for k, v in o.a.items()}
-    ring, cop = (np.repeat([k[i] for k in kinds], n) for i in (0, 1))
-    a["ring"], a["copies"] = ring, cop
-    kb, nb, gn, gm = a["kb"], a["nb"], a["gn"], a["gm"]
+    ring, cop, inp = (np.repeat([k[i] for k in kinds], n) for i in (0, 1, 2))
+    a["ring"], a["copies"], a["inplace"] = ring, cop, inp
+    kb, nb, gn, gm, gk = a["kb"], a["nb"], a["gn"], a["gm"], a["gk"]
     recv, send, own, own1, copy = (np.zeros(len(ring), np.int64) for _ in range(5))
     usable = cop < np.maximum(gm, 2)
-    for width in (nb, np.maximum(N - (gn - 1) * nb, 1)):          # the full block, the last one
-        w, pieces, least = _pieces(width, gm, q)
+    rows = inp == 2                                                  # pieces along k
+    qq = np.where(inp == 1, in_place_quantum(q, group), np.where(rows, max(qk, 1), q))
+    other = np.where(rows, nb, kb)                                   # the block's extent across the pieces
+    last = np.where(rows, np.maximum(K - (gk - 1) * kb, 1), np.maximum(N - (gn - 1) * nb, 1))
+    for width in (np.where(rows, kb, nb), last):                     # the full block, the last one
+        w, pieces, least = _pieces(width, gm, qq)
         k = np.minimum(cop, pieces)                                  # pieces a tile holds
         usable &= (cop == 1) | (cop < pieces)
         least = np.where(pieces == gm, least * k, 0)                 # a tile may own nothing
-        piece = kb * w * eb
-        recv = np.maximum(recv, kb * (width - least) * eb)
+        piece = other * w * eb
+        recv = np.maximum(recv, other * (width - least) * eb)
         send = np.maximum(send, piece * k * -(-(gm - k) // k))
         own = np.maximum(own, k * (-(-piece // 16) * 16))
         own1 = np.maximum(own1, -(-piece // 16) * 16)
-        copy = np.maximum(copy, k * t.copy_cycles(piece))
+        copy = np.maximum(copy, np.where(inp > 0, 0, k * t.copy_cycles(piece)))
     on = ring == 1
     a["ring_recv"] = np.where(on, recv, 0)
     a["ring_send"] = np.where(on, send, 0)
     a["rest"] = a["rest"] + np.where(on, copy, 0)
-    a["mem"] = a["mem"] + np.where(on, count * (own - home_blk), 0)
+    a["mem"] = a["mem"] + np.where(on, count * (own - home_blk), 0) - np.where(inp > 0, own, 0)
     a["extra"] = np.where(on & (cop > 1), count * (own - own1), 0)         # what the copies add (beam.copies_over)
+    a["r1"] = np.where(inp > 0, count * own, 0)       # in place: the pieces sit in region 1 (beam.py State.r1)
     bw = t.exchange_bytes_per_cycle
     a["cycles"] = np.where(on, a["rest"] + t.exchange_phase_cycles
                            + -(-np.maximum(a["recv_a"] + a["ring_recv"], send) // bw), a["cycles"])
@@ -132,17 +158,25 @@ def ring_operand(g, n: int, t, panels: dict) -> dict | None:
         return None                  # read as micro-panels but stored row-major (policy.panel_homes off)
     count = g.repeat.count if g.repeat and B.name in g.repeat.sequences else 1
     home_blk = int(home_blocks(*B.shape, DTYPE_BYTES[B.dtype], t.tiles, P)[1].max())
+    amp = t.amp_dtype(B.dtype, g.tensors[op.inputs[0]].dtype)
     return dict(N=B.shape[1], eb=DTYPE_BYTES[B.dtype], q=1 if P else word_elems(B.dtype), count=count,
-                home_blk=home_blk)
+                home_blk=home_blk, group=t.amp_out_group[amp], K=B.shape[0], qk=k_quantum(t, amp, P))
 
 
-def with_rings(g, options: dict, t, panels: dict, copies: int = 1) -> dict:
-    """options with a ring choice (with_ring, up to `copies` holders of each piece) for
-    every matmul whose weight can have one."""
+def k_quantum(t, amp: str, P: int) -> int:
+    """Row quantum of pieces cut along k and read in place: whole AMP input-channel groups
+    of the AMP type `amp`, and whole micro-panels (height P) of a panel-ordered b (the
+    machine's rule for F_SEG_K segments, isa.py)."""
+    return int(np.lcm(t.amp_in_group[amp], max(P, 1)))
+
+
+def with_rings(g, options: dict, t, panels: dict, copies: int = 1, inplace: bool = False) -> dict:
+    """options with a ring choice (with_ring, up to `copies` holders of each piece, and
+    with `inplace` each also read in place) for every matmul whose weight can have one."""
     out = {}
     for n, o in options.items():
         r = ring_operand(g, n, t, panels)
-        out[n] = o if r is None else with_ring(o, t=t, copies=copies, **r)
+        out[n] = o if r is None else with_ring(o, t=t, copies=copies, inplace=inplace, **r)
     return out
 
 
@@ -151,7 +185,7 @@ def unringed(cand):
     fallback when ring homes, like resident weights, gather a weight onto too few tiles
     for placement (a forced or narrow grid at depth)."""
     from dataclasses import replace
-    return replace(cand, strategy=tuple((n, replace(g, ring=0, copies=1)) for n, g in cand.strategy))
+    return replace(cand, strategy=tuple((n, replace(g, ring=0, copies=1, inplace=0)) for n, g in cand.strategy))
 
 
 def uncopied(cand):

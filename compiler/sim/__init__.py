@@ -11,7 +11,7 @@ placed addresses; every tile fetches its instructions from its own memory.
   decode.py    word 0 (op | dtype << 8 | dtype2 << 16 | flags << 24) rules per opcode
   kernels.py   the kernels, batched across tiles: worker slices, operand rules, loads and
                stores, the dispatch (Kernels), its opcodes in two mixins:
-  matmul_kernels.py  MATMUL / ADD / COPY
+  matmul_kernels.py  MATMUL / ADD / COPY (segments.py: MATMUL's b in segments, F_SEG_B)
   vector_kernels.py  GELU / BIAS / LAYERNORM / SOFTMAX / CAST / ONLINE_SOFTMAX / ROWSCALE
   merge_kernel.py    MERGE (split-key attention's merge of partial states)
   operands.py  grouping of identical instances, operand widening, f16 rounding, scratch
@@ -67,6 +67,16 @@ Decisions the machine takes where isa.py is silent (the lowering must match):
   * CAST: (dtype, dtype2) must be (fp8, f16) or (f16, fp8). f16 -> fp8 divides by
     scale in f32 and rounds to nearest even, saturating: |x| > 448 (inf included)
     becomes +-448, NaN stays NaN. fp8 -> f16 multiplies in f32, rounds once.
+  * F_SEG_B (MATMUL): the b word, as fetched, is the address of a segment table in the
+    tile's own table blob (4-byte aligned, inside it: word 0 nseg >= 1, then nseg
+    (addr, len) pairs, every word inside the blob); the segments are b's column ranges
+    in order (with F_SEG_K its row ranges), their lengths sum to n (k), every one but
+    the last whole AMP output-channel groups (F_SEG_K: input-channel groups and, with
+    F_PANEL_B, micro-panels); each segment is checked as a b operand of its own (range,
+    16-byte alignment, interleaved region, bank separation from a). A REPEAT may
+    relocate a segment's addr word (read through the loop's relocation, as EXCH table
+    words are). F_SEG_K without F_SEG_B, or F_SEG_B with F_TRANSPOSE_B, is refused. Cost:
+    the unsegmented MATMUL's (segments.py, compiler/costs/amp.py).
   * F_SCALE_TABLE (MATMUL, CAST): the scale word, as fetched (relocated in a REPEAT
     body), is the address of the f32 scale; it must be 4-byte aligned and lie in
     the tile's own table blob [table_addr, table_addr + its length), else refused

@@ -74,6 +74,7 @@ class Kernels(MatmulKernels, VectorKernels, MergeKernel):
         self.m = m
         self.t = target
         self.workers, self.pool = WORKERS if workers is None else workers, None
+        self.loop = None                          # the REPEAT running (relocates F_SEG_B segment words)
         self.panel_h = np.zeros(256, I64)        # MATMUL b dtype code -> micro-panel height (0: none)
         for d, h in target.amp_panel_elems.items():
             self.panel_h[isa.DTYPES[d]] = h

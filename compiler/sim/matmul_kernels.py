@@ -15,6 +15,7 @@ from .fault import first_fault
 from .memory import I64, extent, gather, move_within, plan_chunks
 from .operands import _WIDEN, NP_DTYPES, groups, scratch, widen
 from .scales import scale_word
+from .segments import read_segments
 
 
 class MatmulKernels:
@@ -29,12 +30,17 @@ class MatmulKernels:
         a, b, out, M, K, N = (w[:, j] for j in range(1, 7))
         self._dims(isa.MATMUL, step, tiles, pcs, {"m": M, "k": K, "n": N})
         sizes = np.array([0] + [DTYPE_BYTES[isa.DTYPE_NAMES[c]] for c in (1, 2, 3)], I64)
+        seg = (fl & isa.F_SEG_B) != 0              # b in segments: each checked as a b of its own
         self.check_operands(isa.MATMUL, step, tiles, pcs,
-                            {"a": (a, M * K * sizes[dta], None), "b": (b, K * N * sizes[dt], None),
+                            {"a": (a, M * K * sizes[dta], None), "b": (b, K * N * sizes[dt], ~seg),
                              "out": (out, M * N * 2, None)})
         scale = scale_word(self, step, tiles, pcs, w[:, 7], fl, isa.MATMUL)
         tr = (fl & isa.F_TRANSPOSE_B) != 0
         pan = (fl & isa.F_PANEL_B) != 0
+        sig, segs = np.zeros(len(tiles), I64), None
+        if seg.any():
+            sig, segs = self._segments(step, tiles, pcs, a, M * K * sizes[dta], K, N, sizes[dt], w[:, 2], seg, fl,
+                                       dt, dta)
         # The AMP engine loads a b dtype the target lists in amp_panel_elems only as
         # micro-panels (isa.panel_order): such b must be flagged F_PANEL_B, and no other
         # b layout (row-major, transposed) or dtype has a panel mode to fall back on.
@@ -42,22 +48,65 @@ class MatmulKernels:
         listed = panel_h[dt] > 0
         ff = lambda bad, msg: first_fault(bad, msg, tiles, step, pcs)
         ff(pan & tr, lambda i: "MATMUL b cannot be both micro-panel (F_PANEL_B) and transposed (F_TRANSPOSE_B)")
+        ff(((fl & isa.F_SEG_K) != 0) & ~seg, lambda i: "MATMUL flag F_SEG_K without F_SEG_B (rows of which segments?)")
         ff(pan & ~listed,
            lambda i: f"MATMUL b of {decode.dtype_name(dt[i])} has no micro-panel mode on this target")
         ff(listed & ~pan,
            lambda i: f"MATMUL b of {decode.dtype_name(dt[i])} is read only as micro-panels of "
                      f"{panel_h[dt[i]]} on this target: F_PANEL_B is required")
         cycles = np.zeros(len(tiles), I64)
-        for grp in groups(np.stack([dt, dta, tr, pan, M, K, N], 1)):
+        for grp in groups(np.stack([dt, dta, tr, pan, M, K, N, sig], 1)):
             g0 = grp[0]
             db, da = isa.DTYPE_NAMES[int(dt[g0])], isa.DTYPE_NAMES[int(dta[g0])]
             mm, kk, nn = int(M[g0]), int(K[g0]), int(N[g0])
-            cycles[grp] = self.t.matmul_cycles(mm, kk, nn, db, da)     # the panel layout costs nothing extra
+            # the panel layout and segments cost nothing extra (segments are whole
+            # output-channel groups, one weight pointer each: compiler/costs/amp.py)
+            cycles[grp] = self.t.matmul_cycles(mm, kk, nn, db, da)
             P = int(panel_h[dt[g0]]) if pan[g0] else 0
             def body(g):
-                self._matmul(tiles[g], a[g], b[g], out[g], scale[g], mm, kk, nn, da, db, bool(tr[g0]), P)
+                bs = b[g] if not sig[g0] else (bool(segs[3][g0]), [(segs[0][g, s], int(segs[1][g0, s]))
+                                                                   for s in range(segs[2][g0])])
+                self._matmul(tiles[g], a[g], bs, out[g], scale[g], mm, kk, nn, da, db, bool(tr[g0]), P)
             self.each(self.slices(grp, 4 * (mm * kk + kk * nn + mm * nn)), body)
         return cycles
+
+    def _segments(self, step, tiles, pcs, a, a_bytes, K, N, eb, word, seg, fl, dt, dta):
+        """F_SEG_B (sim/segments.py): read and check the segment tables of the flagged
+        instances, then each segment under b's operand rules. Returns a signature per
+        instance (0: not segmented; equal signatures, equal axis and segment lengths) and
+        (addr[n, S], lengths[n, S], nseg[n], along k[n])."""
+        t, panel_h = self.t, self.panel_h
+        along_k = (fl & isa.F_SEG_K) != 0
+        A, Ln = np.zeros((len(tiles), 0), I64), np.zeros((len(tiles), 0), I64)
+        n_all = np.zeros(len(tiles), I64)
+        for k_axis in (False, True):
+            s = np.flatnonzero(seg & (along_k == k_axis))
+            if not len(s):
+                continue
+            amp = [t.amp_dtype(isa.DTYPE_NAMES[int(dt[i])], isa.DTYPE_NAMES[int(dta[i])]) for i in s]
+            if k_axis:          # whole in-channel groups, and whole micro-panels of a panel b
+                pan = (fl[s] & isa.F_PANEL_B) != 0
+                group = np.array([np.lcm(t.amp_in_group[d], panel_h[dt[i]] if p else 1)
+                                  for d, i, p in zip(amp, s, pan)], I64)
+                length, unit = K[s], N[s] * eb[s]
+            else:
+                group = np.array([t.amp_out_group[d] for d in amp], I64)
+                length, unit = N[s], K[s] * eb[s]
+            inst, start, ln, addr = read_segments(self, step, tiles[s], pcs[s], word[s], length, group,
+                                                  (fl[s] & isa.F_TRANSPOSE_B) != 0, "row" if k_axis else "column")
+            it, ip = s[inst], pcs[s][inst]
+            self.check_operands(isa.MATMUL, step, tiles[it], ip, {"a": (a[it], a_bytes[it], None),
+                                                                  "b": (addr, unit[inst] * ln, None)},
+                                note=" (a segment of b, F_SEG_B)")
+            nseg = np.bincount(inst, minlength=len(s))
+            S = int(nseg.max())
+            if S > A.shape[1]:
+                A, Ln = (np.pad(x, ((0, 0), (0, S - x.shape[1]))) for x in (A, Ln))
+            j = np.arange(len(inst)) - np.repeat(np.cumsum(nseg) - nseg, nseg)
+            A[it, j], Ln[it, j] = addr, ln
+            n_all[s] = nseg
+        _, sig = np.unique(np.concatenate([along_k[:, None], Ln], 1), axis=0, return_inverse=True)
+        return np.where(seg, sig.reshape(-1) + 1, 0), (A, Ln, n_all, along_k)
 
     def _matmul(self, tg, a, b, out, scale, mm, kk, nn, da, db, transpose_b, panel):
         """panel: micro-panel height P of b (0: b is plain row-major / transposed).
@@ -66,23 +115,40 @@ class MatmulKernels:
         f32 accumulation, defined as the exact sum so that no host's BLAS kernel, thread
         count or CPU changes a bit; BLAS does the float64 work where that provably cannot)."""
         m, n = self.m, len(tg)
-        eb = NP_DTYPES[db].itemsize
         sa, sb, sc = n * mm * kk, n * kk * nn, n * mm * nn
         buf = scratch(4 * (sa + sb + sc)).view(np.float32)
         A = self._load_into(tg, a, mm * kk, da, buf[:sa].reshape(n, mm * kk))
-        if panel and db in _WIDEN:      # panel order back to [k, n], widened in the same pass
+        if isinstance(b, tuple):        # F_SEG_B: (along k, [(addresses, length)]) side by side
+            along_k, parts = b
             B = buf[sa:sa + sb].reshape(n, kk, nn)
-            jit.load_panels(m.flat, m.pos(tg, b), kk, nn, panel, eb, _WIDEN[db], B)
-        elif not panel:
-            B = self._load_into(tg, b, kk * nn, db, buf[sa:sa + sb].reshape(n, kk * nn))
+            c = 0
+            for addr, w in parts:
+                if along_k:
+                    B[:, c:c + w, :] = self._load_b(tg, addr, w, nn, db, panel, None)
+                else:
+                    B[:, :, c:c + w] = self._load_b(tg, addr, kk, w, db, panel, None)
+                c += w
         else:
-            B = gather(m.flat, m.pos(tg, b), kk * nn * eb)
-            if panel:    # same bytes, panel order: back to [k, n] (reordered as raw elements, before widening)
-                B = isa.from_panel_order(B.view(f"<u{eb}"), kk, nn, panel).reshape(len(tg), -1).view(np.uint8)
-            B = widen(B, db)
+            B = self._load_b(tg, b, kk, nn, db, panel, buf[sa:sa + sb])
         B = B.reshape(-1, nn, kk).transpose(0, 2, 1) if transpose_b else B.reshape(-1, kk, nn)
         C = exact.matmul_f32(A.reshape(-1, mm, kk), B, out=buf[sa + sb:sa + sb + sc].reshape(n, mm, nn))
         self._store16(tg, out, C, scale)
+
+    def _load_b(self, tg, b, kk, nn, db, panel, out):
+        """b operands [kk, nn] at (tg, b) widened to float32 (into `out`, n·kk·nn
+        float32, where a compiled pass applies; None: a new array)."""
+        m, n, eb = self.m, len(tg), NP_DTYPES[db].itemsize
+        if panel and db in _WIDEN:      # panel order back to [k, n], widened in the same pass
+            B = np.empty((n, kk, nn), np.float32) if out is None else out.reshape(n, kk, nn)
+            jit.load_panels(m.flat, m.pos(tg, b), kk, nn, panel, eb, _WIDEN[db], B)
+            return B
+        if not panel:
+            return self._load_into(tg, b, kk * nn, db, None if out is None else out.reshape(n, kk * nn)) \
+                .reshape(n, kk, nn)
+        B = gather(m.flat, m.pos(tg, b), kk * nn * eb)
+        # same bytes, panel order: back to [k, n] (reordered as raw elements, before widening)
+        B = isa.from_panel_order(B.view(f"<u{eb}"), kk, nn, panel).reshape(len(tg), -1).view(np.uint8)
+        return widen(B, db).reshape(n, kk, nn)
 
     # ---- ADD ----------------------------------------------------------------
     def add(self, step, tiles, pcs, w):

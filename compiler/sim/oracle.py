@@ -58,6 +58,11 @@ The machine, as docs/architecture.md §2 states it:
   own copy: assumed);
 - REPEAT costs nothing: its body runs `count` times (relocation moves addresses; the
   oracle re-derives an iteration's costs only if a relocated word is one a cost reads);
+- a MATMUL flagged F_SEG_B reads b in segments, each a range of its columns (F_SEG_K: of
+  its rows) at its own address (isa.py): the vertex reads its weights through one
+  pointer per (conv group, in-channel group, out-channel group), so each segment pays
+  for its own whole groups (the oracle counts them from the segment table; the machine
+  admits only whole groups but in the last segment, so this is the unsegmented figure);
 - a MATMUL or CAST flagged F_SCALE_TABLE reads its scale from an f32 of its own tile's
   table instead of the instruction word: no cost of its own, but the address, in every
   iteration the relocation table gives it, must lie in that table (checked here);
@@ -68,7 +73,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import isa
-from .oracle_kernels import COST_WORDS, ENTRY_COST_WORDS, SCALE_WORD, _Figures, kernel_cycles
+from .oracle_kernels import COST_WORDS, ENTRY_COST_WORDS, SCALE_WORD, _Figures, amp_type, kernel_cycles
 
 
 class Oracle:
@@ -116,7 +121,8 @@ class Oracle:
         tile, step = self.tile, self.step
         comp = np.zeros((S, T), np.int64)
         kern = ~np.isin(op, (isa.END, isa.SYNC, isa.EXCH, isa.REPEAT))
-        np.add.at(comp, (step[kern], tile[kern]), kernel_cycles(op[kern], words[kern], f))
+        seg = self.seg_groups(words, table)
+        np.add.at(comp, (step[kern], tile[kern]), kernel_cycles(op[kern], words[kern], f, seg[kern]))
         ex = np.flatnonzero(op == isa.EXCH)
         send = np.zeros((S, T), np.int64)
         recv = np.zeros((S, T), np.int64)
@@ -137,6 +143,36 @@ class Oracle:
         phase = f.exchange_phase_cycles + -(-worst // f.exchange_bytes_per_cycle)
         cyc = np.where(took, phase[:, None], comp)
         return cyc
+
+    def seg_groups(self, words, table) -> np.ndarray:
+        """Per instruction [n, 2], a MATMUL flagged F_SEG_B: the AMP output-channel groups
+        of its segments (column ranges), or with F_SEG_K its input-channel groups (row
+        ranges), each segment counted whole (0 elsewhere), read from its segment table in
+        its tile's table (word 0 nseg, then addr and length per segment); the segments
+        must hold the MATMUL's n (k)."""
+        out = np.zeros((len(words), 2), np.int64)
+        op, fl = words[:, 0] & 0xFF, words[:, 0] >> 24
+        i = np.flatnonzero((op == isa.MATMUL) & ((fl & isa.F_SEG_B) != 0))
+        if not len(i):
+            return out
+        rows = (fl[i] & isa.F_SEG_K) != 0
+        base = self.table_index(self.tile[i], words[i, 2])
+        nseg = table[base]
+        whole = np.where(rows, words[i, 5], words[i, 6])                # k or n
+        if (nseg < 1).any() or (nseg > whole).any():
+            raise ValueError("a segmented MATMUL's table holds no segments, or more than its k or n")
+        inst = np.repeat(np.arange(len(i)), nseg)
+        j = np.arange(len(inst)) - np.repeat(np.cumsum(nseg) - nseg, nseg)
+        length = table[base[inst] + 1 + j * isa.SEG_WORDS + 1]
+        if not np.array_equal(np.bincount(inst, length, len(i)).astype(np.int64), whole):
+            raise ValueError("a segmented MATMUL's segments do not hold its k or n")
+        dt, da = amp_type(words[i])
+        rate = lambda c: np.vectorize(lambda x: self.f.amp_macs_per_cycle[isa.DTYPE_NAMES[int(x)]])(c)
+        code = np.where(rate(da) < rate(dt), da, dt)
+        fig = lambda key: np.vectorize(lambda x: getattr(self.f, key)[isa.DTYPE_NAMES[int(x)]])(code)
+        g = np.where(rows, fig("amp_in_group"), fig("amp_out_group"))
+        out[i, rows.astype(np.int64)] = np.bincount(inst, -(-length // g[inst]), len(i)).astype(np.int64)
+        return out
 
     def check_scales(self, count: int = 1, code_s=None):
         """F_SCALE_TABLE words address an f32 of their tile's table, first and last

@@ -53,13 +53,19 @@ def _worker_time(rows, name, first, row_cycles, units):
     return np.where(r >= 3, big, np.choose(np.minimum(r, 2), [21 + nz, 32 + nz, 41 + nz])) - 7
 
 
-def mm_cycles(m, k, n, name, f: _Figures) -> np.ndarray:
-    """The ConvPartial1x1Out estimate (module docstring) of MATMULs m x k x n run as `name`."""
+def mm_cycles(m, k, n, name, f: _Figures, seg=None) -> np.ndarray:
+    """The ConvPartial1x1Out estimate (module docstring) of MATMULs m x k x n run as `name`;
+    seg (int64[n, 2], where > 0): the output- and input-channel groups a segmented b
+    (F_SEG_B) holds, each segment its own groups (the vertex's weights are one pointer
+    per group)."""
     m, k, n = (np.asarray(x, np.int64) for x in (m, k, n))
     W = f.workers
     gi, go, rate = f.amp_in_group[name], f.amp_out_group[name], f.amp_macs_per_cycle[name]
     row_cycles = gi * go // rate
     k_groups, n_groups = _up(k, gi), _up(n, go)
+    if seg is not None:
+        n_groups = np.where(seg[:, 0] > 0, seg[:, 0], n_groups)
+        k_groups = np.where(seg[:, 1] > 0, seg[:, 1], k_groups)
     cut = (m[:, None] * np.arange(W + 1)) // W       # partitionConvPartialByWorker
     rows = np.diff(cut, axis=1)
     passes = []
@@ -259,8 +265,15 @@ def merge_cycles(r, c, s, f: _Figures) -> np.ndarray:
     return stats + outs
 
 
-def kernel_cycles(op, w, f: _Figures) -> np.ndarray:
-    """Cycles of kernel instructions: op int64[n], w int64[n, INSTR_WORDS]."""
+def amp_type(w) -> np.ndarray:
+    """The dtype code a MATMUL runs as (w int64[n, INSTR_WORDS]): the slower operand's."""
+    dt, dt2 = (w[:, 0] >> 8) & 0xFF, (w[:, 0] >> 16) & 0xFF
+    return dt, np.where(dt2 == 0, dt, dt2)
+
+
+def kernel_cycles(op, w, f: _Figures, seg_groups=None) -> np.ndarray:
+    """Cycles of kernel instructions: op int64[n], w int64[n, INSTR_WORDS]; seg_groups
+    int64[n, 2]: a segmented MATMUL's output- and input-channel groups (0: from n, k)."""
     K, V = f.kernel_overhead_cycles, f.vector_bytes_per_cycle
     out = np.zeros(len(op), np.int64)
     dt, dt2, fl = (w[:, 0] >> 8) & 0xFF, (w[:, 0] >> 16) & 0xFF, (w[:, 0] >> 24) & 0xFF
@@ -277,7 +290,8 @@ def kernel_cycles(op, w, f: _Figures) -> np.ndarray:
         d = np.where(ra < rb, a, b)                      # the slower operand's type
         for c in np.unique(d):
             s = i[d == c]
-            out[s] = mm_cycles(w[s, 4], w[s, 5], w[s, 6], DNAME[int(c)], f)
+            out[s] = mm_cycles(w[s, 4], w[s, 5], w[s, 6], DNAME[int(c)], f,
+                               None if seg_groups is None else seg_groups[s])
     i = at(isa.COPY)
     out[i] = K + _up(w[i, 3] * w[i, 4], f.copy_bytes_per_cycle)
     i = at(isa.ADD)

@@ -116,6 +116,7 @@ class Machine:
             e = op == isa.EXCH
             if e.any():
                 exch.append((tiles[e], tpc[e], w[e, 1], w[e, 2], w[e, 3]))
+            self.k.loop = self.loop            # F_SEG_B segment words are relocated too
             for kop in KERNELS:
                 k = op == kop
                 if k.any():

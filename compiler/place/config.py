@@ -75,13 +75,6 @@ class PlaceConfig:
                                         #    problem (a placement of the mirror is one of the
                                         #    part), but the skyline fills from the other end,
                                         #    another tree (no extra variant, no extra turns)
-    stair_folds: bool = False           # ...each default partner fold also folded further by
-                                        #    staircase joins (sides spanning several lifetime
-                                        #    groups; stairfold.py, skyline_stair.py), with its own
-                                        #    no-good chain. Off: no gain on the tuning set's
-                                        #    misses (its own joins are wrong too often; with the
-                                        #    witness's right joins seen heavy-1000-nz-800 places
-                                        #    in 0.1 s: README, sixth round)
     lns_repair: bool = False            # ...once the round robin's work passes repair_after_work,
                                         #    a large-neighbourhood repair (repair.py): the best
                                         #    greedy partial placement (part or fold), windows (a

@@ -10,7 +10,7 @@ import time
 
 from dataclasses import dataclass, field
 
-from . import bound, greedy, portfolio, stairfold
+from . import bound, greedy, portfolio
 from .addrsearch import AddressSearch
 from .canonical import CanonicalSearch
 from .coalesce import PARTNER_SCHEDULES, PORTFOLIO_SCHEDULES, TOLERANCES, Coalesced
@@ -143,8 +143,6 @@ def _compiled(sub, cfg, deadline):
     folds and the partner folds of PORTFOLIO_SCHEDULES, one on the default
     partner folds (PARTNER_SCHEDULES) only. With `time_mirror`, every other
     attempt of a variant searches it with time reversed (instance.py time_mirror).
-    With `stair_folds` (off), the default partner folds' staircase folds
-    (stairfold.py) and their chains join the default folds' worker.
     (addr | None, placed|exhausted|budget, nodes)"""
     t = time.perf_counter()
     from .skyline_jit import CompiledSkyline, warm
@@ -181,14 +179,10 @@ def _compiled(sub, cfg, deadline):
                 rr.tries[:] = []
                 rr.may_repair = False
             rr.join(partners if k else _partners(PORTFOLIO_SCHEDULES, cfg), 0)
-            if k and cfg.stair_folds:
-                stairfold.join(rr, PARTNER_SCHEDULES, cfg, FOLD_WORK)
             a, st = rr.loop(hook)
             return a, st, rr.nodes() - (base if k else 0), rr.work
         return portfolio.race(worker, 2, deadline)
     rr.join(partners, 0)
-    if partners and cfg.stair_folds:
-        stairfold.join(rr, PARTNER_SCHEDULES, cfg, FOLD_WORK)
     a, st = rr.loop()
     return a, st, rr.nodes()
 
@@ -223,16 +217,9 @@ class _RoundRobin:
     def nodes(self):
         return sum(x.nodes for x in self.every)
 
-    def _search(self, co):
-        """The compiled search of a variant: a staircase fold (stairfold.py) has its own kernel."""
-        if getattr(co, "stair", False):
-            from .skyline_stair import StairSkyline
-            return StairSkyline(co, self.cfg)
-        return self.CS(co, self.cfg)
-
     def _add(self, co, at):
         self.seen.append(co.key())
-        self.tries.insert(at, (self._search(co), co))
+        self.tries.insert(at, (self.CS(co, self.cfg), co))
         self.every.append(self.tries[at][0])
 
     def join(self, variants, at):
@@ -251,9 +238,8 @@ class _RoundRobin:
         the two workers' 60 s, without)."""
         m = self.back.get(id(x))
         if m is None:
-            m = self.back[id(x)] = (self._search(co.mirrored()) if getattr(co, "stair", False)
-                                    else self.CS(time_mirror(co if co is not None else self.sub),
-                                                 self.cfg))
+            m = self.back[id(x)] = self.CS(time_mirror(co if co is not None else self.sub),
+                                           self.cfg)
             self.every.append(m)
         return m
 

@@ -87,7 +87,6 @@ ABLATE = [  # (row, overrides) on the hard subset and zero-slack at 10 s per cas
     ("eager_refolds=false", dict(eager_refolds=False)),
     ("portfolio=false", dict(portfolio=False)),
     ("time_mirror=false", dict(time_mirror=False)),
-    ("stair_folds=true (off by default)", dict(stair_folds=True)),
     ("lns_repair=true", dict(lns_repair=True)),
 ]
 

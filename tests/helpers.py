@@ -30,3 +30,17 @@ def cost_term(name: str):
     """The unmutated cost term `name` of compiler/costs/, whichever module defines it."""
     from compiler.costs import amp, vector, vertices
     return next(vars(m)[name] for m in (amp, vertices, vector) if name in vars(m))
+
+
+def trial_ok(r) -> bool:
+    """An in-process trial validated, and the simulator ran every superstep in the cycles
+    expand computed (local COPYs and moved transfers included)."""
+    m, tg = r["run"].metrics(), r["place"].tilegraph
+    return (r["report"].summary["status"] == "ok" and m["validated"] and m["ops_failed"] == 0
+            and r["run"].cycles_per_step == [int(c) for c in tg.analysis["step_cycles"]] * tg.count
+            and r["run"].cycles == tg.analysis["cycles"])
+
+
+def finalist_grids(r):
+    """The first finalist's grid per op."""
+    return [g for _, g in r["expand"].finalists[0].candidate.strategy]

@@ -9,7 +9,7 @@ from compiler.expand import matmul as ex_matmul
 from compiler.phases import compile_trial, run_phase
 from compiler.plan.beam import groups_of
 from compiler.policy import Policy
-from helpers import target_cfg
+from helpers import target_cfg, trial_ok as ok
 
 # the tiny tower: 4 heads over 16 tokens on 64 tiles; its scores and P·V are grouped
 VIT = dict(name="vit", preset="custom", width=128, hidden=256, heads=4, tokens=16, layers=2)
@@ -17,13 +17,6 @@ VIT = dict(name="vit", preset="custom", width=128, hidden=256, heads=4, tokens=1
 
 def cfg(**policy):
     return dict(model=dict(VIT), target=target_cfg("tiny"), policy=dict(policy))
-
-
-def ok(r) -> bool:
-    m, tg = r["run"].metrics(), r["place"].tilegraph
-    return (r["report"].summary["status"] == "ok" and m["validated"] and m["ops_failed"] == 0
-            and r["run"].cycles_per_step == [int(c) for c in tg.analysis["step_cycles"]] * tg.count
-            and r["run"].cycles == tg.analysis["cycles"])
 
 
 def labels(cand) -> dict:

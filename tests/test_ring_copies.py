@@ -10,23 +10,13 @@ import pytest
 
 from compiler.expand import ring as ex_ring
 from compiler.phases import compile_trial
-from helpers import target_cfg
+from helpers import target_cfg, trial_ok as ok, finalist_grids as grids
 
 
 def cfg(dtype: str = "fp8", grid: str = "4x2x2", **policy):
     return dict(model=dict(name="mlp", tokens=64, width=256, hidden=256, weight_dtype=dtype, repeat=2),
                 target=target_cfg("tiny"),
                 policy=dict(dict(grid=grid, weight_stationary=False, ring_in_place=False), **policy))   # copied pieces
-
-
-def ok(r) -> bool:
-    m, tg = r["run"].metrics(), r["place"].tilegraph
-    return (r["report"].summary["status"] == "ok" and m["validated"] and m["ops_failed"] == 0
-            and r["run"].cycles_per_step == [int(c) for c in tg.analysis["step_cycles"]] * tg.count)
-
-
-def grids(r):
-    return [g for _, g in r["expand"].finalists[0].candidate.strategy]
 
 
 def b_received(tg, op_out: str) -> np.ndarray:

@@ -12,7 +12,7 @@ from compiler.expand import graph as ex_graph
 from compiler.expand import ring as ex_ring
 from compiler.phases import compile_trial
 from compiler.plan.ring import _pieces, ring_starts
-from helpers import target_cfg
+from helpers import target_cfg, trial_ok as ok
 
 # 16 tokens on 64 tiles, weights in homes (weight_stationary off: the depth case)
 VIT = dict(name="vit", preset="custom", width=128, hidden=256, heads=2, tokens=16, layers=2)
@@ -25,15 +25,6 @@ def cfg(fp8: bool = False, **policy):
 
 def ringed(r) -> list[str]:
     return [g.label for _, g in r["expand"].finalists[0].candidate.strategy if g.ring]
-
-
-def ok(r) -> bool:
-    """Validated, and the simulator ran every superstep in the cycles expand computed
-    (local COPYs and moved transfers included)."""
-    m, tg = r["run"].metrics(), r["place"].tilegraph
-    return (r["report"].summary["status"] == "ok" and m["validated"] and m["ops_failed"] == 0
-            and r["run"].cycles_per_step == [int(c) for c in tg.analysis["step_cycles"]] * tg.count
-            and r["run"].cycles == tg.analysis["cycles"])
 
 
 @pytest.mark.parametrize("fp8", [False, True])

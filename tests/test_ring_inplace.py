@@ -14,23 +14,13 @@ from compiler import isa
 from compiler.expand import matmul as ex_matmul
 from compiler.phases import compile_trial
 from compiler.target import INTERLEAVED
-from helpers import target_cfg
+from helpers import target_cfg, trial_ok as ok, finalist_grids as grids
 
 
 def cfg(dtype: str = "fp8", grid: str = "4x2x2", **policy):
     return dict(model=dict(name="mlp", tokens=64, width=256, hidden=256, weight_dtype=dtype, repeat=2),
                 target=target_cfg("tiny"),
                 policy=dict(dict(grid=grid, weight_stationary=False, ring_in_place=True), **policy))
-
-
-def ok(r) -> bool:
-    m, tg = r["run"].metrics(), r["place"].tilegraph
-    return (r["report"].summary["status"] == "ok" and m["validated"] and m["ops_failed"] == 0
-            and r["run"].cycles_per_step == [int(c) for c in tg.analysis["step_cycles"]] * tg.count)
-
-
-def grids(r):
-    return [g for _, g in r["expand"].finalists[0].candidate.strategy]
 
 
 # 4x2x2: 128-column blocks, cut by columns (8 out-channel groups); 4x8x1: 32 columns but

@@ -96,3 +96,13 @@ def guillotine_rects(seed, n, cap, horizon):
             c = int(rng.integers(a0 + 1, a1))
             rects[k:k + 1] = [(t0, t1, a0, c), (t0, t1, c, a1)]
     return [rects[k] for k in rng.permutation(n)]
+
+
+def guillotine_problem(seed, n, cap, horizon, shrink=0.0):
+    """guillotine_rects as a Problem (byte alignment, one region); with `shrink`, each
+    size cut by up to that fraction (random), so the tiling has slack."""
+    t0, t1, a0, a1 = map(np.array, zip(*guillotine_rects(seed, n, cap, horizon)))
+    rng = np.random.default_rng(seed)
+    size = np.maximum(1, ((a1 - a0) * (1 - shrink * rng.random(n))).astype(np.int64))
+    return Problem(0, cap, cap, cap, size=size, align=np.ones(n, np.int64), start=t0,
+                   end=t1, region=np.zeros(n, np.int8))

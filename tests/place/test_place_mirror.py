@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from place_cases import guillotine_rects
+from place_cases import guillotine_problem
 
-from compiler.place import PlaceConfig, Problem, validate
+from compiler.place import PlaceConfig, validate
 from compiler.place.coalesce import PARTNER_SCHEDULES, Coalesced
 from compiler.place.instance import Instance, time_mirror
 from compiler.place.skyline_jit import CompiledSkyline
@@ -21,11 +21,7 @@ import generate  # noqa: E402
 
 
 def _tiling(seed, n=24, cap=256, horizon=16, shrink=0.0):
-    t0, t1, a0, a1 = map(np.array, zip(*guillotine_rects(seed, n, cap, horizon)))
-    rng = np.random.default_rng(seed)
-    size = np.maximum(1, ((a1 - a0) * (1 - shrink * rng.random(n))).astype(np.int64))
-    return Problem(0, cap, cap, cap, size=size, align=np.ones(n, np.int64), start=t0,
-                   end=t1, region=np.zeros(n, np.int8))
+    return guillotine_problem(seed, n, cap, horizon, shrink)
 
 
 def _mirrored_placements(mirror, seeds=range(30)):

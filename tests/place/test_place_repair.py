@@ -9,9 +9,9 @@ import time
 import numpy as np
 import pytest
 
-from place_cases import guillotine_rects
+from place_cases import guillotine_problem
 
-from compiler.place import PlaceConfig, Problem, validate
+from compiler.place import PlaceConfig, validate
 from compiler.place import repair as R
 from compiler.place.instance import Instance, SubInstance, parts
 
@@ -19,11 +19,7 @@ CFG = PlaceConfig().override(repair_step_det_s=0.2, repair_window_max=40)
 
 
 def _tiling(seed, n=60, cap=1024, horizon=24, shrink=0.0):
-    t0, t1, a0, a1 = map(np.array, zip(*guillotine_rects(seed, n, cap, horizon)))
-    rng = np.random.default_rng(seed)
-    size = np.maximum(1, ((a1 - a0) * (1 - shrink * rng.random(n))).astype(np.int64))
-    return Problem(0, cap, cap, cap, size=size, align=np.ones(n, np.int64), start=t0,
-                   end=t1, region=np.zeros(n, np.int8))
+    return guillotine_problem(seed, n, cap, horizon, shrink)
 
 
 def _part(p):

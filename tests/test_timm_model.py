@@ -295,3 +295,20 @@ def test_headline_names_every_failed_check():
     run = SimpleNamespace(validated=False, failed=line, model={}, metrics=lambda: {})
     h = headline(None, SimpleNamespace(metrics=lambda: {}), run)
     assert h["status"] == "invalid" and h["invalid"] == line
+
+
+def test_the_checks_figures_match_exact_sums():
+    """model_check sums in one fixed compiled order (exact.fsum64), not math.fsum: its rms and
+    cosine stay within 1e-12 of the exactly rounded figures, and the same input gives the
+    same bits reversed in memory (a fixed order, not the layout's)."""
+    import math
+    rng = np.random.default_rng(7)
+    want = rng.standard_normal(200_003) * np.exp(rng.uniform(-20, 20, 200_003))
+    got = want * (1 + 1e-3 * rng.standard_normal(want.size))
+    rms = math.sqrt(math.fsum(((got - want) ** 2).tolist()) / math.fsum((want * want).tolist()))
+    cos = math.fsum((got * want).tolist()) / math.sqrt(math.fsum((got * got).tolist())
+                                                       * math.fsum((want * want).tolist()))
+    assert model_check._rms_rel(got, want) == pytest.approx(rms, rel=1e-12)
+    assert model_check._cosine(got, want) == pytest.approx(cos, rel=1e-12)
+    assert model_check._rms_rel(got[::-1].copy()[::-1], want) == model_check._rms_rel(got, want)
+    assert model_check._rms_rel(np.array([1.0, np.nan]), np.ones(2)) == math.inf

@@ -112,17 +112,17 @@ class TileGraph:
     # Artifacts hold tile graphs of a million rows: pickle each int64 column in the
     # smallest integer type that holds it (3-4x smaller artifacts and DVC cache), and
     # widen back on load, so the in-memory arithmetic stays int64.
+    TABLES = ("req", "kern", "xfer", "hin", "hout", "bseg")
+
     def __getstate__(self):
         state = dict(self.__dict__)
-        for f in ("req", "kern", "xfer", "hin", "hout", "bseg"):
-            if f in state:
-                state[f] = {k: _narrow(v) for k, v in state[f].items()}
+        for f in self.TABLES:
+            state[f] = {k: _narrow(v) for k, v in state[f].items()}
         return state
 
     def __setstate__(self, state):
-        for f in ("req", "kern", "xfer", "hin", "hout", "bseg"):
-            if f in state:
-                state[f] = {k: v.astype(np.int64) for k, v in state[f].items()}
+        for f in self.TABLES:
+            state[f] = {k: v.astype(np.int64) for k, v in state[f].items()}
         self.__dict__.update(state)
 
 

@@ -65,9 +65,12 @@ HELDOUT6 = (17320508, 24494897)
 # A seventh (sqrt 10 = 3.1622776..., sqrt 11 = 3.3166247...), written down at the start of the
 # sixth round (2026-12-02), run once before that round's changes and once after.
 HELDOUT7 = (31622776, 33166247)
+# An eighth (sqrt 13 = 3.6055512..., sqrt 14 = 3.7416573...), written down at the start of the
+# seventh round (2026-12-02, before any of its changes); run once after that round's change.
+HELDOUT8 = (36055512, 37416573)
 EXTRA = (tuple(f"seen-{s}" for s in SEEN)
          + tuple(f"heldout-{s}" for s in HELDOUT + HELDOUT2 + HELDOUT3 + HELDOUT4
-                                                          + HELDOUT5 + HELDOUT6 + HELDOUT7))
+                                                          + HELDOUT5 + HELDOUT6 + HELDOUT7 + HELDOUT8))
 ABLATE = [  # (row, overrides) on the hard subset and zero-slack at 10 s per case
     ("default", {}),
     ("compiled_skyline=false (Python searches only)", dict(compiled_skyline=False)),

@@ -51,16 +51,32 @@ class JoinLNS:
         self.sub, self.root, self.inc = root.sub, root, root
         self.chain, self.window, self.probe = chain, window, probe
         self.score = None             # the incumbent's probe score (None: not probed yet)
-        self.step = 0
+        self.step = self.passes = 0
+        self.plan, self.size, self.kept_in_pass = [], window, False
         self.log = []                 # (step, first event, last event, bands, score, kept)
 
-    def _windows(self, co):
-        """The incumbent's joins in windows of `window` consecutive joins (by event),
-        in a seeded order that depends on the chain and the pass only."""
-        joins = sorted(co.joins, key=lambda jt: (jt[1], sorted(jt[0][0]), sorted(jt[0][1])))
-        ws = [joins[k:k + self.window] for k in range(0, len(joins), self.window)]
-        rng = np.random.default_rng([self.chain, self.step // max(1, len(ws))])
-        return [ws[k] for k in rng.permutation(len(ws))]
+    def _next_window(self):
+        """The next window of the current pass. A pass cuts the incumbent's joins (by
+        event) into windows of `size` consecutive joins, its boundaries shifted by
+        half a window every other pass, and visits them in a seeded order (chain,
+        pass). A pass that keeps nothing doubles the size (at most 8x `window`: a
+        local optimum for small windows is left by re-choosing larger regions); a
+        kept move starts a new pass at `window` on the new incumbent."""
+        if not self.plan:
+            joins = sorted(self.inc.joins,
+                           key=lambda jt: (jt[1], sorted(jt[0][0]), sorted(jt[0][1])))
+            if not joins:
+                return None
+            if self.passes and not self.kept_in_pass:
+                self.size = min(2 * self.size, 8 * self.window)
+            off = (self.passes % 2) * (self.size // 2)
+            cuts = [0] + list(range(off or self.size, len(joins), self.size)) + [len(joins)]
+            ws = [joins[a:b] for a, b in zip(cuts, cuts[1:]) if b > a]
+            rng = np.random.default_rng([self.chain, self.passes])
+            self.plan = [ws[k] for k in rng.permutation(len(ws))]
+            self.passes += 1
+            self.kept_in_pass = False
+        return self.plan.pop()
 
     def _probe(self, co, CS, cfg):
         """(1 placed | 0 exhausted | -1 limit, score, its search); its nodes counted."""
@@ -87,16 +103,15 @@ class JoinLNS:
             r, self.score, x = self._probe(self.inc, CS, cfg)
             if r == 1:
                 return self._placed(self.inc, x), None
-        ws = self._windows(self.inc)
-        if not ws:
+        win = self._next_window()
+        if win is None:
             return None, None
-        win = ws[self.step % len(ws)]
         self.step += 1
         child = Coalesced(self.sub, 0.0, False, self.inc.schedule, self.inc.quiet,
                           self.inc.forbid | {k for k, _ in win})
         self.folds += 1
         r, score, x = self._probe(child, CS, cfg)
-        kept = r == 1 or score >= self.score
+        kept = r == 1 or score > self.score or (score == self.score and child.n <= self.inc.n)
         self.log.append((self.step, win[0][1], win[-1][1], child.n, score, kept))
         if r == 1:
             return self._placed(child, x), None
@@ -104,6 +119,7 @@ class JoinLNS:
             return None, None                   # undo: the incumbent is unchanged
         child.depth = self.inc.depth
         self.inc, self.score = child, score
+        self.plan, self.size, self.kept_in_pass = [], self.window, True
         return None, x
 
     def _placed(self, co, x):

@@ -321,6 +321,8 @@ class _RoundRobin:
             seeds = [0, 1, 2, 3, 4 + rnd] if cfg.canonical_restarts else [0]
             modes = [True, False] if cfg.canonical_skyline else [False]
             for seed, sky, (x, co) in ((s, m, v) for s in seeds for m in modes for v in list(tries)):
+                if (x, co) not in tries:                # join_lns replaced it this round
+                    continue
                 size = min(y.n for y, _ in tries) if cfg.equal_turns else x.n
                 limit = (size * 2 << rnd) if cfg.canonical_restarts else budget
                 limit = min(limit, budget - self.nodes())
@@ -346,12 +348,14 @@ class _RoundRobin:
                 self.work += (y.nodes - n0) * y.n
                 if r == 1:
                     return (co.expand(y.addr) if co else y.addr), "placed"
+                if hook is not None and not hook(self.work):
+                    return None, "beaten"
                 if cfg.join_lns and co is not None:     # joinlns.py: one move per failure
                     a = self.lns_move(co)
                     if a is not None:
                         return a, "placed"
-                if hook is not None and not hook(self.work):
-                    return None, "beaten"
+                    if (x, co) not in tries:            # an incumbent the move replaced
+                        continue
                 if self.repair_due():          # lns_repair (repair.py): once, by work
                     a = self.repair()
                     if a is not None:

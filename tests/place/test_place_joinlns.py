@@ -117,8 +117,8 @@ def test_the_round_robin_moves_only_with_the_flag(on, monkeypatch):
         calls.append(self.chain)
         return move(self, CS, cfg)
     monkeypatch.setattr(J.JoinLNS, "move", spy)
-    cfg = PlaceConfig(join_lns=on, canonical_node_budget=20000, join_lns_probe=4)
-    p, _ = generate.guillotine(20265928, 300, heavy=True, slack=0.01)
+    cfg = PlaceConfig(join_lns=on, canonical_node_budget=60000, join_lns_probe=4)
+    p, _ = generate.guillotine(20265932, 500, heavy=True, slack=0.01)   # 2 kept moves in a chain
     sub = _part(p)
     rr = search._RoundRobin(sub, cfg, None, CompiledSkyline)
     rr.tries[:] = []
@@ -127,5 +127,13 @@ def test_the_round_robin_moves_only_with_the_flag(on, monkeypatch):
     assert bool(calls) == on
     if on:
         assert rr.lns and rr.lns_nodes > 0
+        # an incumbent replaced in the round robin (a second kept move) is attempted
+        # no more: the loop skips it (a stale entry once broke eager refolds' index)
+        Ls = {id(L): L for L in rr.lns.values()}.values()
+        assert any(sum(1 for m in L.log if m[-1]) >= 2 for L in Ls)
+        incs = {id(L.inc) for L in Ls}
+        assert all(c.schedule is not None for _, c in rr.tries if c is not None)
+        assert all(id(c) in incs or c.depth > 0 or id(c) in {id(L.root) for L in Ls}
+                   for _, c in rr.tries if c is not None and c.schedule is not None)
     if a is not None:
         assert validate(p, np.array(a)) == []

@@ -321,8 +321,8 @@ class _RoundRobin:
             seeds = [0, 1, 2, 3, 4 + rnd] if cfg.canonical_restarts else [0]
             modes = [True, False] if cfg.canonical_skyline else [False]
             for seed, sky, (x, co) in ((s, m, v) for s in seeds for m in modes for v in list(tries)):
-                if (x, co) not in tries:                # join_lns replaced it this round
-                    continue
+                if cfg.join_lns and (x, co) not in tries:   # a move replaced it this round
+                    continue                    # (off: the loop as before, byte for byte)
                 size = min(y.n for y, _ in tries) if cfg.equal_turns else x.n
                 limit = (size * 2 << rnd) if cfg.canonical_restarts else budget
                 limit = min(limit, budget - self.nodes())

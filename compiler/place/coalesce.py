@@ -397,12 +397,14 @@ class Coalesced:
         self.sub, self.schedule, self.quiet, self.forbid = sub, schedule, quiet, forbid
         self.nogoods = frozenset()
         self.depth, self.refolded = 0, False    # partner_nogoods: refolds deep; refolded yet
+        self.joins = []              # (join, event) of every join made (join_lns' windows)
         if schedule is not None:     # partner folding (one window: its size is the cap)
             (lo, hi), = [w for r in (0, 1) for w in sub.windows[r]]
             log = []
             bands = _partner_bands(sub.ext, sub.start, sub.end, sub.align, hi - lo, schedule,
                                    quiet, forbid, log)
             stuck = _stuck_events(bands)
+            self.joins = log
             self.nogoods = frozenset(k for k, t in log if t in stuck)
         else:
             bands = _bands(sub.ext, sub.start, sub.end, sub.align, tol, stack)

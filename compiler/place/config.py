@@ -83,6 +83,15 @@ class PlaceConfig:
                                         #    deterministic time only. Off: on the tuning set's
                                         #    misses the start holds 88-95 % of the area and 40
                                         #    windows gain 0.01-0.8 % (README, sixth round)
+    join_lns: bool = False              # ...a large-neighbourhood search over each default
+                                        #    partner fold's joins (joinlns.py): after a failed
+                                        #    attempt on the fold or its incumbent, a window of
+                                        #    join_lns_window joins is refolded with them
+                                        #    forbidden; the child replaces the incumbent if a
+                                        #    probe's path holds at least as much of the area,
+                                        #    else it is undone
+    join_lns_window: int = 8            # ...consecutive joins (by event) re-chosen per move
+    join_lns_probe: int = 64            # ...probe nodes per band (preorder 0, forward)
     repair_after_work: int = 300_000_000  # ...the round robin's work (nodes x size) first
     repair_work: int = 2_200_000_000    # ...its work budget (repair.py REPAIR_WORK, WINDOW_WORK:
                                         #    40 windows of 0.1 deterministic units)

@@ -15,6 +15,7 @@ from .addrsearch import AddressSearch
 from .canonical import CanonicalSearch
 from .coalesce import PARTNER_SCHEDULES, PORTFOLIO_SCHEDULES, TOLERANCES, Coalesced
 from .instance import SubInstance, parts, time_mirror
+from .joinlns import JoinLNS
 
 
 @dataclass
@@ -213,9 +214,11 @@ class _RoundRobin:
         self.seen, self.every = [], [cs]   # every search made (its nodes count)
         self.work = 0                 # nodes x size, plus FOLD_WORK per request folded
         self.back = {}                # `time_mirror`: per variant, its time-reversed search
+        self.lns = {}                 # `join_lns`: per root partner fold and incumbent, its search
+        self.lns_nodes = 0            # ...nodes of its probes (rejected children's too)
 
     def nodes(self):
-        return sum(x.nodes for x in self.every)
+        return sum(x.nodes for x in self.every) + self.lns_nodes
 
     def _add(self, co, at):
         self.seen.append(co.key())
@@ -274,6 +277,35 @@ class _RoundRobin:
         if ch is not None and ch.key() not in self.seen:
             self._add(ch, at)
 
+    def lns_move(self, co):
+        """`join_lns` (joinlns.py): after a failed attempt on a root partner fold or
+        on its search's incumbent, one move of the search over that fold's joins;
+        an accepted child takes the incumbent's turn in the round robin (inserted
+        after the root the first time, replacing the incumbent after that). Returns
+        the part's placement when a probe places it, else None."""
+        cfg, tries = self.cfg, self.tries
+        L = self.lns.get(id(co))
+        if L is None:
+            if co is None or co.schedule is None or co.depth > 0:
+                return None               # refolds have their own chain (partner_nogoods)
+            chain = len({id(v) for v in self.lns.values()})    # seeds its window order
+            L = self.lns[id(co)] = JoinLNS(co, chain, cfg.join_lns_window, cfg.join_lns_probe)
+        old = L.inc
+        addr, x, work, folds, nodes = L.move(self.CS, cfg)
+        self.work += work + FOLD_WORK * self.sub.n * folds
+        self.lns_nodes += nodes
+        if x is not None:
+            L.inc.refolded = True         # no no-good chain grows from an incumbent
+            slot = [k for k, (_, c) in enumerate(tries) if c is old]
+            if old is L.root:
+                tries.insert(slot[0] + 1 if slot else len(tries), (x, L.inc))
+            elif slot:
+                tries[slot[0]] = (x, L.inc)
+            else:
+                tries.append((x, L.inc))
+            self.lns[id(L.inc)] = L
+        return addr
+
     def loop(self, hook=None):
         """The round robin until placed, exhausted or out of budget: (addr | None,
         status). `hook(work)`, after each failed attempt (portfolio.py), returns
@@ -289,6 +321,8 @@ class _RoundRobin:
             seeds = [0, 1, 2, 3, 4 + rnd] if cfg.canonical_restarts else [0]
             modes = [True, False] if cfg.canonical_skyline else [False]
             for seed, sky, (x, co) in ((s, m, v) for s in seeds for m in modes for v in list(tries)):
+                if cfg.join_lns and (x, co) not in tries:   # a move replaced it this round
+                    continue                    # (off: the loop as before, byte for byte)
                 size = min(y.n for y, _ in tries) if cfg.equal_turns else x.n
                 limit = (size * 2 << rnd) if cfg.canonical_restarts else budget
                 limit = min(limit, budget - self.nodes())
@@ -316,6 +350,12 @@ class _RoundRobin:
                     return (co.expand(y.addr) if co else y.addr), "placed"
                 if hook is not None and not hook(self.work):
                     return None, "beaten"
+                if cfg.join_lns and co is not None:     # joinlns.py: one move per failure
+                    a = self.lns_move(co)
+                    if a is not None:
+                        return a, "placed"
+                    if (x, co) not in tries:            # an incumbent the move replaced
+                        continue
                 if self.repair_due():          # lns_repair (repair.py): once, by work
                     a = self.repair()
                     if a is not None:

@@ -91,6 +91,7 @@ ABLATE = [  # (row, overrides) on the hard subset and zero-slack at 10 s per cas
     ("portfolio=false", dict(portfolio=False)),
     ("time_mirror=false", dict(time_mirror=False)),
     ("lns_repair=true", dict(lns_repair=True)),
+    ("join_lns=true", dict(join_lns=True)),
 ]
 
 

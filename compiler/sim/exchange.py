@@ -203,7 +203,7 @@ def _receivers(m: Memory, step, words, mc, taddr, tl, pcs, j):
     T = m.tiles
     i = np.flatnonzero(mc)
     la = taddr[i] + (words[i, 0] - isa.MCAST)
-    ff = lambda bad, msg, rows=None: first_fault(bad, msg, tl[i], step, pcs[i])
+    ff = lambda bad, msg: first_fault(bad, msg, tl[i], step, pcs[i])
     ff((la % 4 != 0) | ~m.in_range(la, 4),
        lambda q: f"EXCH multicast send entry {j[i[q]]}: receiver list at {_hex(la[q])} is misaligned or out of "
                  f"range [{_hex(m.base)}, {_hex(m.end)})")

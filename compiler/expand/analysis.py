@@ -11,6 +11,8 @@ the transfers of one step that send the same source range to several tiles are o
 multicast send (isa.MCAST): its sender is charged the bytes once (send_leaders)."""
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from .. import isa
@@ -65,17 +67,44 @@ def send_leaders(tg: TileGraph) -> np.ndarray:
     """Per transfer row, the row whose send entry carries its bytes: itself, or with
     tg.bcast the first row (in xfer order) of its multicast group: the rows of one step
     with the same source range (tile, request, offset, row shape, relocation), to
-    distinct tiles (a tile receiving a range twice in a step gets a second group)."""
+    distinct tiles (a tile receiving a range twice in a step gets a second group).
+    Kept on the tile graph while its transfers' steps stay as they were (early gathers
+    move them): analysis asks four times per candidate."""
     x = tg.xfer
     n = len(x["src"])
-    idx = np.arange(n)
     if not tg.bcast or n < 2:
-        return idx
-    cols = [x[f] for f in SOURCE]
-    o = np.lexsort([idx, x["dst"]] + cols[::-1])
-    new = np.r_[True, np.any([np.diff(c[o]) != 0 for c in cols], 0)]
-    kid = np.cumsum(new) - 1                                  # source range id, sorted order
-    pair = np.r_[True, (np.diff(kid) != 0) | (np.diff(x["dst"][o]) != 0)]
+        return np.arange(n)
+    seen = hashlib.blake2b(np.ascontiguousarray(x["step"]).tobytes(), digest_size=16).digest()
+    memo = tg.__dict__.get("_leaders")
+    if memo is not None and memo[0] == seen:
+        return memo[1]
+    lead = _leaders(x, n)
+    tg.__dict__["_leaders"] = (seen, lead)
+    return lead
+
+
+def _packed(x) -> list:
+    """The source key columns, two packed into one int64 where both are in [0, 2^31)."""
+    cols, out = [x[f] for f in SOURCE], []
+    for a, b in zip(cols[::2], cols[1::2]):
+        fits = lambda c: not len(c) or (c.min() >= 0 and c.max() < 1 << 31)
+        out += [(a << 31) | b] if fits(a) and fits(b) else [a, b]
+    return out
+
+
+def _leaders(x, n: int) -> np.ndarray:
+    cols = _packed(x)
+    o = np.lexsort([x["dst"]] + cols[::-1])                  # stable: xfer order among equals
+    new = np.r_[True, np.any([c[o][1:] != c[o][:-1] for c in cols], 0)]
+    start = np.flatnonzero(new)                               # source range runs, sorted order
+    kid = np.cumsum(new) - 1
+    d = x["dst"][o]
+    again = (d[1:] == d[:-1]) & ~new[1:]                      # a tile receiving the range twice
+    if not again.any():                                       # one group per range: its first row
+        lead = np.empty(n, np.int64)
+        lead[o] = np.minimum.reduceat(o, start)[kid]
+        return lead
+    pair = np.r_[True, ~again]
     run = np.flatnonzero(pair)                                # (range, dst) runs: ordinal within
     ordinal = np.arange(n) - np.repeat(run, np.diff(np.r_[run, n]))
     g = np.lexsort((o, ordinal, kid))                         # groups (range, ordinal), xfer order

@@ -143,6 +143,17 @@ COPY_WORD = 4  # a local copy moves whole aligned 32-bit words (else: unencodabl
 #   recv: src_tile, dst_addr, row_bytes, rows, dst_stride
 # Sends from tile s to tile d and receives on d from s are matched in table order;
 # each matched pair must carry the same number of bytes (row shapes may differ).
+#
+# Multicast send (policy.broadcast_sends): a send entry whose dst_tile word has bit 31
+# (MCAST) set; its low 31 bits are the byte offset, from the EXCH's table_addr, of a
+# receiver list in the tile's table blob: word 0 = k >= 2, then k distinct tile ids
+# (mcast_list_bytes). The entry is one send to each listed tile, in list order: each
+# must post a receive from this tile of the same bytes, matched like any send's; the
+# sender is charged its bytes once (the IPU's time-scheduled exchange: every tile
+# listening to a sender's bus in that cycle receives its data; Poplar copies one source
+# to many tiles so; docs/architecture.md §2 "a broadcast costs its sender each byte
+# once"). `lower` writes a tile's lists after all its exchange entries.
+MCAST = 1 << 31
 
 
 def instr(op: int, *args: int, dtype: str | None = None, dtype2: str | None = None,
@@ -167,6 +178,11 @@ def code_bytes(n_instr) -> np.ndarray:
 
 def table_bytes(n_entries) -> np.ndarray:
     return np.asarray(n_entries) * ENTRY_BYTES
+
+
+def mcast_list_bytes(k) -> np.ndarray:
+    """Bytes of multicast receiver lists of k receivers each."""
+    return 4 * (1 + np.asarray(k))
 
 
 def seg_table_bytes(nseg) -> np.ndarray:

@@ -6,8 +6,12 @@ The cycle figures apply the target's cost functions to exactly the kernels and
 transfers the program will execute, so the simulator must reproduce them (a test
 holds it to that); compiler/sim/oracle.py re-derives them without target.py's cost
 functions. An exchange phase is costed per tile (target.exchange_cycles: each tile
-sends and receives at its own rate, no pair bonus)."""
+sends and receives at its own rate, no pair bonus). With tg.bcast (policy.broadcast_sends)
+the transfers of one step that send the same source range to several tiles are one
+multicast send (isa.MCAST): its sender is charged the bytes once (send_leaders)."""
 from __future__ import annotations
+
+import hashlib
 
 import numpy as np
 
@@ -56,6 +60,76 @@ def kernel_cycles(tg: TileGraph, t: Target) -> np.ndarray:
     return cyc
 
 
+SOURCE = ("step", "src", "sreq", "soff", "s_row_bytes", "s_rows", "s_stride", "reloc")
+
+
+def send_leaders(tg: TileGraph) -> np.ndarray:
+    """Per transfer row, the row whose send entry carries its bytes: itself, or with
+    tg.bcast the first row (in xfer order) of its multicast group: the rows of one step
+    with the same source range (tile, request, offset, row shape, relocation), to
+    distinct tiles (a tile receiving a range twice in a step gets a second group).
+    Kept on the tile graph while its transfers' steps stay as they were (early gathers
+    move them): analysis asks four times per candidate."""
+    x = tg.xfer
+    n = len(x["src"])
+    if not tg.bcast or n < 2:
+        return np.arange(n)
+    seen = hashlib.blake2b(np.ascontiguousarray(x["step"]).tobytes(), digest_size=16).digest()
+    memo = tg.__dict__.get("_leaders")
+    if memo is not None and memo[0] == seen:
+        return memo[1]
+    lead = _leaders(x, n)
+    tg.__dict__["_leaders"] = (seen, lead)
+    return lead
+
+
+def _packed(x) -> list:
+    """The source key columns, two packed into one int64 where both are in [0, 2^31)."""
+    cols, out = [x[f] for f in SOURCE], []
+    for a, b in zip(cols[::2], cols[1::2]):
+        fits = lambda c: not len(c) or (c.min() >= 0 and c.max() < 1 << 31)
+        out += [(a << 31) | b] if fits(a) and fits(b) else [a, b]
+    return out
+
+
+def _leaders(x, n: int) -> np.ndarray:
+    cols = _packed(x)
+    o = np.lexsort([x["dst"]] + cols[::-1])                  # stable: xfer order among equals
+    new = np.r_[True, np.any([c[o][1:] != c[o][:-1] for c in cols], 0)]
+    start = np.flatnonzero(new)                               # source range runs, sorted order
+    kid = np.cumsum(new) - 1
+    d = x["dst"][o]
+    again = (d[1:] == d[:-1]) & ~new[1:]                      # a tile receiving the range twice
+    if not again.any():                                       # one group per range: its first row
+        lead = np.empty(n, np.int64)
+        lead[o] = np.minimum.reduceat(o, start)[kid]
+        return lead
+    pair = np.r_[True, ~again]
+    run = np.flatnonzero(pair)                                # (range, dst) runs: ordinal within
+    ordinal = np.arange(n) - np.repeat(run, np.diff(np.r_[run, n]))
+    g = np.lexsort((o, ordinal, kid))                         # groups (range, ordinal), xfer order
+    gkey = (kid * n + ordinal)[g]
+    first = np.r_[True, gkey[1:] != gkey[:-1]]
+    lead = np.empty(n, np.int64)
+    lead[o[g]] = o[g][np.flatnonzero(first)[np.cumsum(first) - 1]]
+    return lead
+
+
+def send_charge(tg: TileGraph) -> np.ndarray:
+    """Bytes each transfer row charges its sender: its bytes, or 0 for a multicast
+    group's rows after the first (the group's send entry is charged once)."""
+    x = tg.xfer
+    nb = x["s_row_bytes"] * x["s_rows"]
+    return np.where(send_leaders(tg) == np.arange(len(nb)), nb, 0)
+
+
+def multicast_lists(tg: TileGraph) -> tuple[np.ndarray, np.ndarray]:
+    """The multicast send entries (leader rows with ≥ 2 receivers, ascending) and their
+    receiver counts."""
+    lead, k = np.unique(send_leaders(tg), return_counts=True)
+    return lead[k > 1], k[k > 1]
+
+
 def step_cycles(tg: TileGraph, t: Target) -> tuple[np.ndarray, np.ndarray]:
     """Cycles of each superstep (sync included) and per-tile cycles [steps, tiles]."""
     S, T = len(tg.steps), tg.tiles
@@ -65,10 +139,11 @@ def step_cycles(tg: TileGraph, t: Target) -> tuple[np.ndarray, np.ndarray]:
     steps = np.zeros(S, np.int64)
     x = tg.xfer
     nbytes = x["s_row_bytes"] * x["s_rows"]
+    charge = send_charge(tg)
     for s in range(S):
         if tg.steps[s] == "exchange":
             sel = x["step"] == s + 1
-            send = _per_tile(T, x["src"][sel], nbytes[sel])
+            send = _per_tile(T, x["src"][sel], charge[sel])
             recv = _per_tile(T, x["dst"][sel], nbytes[sel])
             steps[s] = t.exchange_cycles(send, recv)
             per_tile[s] = np.where((send > 0) | (recv > 0), steps[s], 0)
@@ -90,7 +165,16 @@ def code_instructions(tg: TileGraph) -> np.ndarray:
 
 
 def table_entries(tg: TileGraph) -> np.ndarray:
-    return _per_tile(tg.tiles, tg.xfer["src"]) + _per_tile(tg.tiles, tg.xfer["dst"])
+    """Send entries (one per multicast group) and receive entries per tile."""
+    x = tg.xfer
+    lead = send_leaders(tg)
+    return _per_tile(tg.tiles, x["src"][lead == np.arange(len(lead))]) + _per_tile(tg.tiles, x["dst"])
+
+
+def list_bytes(tg: TileGraph) -> np.ndarray:
+    """Per tile: its multicast receiver lists (isa.mcast_list_bytes), after its entries."""
+    lead, k = multicast_lists(tg)
+    return _per_tile(tg.tiles, tg.xfer["src"][lead], isa.mcast_list_bytes(k))
 
 
 def reloc_entries(tg: TileGraph) -> np.ndarray:
@@ -99,7 +183,8 @@ def reloc_entries(tg: TileGraph) -> np.ndarray:
     word of every kernel with per-iteration scales (tilegraph sseq), and the address
     word of every b segment read in place from a sequence (tilegraph bseg)."""
     x, k, b = tg.xfer, tg.kern, tg.bseg
-    return (_per_tile(tg.tiles, x["src"][x["reloc"] != 0]) + _per_tile(tg.tiles, k["tile"][k["reloc"] != 0])
+    sends = send_leaders(tg) == np.arange(len(x["src"]))       # a multicast group's entry relocates once
+    return (_per_tile(tg.tiles, x["src"][(x["reloc"] != 0) & sends]) + _per_tile(tg.tiles, k["tile"][k["reloc"] != 0])
             + _per_tile(tg.tiles, k["tile"][k["sseq"] != 0])
             + _per_tile(tg.tiles, k["tile"][b["kern"][b["reloc"] != 0]]))
 
@@ -120,11 +205,11 @@ def seg_tables(tg: TileGraph) -> tuple[np.ndarray, np.ndarray]:
 
 
 def table_blob_bytes(tg: TileGraph) -> np.ndarray:
-    """The tile's table blob: exchange entries, its Repeat relocation entries, its
-    scale tables, then its MATMULs' b segment tables (isa.F_SEG_B)."""
+    """The tile's table blob: exchange entries and multicast receiver lists, its Repeat
+    relocation entries, its scale tables, then its MATMULs' b segment tables (isa.F_SEG_B)."""
     tile, _ = scale_tables(tg)
     kern, nseg = seg_tables(tg)
-    return (isa.table_bytes(table_entries(tg)) + reloc_entries(tg) * isa.RELOC_BYTES
+    return (isa.table_bytes(table_entries(tg)) + list_bytes(tg) + reloc_entries(tg) * isa.RELOC_BYTES
             + _per_tile(tg.tiles, tile) * tg.count * isa.SCALE_BYTES
             + _per_tile(tg.tiles, tg.kern["tile"][kern], isa.seg_table_bytes(nseg)))
 

@@ -17,10 +17,15 @@ sync), judged exactly per tile (target.exchange_cycles: the
 phase's busiest sender or receiver) with the steps as every earlier move left them;
 none when no step gains. The destination buffer then lives from that step: expand's
 memory screen sees it, so a move that does not fit rejects the candidate like any
-other layout. The simulator runs the moved transfers as any other."""
+other layout. The simulator runs the moved transfers as any other. With tg.bcast the
+sends are charged as analysis.send_charge states them before any move (a multicast
+group's bytes once): an estimate for choosing, the moved graph's exact cycles are
+analysis.step_cycles'."""
 from __future__ import annotations
 
 import numpy as np
+
+from .analysis import send_charge
 
 
 def early_gathers(tg, movable: list, t) -> int:
@@ -28,13 +33,14 @@ def early_gathers(tg, movable: list, t) -> int:
     step, ready step) in place in tg; returns how many moved."""
     x, T = tg.xfer, tg.tiles
     nb = x["s_row_bytes"] * x["s_rows"]
+    ch = send_charge(tg)                      # what each row costs its sender
     exchange = [s + 1 for s, k in enumerate(tg.steps) if k == "exchange"]
     load = {}
 
     def sides(s):
         if s not in load:
             sel = x["step"] == s
-            load[s] = (np.bincount(x["src"][sel], nb[sel], minlength=T).astype(np.int64),
+            load[s] = (np.bincount(x["src"][sel], ch[sel], minlength=T).astype(np.int64),
                        np.bincount(x["dst"][sel], nb[sel], minlength=T).astype(np.int64))
         return load[s]
 
@@ -43,7 +49,7 @@ def early_gathers(tg, movable: list, t) -> int:
     for r0, r1, dst, step, ready in movable:
         if r1 <= r0 or int((x["step"] == step).sum()) == r1 - r0:
             continue                          # nothing, or all its step has: never leave a step empty
-        gs = np.bincount(x["src"][r0:r1], nb[r0:r1], minlength=T).astype(np.int64)
+        gs = np.bincount(x["src"][r0:r1], ch[r0:r1], minlength=T).astype(np.int64)
         gr = np.bincount(x["dst"][r0:r1], nb[r0:r1], minlength=T).astype(np.int64)
         snd, rcv = sides(step)
         saved = cost(snd, rcv) - cost(snd - gs, rcv - gr)

@@ -395,6 +395,7 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
     tg.step_op = c.step_op
     tg.dump = concat(c.dump) if c.dump else soa(DUMP)
     tg.in_panels = c.in_panels
+    tg.bcast = bool(c.policy.broadcast_sends)
     if c.movable:
         early_gathers(tg, c.movable, target)
     return tg

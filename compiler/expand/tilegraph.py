@@ -94,6 +94,7 @@ class TileGraph:
     analysis: dict = field(default_factory=dict)
     scale_seqs: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # float64[nseq, count]
     bseg: dict = field(default_factory=lambda: soa(BSEG))   # MATMUL b segments (F_SEG_B)
+    bcast: bool = False       # policy.broadcast_sends: one step's same source range to several tiles is one multicast send (isa.MCAST)
 
     def body_steps(self) -> tuple[int, int]:
         return tuple(self.body) if self.body else (0, len(self.steps))
@@ -116,6 +117,7 @@ class TileGraph:
 
     def __getstate__(self):
         state = dict(self.__dict__)
+        state.pop("_leaders", None)           # analysis.send_leaders' memo: recomputed on use
         for f in self.TABLES:
             state[f] = {k: _narrow(v) for k, v in state[f].items()}
         return state

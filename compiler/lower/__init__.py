@@ -48,21 +48,32 @@ def encode_tables(tg, addr: np.ndarray, table_addr: np.ndarray):
     transfer), so matched pairs appear in the same order on both ends. Returns the
     entries blob and offsets, the EXCH segments per (tile, exchange step), and the
     relocation rows (tile, word address, stride) of the source-address word of every
-    send from a sequence."""
+    send from a sequence. With tg.bcast each multicast group (analysis.send_leaders) is
+    one send entry (isa.MCAST) whose receiver list follows the tile's entries; sends are
+    then ordered by their group's first transfer, a tile's receives from one sender too,
+    so every pair's sends and receives keep one order."""
     x = tg.xfer
     n = len(x["src"])
     idx = np.arange(n)
-    tile = np.concatenate([x["src"], x["dst"]])
-    step = np.concatenate([x["step"], x["step"]])
-    kind = np.repeat([0, 1], n)
-    peer = np.concatenate([x["dst"], x["src"]])
-    reloc = np.concatenate([x["reloc"], np.zeros(n, np.int64)])
+    lead = analysis.send_leaders(tg)
+    snd = np.flatnonzero(lead == idx)                     # rows whose send entry is written
+    tile = np.concatenate([x["src"][snd], x["dst"]])
+    step = np.concatenate([x["step"][snd], x["step"]])
+    kind = np.repeat([0, 1], [len(snd), n])
+    peer = np.concatenate([x["dst"][snd], x["src"]])
+    reloc = np.concatenate([x["reloc"][snd], np.zeros(n, np.int64)])
     words = np.concatenate([
-        np.stack([x["dst"], addr[x["sreq"]] + x["soff"], x["s_row_bytes"], x["s_rows"], x["s_stride"]], 1),
+        np.stack([x["dst"], addr[x["sreq"]] + x["soff"], x["s_row_bytes"], x["s_rows"], x["s_stride"]], 1)[snd],
         np.stack([x["src"], addr[x["dreq"]] + x["doff"], x["d_row_bytes"], x["d_rows"], x["d_stride"]], 1)])
-    order = np.lexsort((np.concatenate([idx, idx]), peer, kind, step, tile))
-    tile, step, kind, words, reloc = tile[order], step[order], kind[order], words[order], reloc[order]
+    if tg.bcast:
+        rank = np.concatenate([snd, lead])
+        order = np.lexsort((rank, np.where(kind == 0, 0, peer), kind, step, tile))
+    else:
+        order = np.lexsort((np.concatenate([idx, idx]), peer, kind, step, tile))
     T = tg.tiles
+    mc, k = analysis.multicast_lists(tg)                  # leader rows (ascending), receiver counts
+    ent_row = np.concatenate([snd, np.full(n, -1)])[order]
+    tile, step, kind, words, reloc = tile[order], step[order], kind[order], words[order], reloc[order]
     ex_blob, ex_off = _blob(tile, words, T)
     pos = np.arange(len(tile)) - ex_off[tile] // isa.ENTRY_BYTES          # entry index within its tile
     r = reloc != 0
@@ -73,7 +84,43 @@ def encode_tables(tg, addr: np.ndarray, table_addr: np.ndarray):
     nsend = np.add.reduceat(kind == 0, first) if len(first) else np.zeros(0, np.int64)
     seg_tile = tile[first]
     seg_addr = table_addr[seg_tile] + pos[first] * isa.ENTRY_BYTES
+    if len(mc):
+        ex_blob, ex_off = _lists(tg, x, lead, mc, k, ent_row, tile, key, seg, seg_addr, table_addr,
+                                 ex_blob, ex_off, words)
     return ex_blob, ex_off, dict(tile=seg_tile, step=step[first], addr=seg_addr, nsend=nsend, nrecv=cnt - nsend), rl
+
+
+def _lists(tg, x, lead, mc, k, ent_row, tile, key, seg, seg_addr, table_addr, ex_blob, ex_off, words):
+    """Multicast receiver lists (isa.MCAST) after each tile's entries, in its entries'
+    order, and their entries' peer words pointing at them (offset from the EXCH's table
+    address). Returns the blob and offsets with the lists."""
+    T = tg.tiles
+    at = np.flatnonzero(np.isin(ent_row, mc))             # the multicast entries, blob order
+    row = ent_row[at]
+    kk = k[np.searchsorted(mc, row)]
+    size = isa.mcast_list_bytes(kk)
+    t = tile[at]
+    start = np.searchsorted(t, np.arange(T))
+    csum = np.cumsum(size) - size
+    rel = csum - csum[np.minimum(start[t], len(csum) - 1)]            # within the tile's lists
+    list_addr = table_addr[t] + np.diff(ex_off)[t] + rel
+    exch_addr = seg_addr[np.searchsorted(seg, key[at])]
+    w = words.astype(np.int64)
+    w[at, 0] = isa.MCAST | (list_addr - exch_addr)
+    ent_blob, _ = _blob(tile, w, T)
+    # list words: k, then the receivers in transfer order
+    members = np.argsort(lead, kind="stable")             # rows grouped by leader, xfer order
+    lw = np.zeros(int(size.sum()) // 4, np.int64)
+    wpos = csum // 4
+    lw[wpos] = kk
+    grp_start = np.searchsorted(lead[members], row)
+    j = np.arange(int(kk.sum())) - np.repeat(np.cumsum(kk) - kk, kk)
+    lw[np.repeat(wpos + 1, kk) + j] = x["dst"][members[np.repeat(grp_start, kk) + j]]
+    l_blob = lw.astype("<u4").view(np.uint8)
+    l_off = np.concatenate([[0], np.cumsum(np.bincount(t, size, T))]).astype(np.int64)
+    blob = np.concatenate([part for q in range(T) for part in
+                           (ent_blob[ex_off[q]:ex_off[q + 1]], l_blob[l_off[q]:l_off[q + 1]])])
+    return blob, ex_off + l_off
 
 
 def scale_rows(tg, table_addr: np.ndarray, ex_off, nreloc: np.ndarray):

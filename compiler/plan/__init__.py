@@ -208,7 +208,8 @@ def with_lean(g, target: Target, policy: Policy, homes: int, panels: dict, found
         lean[n] = Options(o.op, {**o.a, "mem": o.a["mem"] - reserve})   # Grid.mem_bytes: without the reserve
     if policy.ring_homes and policy.plan_beam:
         lean = with_rings(g, lean, target, panels, policy.ring_copies, policy.ring_in_place)
-    more = [(*f, lean) for f in beam_search(g, target, lean, policy.plan_beam, max(1, k // 4), panels=panels)]
+    more = [(*f, lean) for f in beam_search(g, target, lean, policy.plan_beam, max(1, k // 4), panels=panels,
+                                                  bcast=policy.broadcast_sends)]
     grids = lambda f: tuple((n, f[2][n].grid(i).label, rot) for n, i, rot in f[1])
     seen = {grids(f) for f in found}
     more = [f for f in more if grids(f) not in seen]
@@ -261,7 +262,7 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
     else:
         still = stationary_counts(g, options) if policy.weight_stationary else {}
         mixed = {n: with_resident(o) if n in still else o for n, o in options.items()}
-        found, costs = [], Costs(g, target, mixed, panels)
+        found, costs = [], Costs(g, target, mixed, panels, policy.broadcast_sends)
         for shared in (True, False) if still else ():     # proportional split, then first-come
             res = residency(g, target, still, homes, shared, policy)
             for f in beam_search(g, target, mixed, policy.plan_beam, max(1, k // 4), res, panels, costs):
@@ -269,12 +270,13 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
                         all(f[1] != h[1] for h in found):
                     found.append((*f, mixed))
         found += [(*f, options) for f in beam_search(g, target, options, policy.plan_beam, k - len(found),
-                                                     panels=panels)]
+                                                     panels=panels, bcast=policy.broadcast_sends)]
         found.sort(key=lambda f: f[0])                                      # stable: ties keep homes last
         if policy.lean_candidates:
             found = with_lean(g, target, policy, homes, panels, found, k, max(leanest.values(), default=0))
         if policy.attn_variants:      # the attention matmuls' grids re-ranked in context (plan/attn.py)
-            found = sorted(found + group_variants(g, target, found, policy.attn_variants, panels),
+            found = sorted(found + group_variants(g, target, found, policy.attn_variants, panels,
+                                                          policy.broadcast_sends),
                            key=lambda f: f[0])                               # stable: the beam's own first
     cands = [Candidate(tuple((n, replace(opts[n].grid(i), rot=rot)) for n, i, rot in choice), int(cyc),
                        frozenset(n for n, i, _ in choice if "still" in opts[n].a and opts[n].a["still"][i]))

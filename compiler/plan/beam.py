@@ -179,8 +179,9 @@ def per_tile_cost(blocks, fn, T: int) -> int:
 class Costs:
     """Cost terms of a graph on a target, cached by the layouts they depend on."""
 
-    def __init__(self, graph, target: Target, options: dict[int, Options], panels: dict):
+    def __init__(self, graph, target: Target, options: dict[int, Options], panels: dict, bcast: bool = False):
         self.g, self.t, self.opt, self.panels = graph, target, options, panels
+        self.bcast = bcast      # policy.broadcast_sends: a block sent to several tiles costs its sender once
         self.cache = {}
 
     def _memo(self, key, fn):
@@ -235,6 +236,8 @@ class Costs:
         """The operand exchange and the rest of the estimate, given the bytes each tile
         holds of A and of B (per_tile: [T] each) and B's layout."""
         op, o = self.g.ops[n], self.opt[n]
+        if self.bcast:         # each held byte is one multicast send to its gn (A) or gm (B) readers
+            o = Options(o.op, {**o.a, "gn": np.minimum(o.a["gn"], 1), "gm": np.minimum(o.a["gm"], 1)})
         U = pareto(np.stack(per_tile, 1))                     # [rows, 2]
         both = (U @ np.stack([o.a["gn"], o.a["gm"]])).max(0)
         homes = self.exchange(o.a["recv"], both)
@@ -412,7 +415,8 @@ def region1_budget(t: Target) -> int:
 
 
 def beam_search(graph, target: Target, options: dict[int, Options], width: int, keep: int,
-                res: Residency | None = None, panels: dict | None = None, costs: Costs | None = None):
+                res: Residency | None = None, panels: dict | None = None, costs: Costs | None = None,
+                bcast: bool = False):
     """The `keep` cheapest complete states of a beam of `width` (best first), each as
     (estimated cycles, ((op index, grid index, rotation), ...)).
 
@@ -426,7 +430,7 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
     panel_weights); `costs`: a Costs of the same options to reuse (its cache)."""
     panels = panels or {}
     T = target.tiles
-    c = costs or Costs(graph, target, options, panels)
+    c = costs or Costs(graph, target, options, panels, bcast)
     counts = res.counts if res else {}
     lay = {n: PANELS if n in panels else ROWS for n, t in graph.tensors.items() if t.kind in ("input", "param")}
     states = [State(0, (), lay, np.zeros(T, np.int64) if counts else None, 0,

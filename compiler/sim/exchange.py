@@ -8,6 +8,11 @@ the same bytes, and then all source bytes are read before any destination is
 written (bulk-synchronous). Row shapes may differ between the two sides
 (a reshaping transfer): memory.chunk_offsets splits them into common chunks.
 
+A multicast send entry (isa.MCAST in its peer word) is one send to each tile of its
+receiver list (read from the table blob at the EXCH's table address + the word's low
+31 bits: k >= 2, then k distinct tiles): each copy is matched with a receive like any
+send, and the sender is charged the entry's bytes once (_receivers).
+
 A Repeat body runs the same exchanges every iteration with only the relocated
 addresses changed, so the matching and the chunking (a Plan: offsets from each
 entry's address) are kept in a cache keyed by the EXCH rows and reused when the
@@ -138,6 +143,15 @@ def exchange(m: Memory, step: int, tile, pc, taddr, nsend, nrecv, fix=None, cach
     words = gather(m.flat, tpos, isa.ENTRY_BYTES).view("<u4").astype(I64)
     if fix is not None:
         words = fix(lambda: tpos[:, None] + 4 * np.arange(isa.ENTRY_WORDS), words, key)
+    inst_r, j_r, tpos_r, is_send_r = inst, j, tpos, is_send     # the table's own entries (a Plan keeps them)
+    charge = None
+    mc = is_send & (words[:, 0] >= isa.MCAST)
+    if mc.any():                             # multicast: one virtual send per listed receiver
+        rep, peers = _receivers(m, step, words, mc, taddr[inst], tile[inst], pc[inst], j)
+        words = words[rep]
+        words[:, 0] = peers
+        inst, j, is_send = inst[rep], j[rep], is_send[rep]
+        charge = np.r_[True, rep[1:] != rep[:-1]]                # the sender pays each entry once
     own = lambda: tile[inst]                 # the entries' tiles, pcs: for a fault's text
     addr = words[:, 1]
     shape = words[:, [0, 2, 3, 4]]
@@ -164,9 +178,9 @@ def exchange(m: Memory, step: int, tile, pc, taddr, nsend, nrecv, fix=None, cach
                     [own()[i]], step, [pc[inst][i]])
     if plan is None:
         ent = own()
-        plan = _plan(T, step, shape, is_send, ent, pc[inst], j)
+        plan = _plan(T, step, shape, is_send, ent, pc[inst], j, charge)
         i32 = lambda a: a.astype(np.int32)
-        plan.inst, plan.j, plan.tpos, plan.is_send = i32(inst), i32(j), tpos, is_send
+        plan.inst, plan.j, plan.tpos, plan.is_send = i32(inst_r), i32(j_r), tpos_r, is_send_r
         plan.ext, plan.live = i32(ext), i32(live)
         S, R = plan.S, plan.R
         plan.s_at, plan.d_at = m.pos(ent[S], 0), m.pos(ent[R], 0)   # + address: flat position
@@ -179,9 +193,50 @@ def exchange(m: Memory, step: int, tile, pc, taddr, nsend, nrecv, fix=None, cach
     return ExchangeResult(plan.send_bytes, plan.recv_bytes)
 
 
-def _plan(T, step, shape, is_send, own, own_pc, j) -> Plan:
+def _receivers(m: Memory, step, words, mc, taddr, tl, pcs, j):
+    """The receiver lists of multicast send entries `mc` (words: [n, ENTRY_WORDS] table
+    words; taddr, tl, pcs: each entry's EXCH table address, tile and pc). Returns rep
+    (entry of each virtual send, ascending) and its peer: a list's k tiles in order,
+    every other entry its own peer word. Refuses a list out of range or misaligned, with
+    fewer than 2 or more than `tiles` receivers, naming a tile the machine lacks, or a
+    tile twice."""
+    T = m.tiles
+    i = np.flatnonzero(mc)
+    la = taddr[i] + (words[i, 0] - isa.MCAST)
+    ff = lambda bad, msg: first_fault(bad, msg, tl[i], step, pcs[i])
+    ff((la % 4 != 0) | ~m.in_range(la, 4),
+       lambda q: f"EXCH multicast send entry {j[i[q]]}: receiver list at {_hex(la[q])} is misaligned or out of "
+                 f"range [{_hex(m.base)}, {_hex(m.end)})")
+    k = m.read_words(tl[i], la, 1)[:, 0]
+    ff((k < 2) | (k > T) | ~m.in_range(la, 4 + 4 * np.minimum(k, T)),
+       lambda q: f"EXCH multicast send entry {j[i[q]]}: receiver list at {_hex(la[q])} of {k[q]} tiles "
+                 f"(2 .. {T}, within [{_hex(m.base)}, {_hex(m.end)}))")
+    owner = np.repeat(np.arange(len(i)), k)
+    q = np.arange(len(owner)) - np.repeat(np.cumsum(k) - k, k)
+    peer = gather(m.flat, m.pos(tl[i][owner], la[owner] + 4 + 4 * q), 4).view("<u4").ravel().astype(I64)
+    bad = np.zeros(len(i), bool)
+    bad[owner[peer >= T]] = True
+    ff(bad, lambda r: f"EXCH multicast send entry {j[i[r]]} lists tile "
+                      f"{peer[owner == r][peer[owner == r] >= T][0]} (the machine has {T})")
+    key = np.sort(owner * T + peer)
+    twice = key[1:][key[1:] == key[:-1]]
+    bad[:] = False
+    bad[twice // T] = True
+    ff(bad, lambda r: f"EXCH multicast send entry {j[i[r]]} lists tile "
+                      f"{twice[twice // T == r][0] % T} twice")
+    cnt = np.ones(len(words), I64)
+    cnt[i] = k
+    rep = np.repeat(np.arange(len(words)), cnt)
+    out = words[rep, 0].copy()
+    out[np.repeat(mc, cnt)] = peer
+    return rep, out
+
+
+def _plan(T, step, shape, is_send, own, own_pc, j, charge=None) -> Plan:
     """Match sends with receives (same pair of tiles, same ordinal in table order on
-    each side; equal byte counts) and split every pair into chunks."""
+    each side; equal byte counts) and split every pair into chunks. charge: per entry,
+    whether its bytes count for its sender (a multicast entry's copies after the first
+    do not); None: every entry's do."""
     peer, rb, rows, stride = (shape[:, c] for c in range(4))
     # pair key = src_tile * T + dst_tile on both sides
     src_t = np.where(is_send, own, peer)
@@ -217,4 +272,5 @@ def _plan(T, step, shape, is_send, own, own_pc, j) -> Plan:
     order, n_lo = write_order(L, own[R][c] < T // 2)     # a chunk stays in its receive's tile
     i32 = lambda a: a.astype(np.int32)     # offsets within a tile, indices: a cached plan stays small
     return Plan(shape.astype(np.uint32), i32(S), i32(R), i32(c), i32(so), i32(do), i32(L), order, n_lo,
-                np.bincount(own[S], nb[S], T).astype(I64), np.bincount(own[R], nb[R], T).astype(I64))
+                np.bincount(own[S], nb[S] if charge is None else nb[S] * charge[S], T).astype(I64),
+                np.bincount(own[R], nb[R], T).astype(I64))

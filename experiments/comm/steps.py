@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from compiler.expand.analysis import send_charge  # noqa: E402
 from compiler.phases import run_phase  # noqa: E402
 from pipeline.config import compose  # noqa: E402
 
@@ -43,7 +44,7 @@ def report(g, e, verbose: bool) -> dict:
         per[name][kind == "compute"] += cyc
         if kind == "exchange" and verbose:
             sel = x["step"] == s + 1
-            snd = np.bincount(x["src"][sel], nb[sel], minlength=T)
+            snd = np.bincount(x["src"][sel], send_charge(tg)[sel], minlength=T)   # a multicast once
             rcv = np.bincount(x["dst"][sel], nb[sel], minlength=T)
             print(f"    x{s:4d} {name:12s} {cyc:7d}  send max {int(snd.max()):7d} recv max {int(rcv.max()):7d} "
                   f"total {int(nb[sel].sum()):9d} senders {int((snd > 0).sum()):5d} receivers {int((rcv > 0).sum()):5d}")

@@ -74,6 +74,9 @@ def test_send_leaders_random_rows_match_brute_force():
     """Random transfer rows with few distinct sources, so ranges repeat within a step and
     a tile often receives one range twice (a second group), against the brute force."""
     from types import SimpleNamespace
+
+    class Graph(SimpleNamespace):       # a tile graph's stand-in (send_leaders keeps a weakref)
+        pass
     rng = np.random.default_rng(7)
     n = 400
     x = {f: rng.integers(0, 3, n) for f in ("step", "src", "sreq", "soff", "s_row_bytes", "s_rows",
@@ -81,7 +84,7 @@ def test_send_leaders_random_rows_match_brute_force():
     x["soff"] = x["soff"] * 4
     x["reloc"] = np.where(rng.random(n) < 0.2, -64, 0)       # a negative word: not packed
     x["dst"] = rng.integers(0, 4, n)
-    tg = SimpleNamespace(xfer=x, bcast=True)
+    tg = Graph(xfer=x, bcast=True)
     got = defaultdict(list)
     for i, l in enumerate(analysis.send_leaders(tg).tolist()):
         got[l].append(i)
@@ -91,7 +94,7 @@ def test_send_leaders_random_rows_match_brute_force():
     twice = {(tuple(x[f][i] for f in x if f != "dst"), x["dst"][i]) for i in range(n)}
     assert len(twice) < n, "some tile should receive a range twice: the second-group path"
     x["dst"] = np.arange(n) % 97                                 # no tile receives a range twice: the fast path
-    tg = SimpleNamespace(xfer=x, bcast=True)
+    tg = Graph(xfer=x, bcast=True)
     got = defaultdict(list)
     for i, l in enumerate(analysis.send_leaders(tg).tolist()):
         got[l].append(i)

@@ -12,6 +12,7 @@ multicast send (isa.MCAST): its sender is charged the bytes once (send_leaders).
 from __future__ import annotations
 
 import hashlib
+import weakref
 
 import numpy as np
 
@@ -68,19 +69,26 @@ def send_leaders(tg: TileGraph) -> np.ndarray:
     tg.bcast the first row (in xfer order) of its multicast group: the rows of one step
     with the same source range (tile, request, offset, row shape, relocation), to
     distinct tiles (a tile receiving a range twice in a step gets a second group).
-    Kept on the tile graph while its transfers' steps stay as they were (early gathers
+    Kept (_MEMO) for the tile graph while its transfers' steps stay as they were (early gathers
     move them): analysis asks four times per candidate."""
     x = tg.xfer
     n = len(x["src"])
     if not tg.bcast or n < 2:
         return np.arange(n)
     seen = hashlib.blake2b(np.ascontiguousarray(x["step"]).tobytes(), digest_size=16).digest()
-    memo = tg.__dict__.get("_leaders")
-    if memo is not None and memo[0] == seen:
-        return memo[1]
+    memo = _MEMO.get(id(tg))
+    if memo is not None and memo[0]() is tg and memo[1] == seen:
+        return memo[2]
     lead = _leaders(x, n)
-    tg.__dict__["_leaders"] = (seen, lead)
+    if len(_MEMO) >= 8:
+        _MEMO.clear()
+    _MEMO[id(tg)] = (weakref.ref(tg), seen, lead)
     return lead
+
+
+# send_leaders' memo, beside the tile graph rather than on it: the artifact codec stores a
+# tile graph field by field and refuses any other attribute. id -> (weakref, steps' hash, leaders)
+_MEMO: dict[int, tuple] = {}
 
 
 def _packed(x) -> list:

@@ -117,7 +117,6 @@ class TileGraph:
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state.pop("_leaders", None)           # analysis.send_leaders' memo: recomputed on use
         for f in self.TABLES:
             state[f] = {k: _narrow(v) for k, v in state[f].items()}
         return state

@@ -247,45 +247,39 @@ NONE, NAN = 1 << 20, -(1 << 20)     # _qexp of a zero (no constraint) and of inf
 
 @njit(inline="always")
 def _qexp(x):
-    """log2 of the weight of x's lowest set significand bit (x a float64 holding a float32
-    value: x is a multiple of 2^_qexp(x)); NONE for zero, NAN for inf or NaN (and float64
-    subnormals, which no float32 value is)."""
-    u = np.float64(x).view(np.int64)
-    e = (u >> 52) & 0x7FF
-    m = (u & ((np.int64(1) << 52) - 1)) | (np.int64(1) << 52)
-    low = np.float64(m & -m).view(np.int64) >> 52          # 1023 + log2(lowest set bit)
-    q = e - 2098 + low
-    q = NAN if e == 0x7FF or e == 0 else q
-    return NONE if x == 0 else q
+    """log2 of the weight of float32 x's lowest set significand bit (x is a multiple of
+    2^_qexp(x)); NONE for zero, NAN for inf or NaN. Integer operations only, without
+    branches, so a row's minimum vectorises (integer min is associative)."""
+    u = np.int64(np.float32(x).view(np.uint32))
+    e = (u >> 23) & 0xFF
+    m = (u & 0x7FFFFF) | (0x800000 if e != 0 else 0)        # subnormals: no implicit bit, exponent 1
+    low = np.int64(np.float32(m & -m).view(np.uint32) >> 23) - 127     # log2(lowest set bit); m < 2^24: exact
+    q = max(e, 1) - 150 + low
+    q = NAN if e == 0xFF else q
+    return NONE if (u & 0x7FFFFFFF) == 0 else q
 
 
 @njit(**_JIT)
-def _stats(a, b):
-    """(na [bs, m], qa, nb [bs, n], qb): the Euclidean norms of a's rows and b's columns (an
-    upper bound only: summed in order, their rounding is inside the doubled gamma_k and the
-    2^-20 below), and the least _qexp in each (every product a[i, l] b[l, j] is a multiple of
-    2^(qa[i] + qb[j]))."""
+def _quanta(a, b):
+    """(qa [bs, m], qb [bs, n]): the least _qexp in each row of float32 a [bs, m, k] and in
+    each column of b [bs, k, n]: every product a[i, l] b[l, j] is a multiple of
+    2^(qa[i] + qb[j])."""
     bs, m, k = a.shape
     n = b.shape[2]
-    na, nb = np.empty((bs, m)), np.empty((bs, n))
     qa, qb = np.empty((bs, m), np.int64), np.empty((bs, n), np.int64)
+    col = np.empty(n, np.int64)
     for t in range(bs):
         for i in range(m):
-            s, q = 0.0, NONE
+            q = NONE
             for l in range(k):
-                x = a[t, i, l]
-                s += x * x
-                q = min(q, _qexp(x))
-            na[t, i], qa[t, i] = math.sqrt(s), q
-        nb[t, :], qb[t, :] = 0.0, NONE
+                q = min(q, _qexp(a[t, i, l]))
+            qa[t, i] = q
+        col[:] = NONE
         for l in range(k):
             for j in range(n):
-                x = b[t, l, j]
-                nb[t, j] += x * x
-                qb[t, j] = min(qb[t, j], _qexp(x))
-        for j in range(n):
-            nb[t, j] = math.sqrt(nb[t, j])
-    return na, qa, nb, qb
+                col[j] = min(col[j], _qexp(b[t, l, j]))
+        qb[t, :] = col
+    return qa, qb
 
 
 @njit(**_JIT)
@@ -382,6 +376,13 @@ def _exact(p: np.ndarray) -> np.float32:
     return np.float32(r + np.float32(0.0))
 
 
+def norms(x: np.ndarray, axis: int) -> np.ndarray:
+    """Euclidean norms along `axis` of a float64 array (an upper bound only: computed in any
+    order, its rounding is inside the doubled gamma_k and _certify's 2^-20)."""
+    y = np.moveaxis(x, axis, -1)
+    return np.sqrt(np.einsum("...i,...i->...", y, y))
+
+
 def _blas(a64: np.ndarray, b64: np.ndarray) -> np.ndarray:
     """The float64 products by BLAS, in whatever order it likes (a test swaps this for one
     that errs anywhere within the bound, tests/test_exact.py)."""
@@ -412,7 +413,8 @@ def matmul_f32(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> n
     a64, b64 = a3.astype(np.float64, order="C"), b3.astype(np.float64, order="C")
     with np.errstate(invalid="ignore", over="ignore"):      # inf/NaN operands: settled below
         c = _blas(a64, b64).reshape(bs, m, n)
-        na, qa, nb, qb = _stats(a64, b64)
+        na, nb = norms(a64, 2), norms(b64, 1)
+    qa, qb = _quanta(a3, b3)
     # gamma_k, doubled: covers the float64 norms' own rounding and c +- e's
     g = 2.0 * k * U / (1.0 - k * U) * (1.0 + 2.0 ** -20)
     flagged = np.empty(bs * m * n, np.int64)

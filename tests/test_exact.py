@@ -180,3 +180,28 @@ def test_simulators_exp_within_an_ulp_and_a_half():
     ulp = np.spacing(want[normal].astype(np.float32)).astype(np.float64)
     assert got.dtype == np.float32 and (np.abs(got[normal] - want[normal]) <= 1.5 * ulp).all()
     assert np.isnan(got[-5]) and got[-7] == np.inf and got[-6] == 0 and got[-2] == np.inf and got[-1] == 0
+
+
+@njit
+def _qexps(x, out):
+    for i in range(x.shape[0]):
+        out[i] = exact._qexp(x[i])
+
+
+def test_qexp_is_the_lowest_set_bit():
+    """_qexp(x): x / 2^q is an odd integer (normal, subnormal, f16 and FP8 values alike);
+    zero gives NONE, inf and NaN give NAN."""
+    rng = np.random.default_rng(11)
+    x = np.concatenate([rng.standard_normal(3000).astype(np.float32),
+                        rng.standard_normal(1000).astype(np.float16).astype(np.float32),
+                        (rng.integers(1, 1 << 23, 1000) * 2.0 ** -149).astype(np.float32),      # subnormals
+                        np.float32([1.0, -2.0 ** -149, 3.0 * 2 ** 100, 65504.0])])
+    q = np.empty(x.size, np.int64)
+    _qexps(x, q)
+    for v, e in zip(x.tolist(), q.tolist()):
+        r = math.ldexp(v, -e)
+        assert r.is_integer() and int(r) % 2 == 1, (v, e)
+    special = np.float32([0.0, -0.0, np.inf, -np.inf, np.nan])
+    q = np.empty(5, np.int64)
+    _qexps(special, q)
+    assert q.tolist() == [exact.NONE] * 2 + [exact.NAN] * 3

@@ -282,15 +282,26 @@ def _quanta(a, b):
     return qa, qb
 
 
+TWO53 = 2.0 ** 53
+
+
+def _scaled(norm: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """norm / 2^q (exact: a power of two; inf for a row holding inf or NaN, 0 for a zero row),
+    so that _certify's exactness test is one product per element; the 2^-20 on one side."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.ldexp(norm * (1.0 + 2.0 ** -20), -np.clip(q, -2000, 2000).astype(np.int32))
+
+
 @njit(**_JIT)
-def _certify(c, na, nb, qa, qb, g, out, flagged):
+def _certify(c, na, nb, ra, rb, g, out, flagged):
     """out[b, i, j] = float32(c) where c is provably the exact sum, or where the interval
     c +- g na[b, i] nb[b, j] rounds to one float32 value (both ends, float32 rounding being
     monotonic); the others' flat indices b * m * n + i * n + j into `flagged`; returns how
     many. (Hoelder's |a|_1 |b|_inf and |a|_inf |b|_1 as well flag as many: measured on the
     4-layer default trial.)
     Exact: every product is a multiple of Q = 2^(qa + qb) and their absolute sum is at most
-    na nb (Cauchy-Schwarz; the norms' rounding inside the 2^-20); below 2^53 Q every
+    na nb (Cauchy-Schwarz; the norms' rounding inside the 2^-20; ra, rb = na / 2^qa, nb / 2^qb
+    with that factor, _scaled); below 2^53 Q every
     partial sum of them, in any order, is an integer times Q under 2^53, so a float64 value:
     no addition or FMA BLAS makes rounds. f16 operands' sums are often exact with a few bits
     more than float32 holds, many on float32 midpoints, which the interval flags (9.2 % of
@@ -301,9 +312,7 @@ def _certify(c, na, nb, qa, qb, g, out, flagged):
         for i in range(m):
             for j in range(n):
                 v = c[b, i, j]
-                s = 53 + qa[b, i] + qb[b, j]
-                top = np.inf if s > 1023 else (0.0 if s < -1022 else _pow2(s))
-                if na[b, i] * nb[b, j] * (1.0 + 2.0 ** -20) < top:
+                if ra[b, i] * rb[b, j] < TWO53:             # na nb (1 + 2^-20) < 2^(53 + qa + qb)
                     out[b, i, j] = _f32(v)
                     continue
                 e = g * na[b, i] * nb[b, j]
@@ -415,10 +424,11 @@ def matmul_f32(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> n
         c = _blas(a64, b64).reshape(bs, m, n)
         na, nb = norms(a64, 2), norms(b64, 1)
     qa, qb = _quanta(a3, b3)
+    ra, rb = _scaled(na, qa), _scaled(nb, qb)
     # gamma_k, doubled: covers the float64 norms' own rounding and c +- e's
     g = 2.0 * k * U / (1.0 - k * U) * (1.0 + 2.0 ** -20)
     flagged = np.empty(bs * m * n, np.int64)
-    nf = _certify(c, na, nb, qa, qb, g, res, flagged)
+    nf = _certify(c, na, nb, ra, rb, g, res, flagged)
     if nf:
         unsettled = np.empty(nf, np.int64)
         fl = flagged[:nf]

@@ -141,8 +141,8 @@ def _rms_rel(got, want) -> float:
     got, want = np.asarray(got, np.float64).ravel(), np.asarray(want, np.float64).ravel()
     if not np.isfinite(got).all():
         return float("inf")
-    ww = _sum(want * want)
-    return math.sqrt(_sum((got - want) ** 2) / ww) if ww > 0 else 0.0
+    ww, dd = exact.sq_sums(got, want)         # _sum(want * want), _sum((got - want) ** 2) in one pass
+    return math.sqrt(dd / ww) if ww > 0 else 0.0
 
 
 def _cosine(got, want) -> float:

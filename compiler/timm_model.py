@@ -40,7 +40,7 @@ THREADS = 2
 # GELU(approximate="none"), in both): a preset trial is checked against these, not against
 # its model.eps / model.gelu (a config that changes them is no longer timm's model)
 TIMM = {"so400m": dict(eps=1e-6, gelu="erf"), "b16": dict(eps=1e-6, gelu="erf")}
-_JB, _KB = 256, 128          # output-column and reduction blocks (a 256 KiB float64 panel of b)
+_ROWS, _JB = 6, 128          # rows per pass and output columns per block (_mm_rows)
 
 
 @dataclass(frozen=True)
@@ -57,29 +57,45 @@ class Arch:
 @njit(cache=True, nogil=True)
 def _mm_rows(a, b, out, r0, r1):
     """out[r0:r1] = a[r0:r1] @ b, each out[i, j] = Σ_k a[i, k]·b[k, j] summed in k order
-    into an accumulator of its own (blocks of k only postpone, never reorder, the
-    additions). The j loop vectorises across outputs (acc is a fresh array, so LLVM may
-    load and store it in vectors), never across terms, so any SIMD width gives the same
-    bytes."""
+    into an accumulator of its own. Six rows at a time share each load of b's row panel
+    (`_ROWS`: 2.0x the one-row loop's speed on this host's AVX-512, measured at 729 x 1152
+    x 4304); the j loop vectorises across outputs (acc is a fresh array, so LLVM may load
+    and store it in vectors), never across terms, so any SIMD width or row grouping gives
+    the same bytes."""
     K = a.shape[1]
     N = b.shape[1]
-    acc = np.empty((r1 - r0, _JB))
+    acc = np.empty((_ROWS, _JB))
+    r6 = r0 + (r1 - r0) // _ROWS * _ROWS
     for j0 in range(0, N, _JB):
         j1 = min(N, j0 + _JB)
         w = j1 - j0
-        acc[:, :] = 0.0
-        for k0 in range(0, K, _KB):
-            k1 = min(K, k0 + _KB)
-            for r in range(r1 - r0):
-                ar = acc[r]
-                for k in range(k0, k1):
-                    x = a[r0 + r, k]
-                    bk = b[k, j0:j1]
-                    for j in range(w):
-                        ar[j] += x * bk[j]
-        for r in range(r1 - r0):
+        for r in range(r0, r6, _ROWS):
+            acc[:, :] = 0.0
+            c0, c1, c2, c3, c4, c5 = acc[0], acc[1], acc[2], acc[3], acc[4], acc[5]
+            for k in range(K):
+                bk = b[k, j0:j1]
+                x0, x1, x2, x3, x4, x5 = a[r, k], a[r + 1, k], a[r + 2, k], a[r + 3, k], a[r + 4, k], a[r + 5, k]
+                for j in range(w):
+                    v = bk[j]
+                    c0[j] += x0 * v
+                    c1[j] += x1 * v
+                    c2[j] += x2 * v
+                    c3[j] += x3 * v
+                    c4[j] += x4 * v
+                    c5[j] += x5 * v
+            for q in range(_ROWS):
+                for j in range(w):
+                    out[r + q, j0 + j] = acc[q, j]
+        for r in range(r6, r1):             # the last < 6 rows one at a time, the same order
+            c0 = acc[0]
+            c0[:w] = 0.0
+            for k in range(K):
+                x0 = a[r, k]
+                bk = b[k, j0:j1]
+                for j in range(w):
+                    c0[j] += x0 * bk[j]
             for j in range(w):
-                out[r0 + r, j0 + j] = acc[r, j]
+                out[r, j0 + j] = c0[j]
 
 
 def matmul(a, b) -> np.ndarray:

@@ -94,10 +94,12 @@ def test_matmul_f32_nonfinite_and_shapes():
 
 def test_any_blas_within_the_bound_gives_the_same_bits(monkeypatch):
     """A BLAS that errs anywhere within k u sum|a||b| (another kernel, order, FMA, threads):
-    the same bits. One that errs 10x more changes some: the comparison can see a change."""
+    the same bits. One that errs 10x more changes some: the comparison can see a change.
+    Full float32 operands: no sum of theirs is provably exact (_certify), so every
+    element rests on the bound (an exact sum is exact in any IEEE order: the next test)."""
     rng = np.random.default_rng(8)
-    a = rng.standard_normal((60, 700)).astype(np.float16).astype(np.float32)
-    b = rng.standard_normal((700, 50)).astype(np.float16).astype(np.float32)
+    a = rng.standard_normal((60, 700)).astype(np.float32)
+    b = rng.standard_normal((700, 50)).astype(np.float32)
     want = exact.matmul_f32(a, b)
     k = a.shape[1]
     real = exact._blas
@@ -113,6 +115,29 @@ def test_any_blas_within_the_bound_gives_the_same_bits(monkeypatch):
         assert exact.matmul_f32(a, b).tobytes() == want.tobytes()
     monkeypatch.setattr(exact, "_blas", noisy(2.0 ** 30))      # far outside the bound: caught
     assert exact.matmul_f32(a, b).tobytes() != want.tobytes()
+
+
+def test_exact_sums_settle_f16_midpoints_in_any_order(monkeypatch):
+    """f16 operands (the simulator's MATMUL): sums that are exact in float64 and land on
+    float32 midpoints, which the interval test flags. _certify settles them from BLAS's
+    sum, in whatever order an IEEE BLAS adds (here: k permuted, and a pairwise reduction):
+    the brute-force bits either way; a BLAS off by one float64 unit there is not corrected
+    (the shortcut trusts only sums that no IEEE order can round)."""
+    rng = np.random.default_rng(26)
+    a = (rng.standard_normal((40, 128)) * 4).astype(np.float16).astype(np.float32)
+    b = (rng.standard_normal((128, 30)) / 4).astype(np.float16).astype(np.float32)
+    want = brute(a, b)
+    real = exact._blas
+    perm = rng.permutation(128)
+    for blas in (real, lambda a64, b64: a64[..., perm] @ b64[..., perm, :],
+                 lambda a64, b64: (a64[..., :, :, None] * b64[..., None, :, :]).sum(-2)):
+        monkeypatch.setattr(exact, "_blas", blas)
+        assert exact.matmul_f32(a, b).tobytes() == want.tobytes()
+    moved = []
+    for way in (np.inf, -np.inf):       # a tie moved either way: one of the two rounds it otherwise
+        monkeypatch.setattr(exact, "_blas", lambda a64, b64: np.nextafter(real(a64, b64), way))
+        moved.append(exact.matmul_f32(a, b).tobytes() != want.tobytes())
+    assert any(moved)
 
 
 @njit
@@ -155,3 +180,28 @@ def test_simulators_exp_within_an_ulp_and_a_half():
     ulp = np.spacing(want[normal].astype(np.float32)).astype(np.float64)
     assert got.dtype == np.float32 and (np.abs(got[normal] - want[normal]) <= 1.5 * ulp).all()
     assert np.isnan(got[-5]) and got[-7] == np.inf and got[-6] == 0 and got[-2] == np.inf and got[-1] == 0
+
+
+@njit
+def _qexps(x, out):
+    for i in range(x.shape[0]):
+        out[i] = exact._qexp(x[i])
+
+
+def test_qexp_is_the_lowest_set_bit():
+    """_qexp(x): x / 2^q is an odd integer (normal, subnormal, f16 and FP8 values alike);
+    zero gives NONE, inf and NaN give NAN."""
+    rng = np.random.default_rng(11)
+    x = np.concatenate([rng.standard_normal(3000).astype(np.float32),
+                        rng.standard_normal(1000).astype(np.float16).astype(np.float32),
+                        (rng.integers(1, 1 << 23, 1000) * 2.0 ** -149).astype(np.float32),      # subnormals
+                        np.float32([1.0, -2.0 ** -149, 3.0 * 2 ** 100, 65504.0])])
+    q = np.empty(x.size, np.int64)
+    _qexps(x, q)
+    for v, e in zip(x.tolist(), q.tolist()):
+        r = math.ldexp(v, -e)
+        assert r.is_integer() and int(r) % 2 == 1, (v, e)
+    special = np.float32([0.0, -0.0, np.inf, -np.inf, np.nan])
+    q = np.empty(5, np.int64)
+    _qexps(special, q)
+    assert q.tolist() == [exact.NONE] * 2 + [exact.NAN] * 3

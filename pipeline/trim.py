@@ -12,10 +12,12 @@ kernel's high-water mark of the expand stage was 2.0-2.3 GiB while tracemalloc c
 most 1.43 GiB live (2026-12-02, experiments/host_time/README.md). `malloc_trim(0)` releases
 the free pages of every arena (madvise), so freed memory stops counting as resident.
 
-A daemon thread calls it every `period` seconds (~9 ms each at 27 layers' expand: ~1.5 CPU s
-in a 30 s stage at 0.2 s). It only releases pages of free blocks: no allocation, no byte of
-any result changes. Not glibc (no malloc_trim): nothing. TESSERA_MALLOC_TRIM_S sets the
-period (default 0.2; 0 turns it off). Generic: nothing from ``compiler/``.
+A daemon thread calls it every `period` seconds (~9 ms a call at 27 layers' expand). It only
+releases pages of free blocks: no byte of any result changes; but memory handed back costs a
+page fault when reused, so trimming often costs CPU: 27 layers' expand stage (one rerun each,
+load ~3) VmHWM / CPU s: off 2,044-2,323 MiB / 25-31 s, every 1.0 s 1,764 / 37, 0.5 s 1,630 / 35,
+0.2 s 1,519-1,574 / 30-46. Not glibc (no malloc_trim): nothing. TESSERA_MALLOC_TRIM_S sets the
+period (default 0.5; 0 turns it off). Generic: nothing from ``compiler/``.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ import threading
 __all__ = ["Trimmer", "period_from_env"]
 
 ENV = "TESSERA_MALLOC_TRIM_S"
-DEFAULT_S = 0.2            # assumed: measured 0.2 against a 2 GiB budget at 27 layers, not tuned further
+DEFAULT_S = 0.5            # measured (above): under 2 GiB with margin at less CPU than 0.2
 
 
 def _malloc_trim():

@@ -141,12 +141,14 @@ def _dtype(name: Any) -> np.dtype:
     raise CodecError(f"unknown dtype {name!r}")
 
 
-def _narrow(a: np.ndarray) -> np.ndarray | None:
-    """``a`` in the smallest integer type holding its values, or None if that saves nothing."""
+def _narrow(a: np.ndarray) -> np.dtype | None:
+    """The smallest integer type holding ``a``'s values, or None if that saves nothing. Only
+    the type: dump converts one array at a time as it writes it, so an artifact of many
+    large int64 columns (expand's tile graphs) is never held twice in memory."""
     if a.dtype.kind not in "iu" or a.dtype.itemsize == 1 or a.size == 0:
         return None
     t = np.promote_types(np.min_scalar_type(int(a.min())), np.min_scalar_type(int(a.max())))
-    return a.astype(t) if t.itemsize < a.dtype.itemsize else None
+    return t if t.itemsize < a.dtype.itemsize else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -191,11 +193,9 @@ class _Encoder:
             if raw is not None:
                 a, doc["view"] = (o if o.flags.c_contiguous else o.copy(order="C")).view(raw), name
             else:
-                a = _narrow(o)
-                if a is None:
-                    a = o
-                else:
-                    doc["as"] = name
+                a, t = o, _narrow(o)
+                if t is not None:
+                    a, doc["as"] = (o, t), name      # converted when written
             self.arrays.append(a)
             return doc
         if isinstance(o, np.generic):
@@ -238,6 +238,8 @@ def dump(value: Any, f: BinaryIO) -> None:
     with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
         zf.writestr(_zipinfo(DOC), _json(doc).encode())
         for i, a in enumerate(enc.arrays):
+            enc.arrays[i] = None                                      # nothing kept once written
+            a = a[0].astype(a[1]) if type(a) is tuple else a          # narrowed (_narrow), one at a time
             a = a if a.flags.c_contiguous else a.copy(order="C")     # (ascontiguousarray makes 0-d 1-d)
             with zf.open(_zipinfo(f"{i}.npy"), "w", force_zip64=a.nbytes > 1 << 30) as m:
                 # the .npy header, then the array's memory as is (no per-chunk copies)

@@ -24,6 +24,7 @@ from .config import REPO, load_params
 from .fanout import Executor, ExecutorConfig, map_reduce
 from .monitor import HostMonitor
 from .store import Store, StoreError, digest, task_key
+from .trim import Trimmer
 
 ART = REPO / "artifacts"
 METRICS = REPO / "metrics"
@@ -177,7 +178,8 @@ def run_stage(phase: str, params: str | Path | None = None) -> object:
         raise StageError(f"cannot create {out.relative_to(REPO)}: {e.strerror or e}") from None
     writing = False   # a failure before the writes leaves the previous outputs as they were
     try:
-        with HostMonitor(ART / "host" / phase) as mon, Executor(ExecutorConfig.from_dict(cfg["executor"])) as ex:
+        with HostMonitor(ART / "host" / phase) as mon, Trimmer(), \
+                Executor(ExecutorConfig.from_dict(cfg["executor"])) as ex:
             if phase == "report":   # no host figures: profile.html must be byte-identical on a rerun
                 from compiler.report import report
                 res = report(*(inputs[u] for u in ups), compiler.phases.target_of(cfg))

@@ -80,6 +80,8 @@ def send_leaders(tg: TileGraph) -> np.ndarray:
     if memo is not None and memo[0]() is tg and memo[1] == seen:
         return memo[2]
     lead = _leaders(x, n)
+    for k in [k for k, m in _MEMO.items() if m[0]() is None]:   # a dead graph's leaders: 10 MiB at 27 layers
+        del _MEMO[k]
     if len(_MEMO) >= 8:
         _MEMO.clear()
     _MEMO[id(tg)] = (weakref.ref(tg), seen, lead)

@@ -56,6 +56,18 @@ def concat(parts: list[dict]) -> dict[str, np.ndarray]:
     return {k: np.concatenate([p[k] for p in parts], axis=None, dtype=np.int64, casting="unsafe") for k in keys}
 
 
+def drain(parts: list[dict]) -> dict[str, np.ndarray]:
+    """concat(parts), emptying `parts` column by column as it goes: the parts and the
+    whole table are never both held (at 27 layers a tile graph is ~190 MiB of int64
+    columns, 2 in flight on the expand stage's threads)."""
+    keys = list(parts[0])
+    out = {}
+    for k in keys:
+        out[k] = np.concatenate([p.pop(k) for p in parts], axis=None, dtype=np.int64, casting="unsafe")
+    parts.clear()
+    return out
+
+
 def _column(v, n: int) -> np.ndarray:
     """v as an int64 column of n rows: arrays already that shape as they are, scalars
     filled (np.broadcast_to's own checks cost more than the rest of Builder.add)."""
@@ -208,7 +220,7 @@ class Builder:
             self.scale.append(np.broadcast_to(np.asarray(cols.get("scale", 1.0), np.float64), (n,)))
 
     def build(self, steps, in_streams, out_streams, label, count=1) -> TileGraph:
-        cat = lambda parts, f: concat(parts) if parts else soa(f)
+        cat = lambda parts, f: drain(parts) if parts else soa(f)      # the builder is spent after
         req = cat(self.req, REQ)
         req["end"] = np.where(req["end"] == END, len(steps) + 2, req["end"])
         for rows, step in self.uses:

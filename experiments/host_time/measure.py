@@ -63,7 +63,7 @@ def sh(*cmd, cwd=REPO, env=None):
     return subprocess.run(cmd, cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
 
 
-def measure(rev: str, layers: int, work: Path, keep: Path | None = None) -> dict:
+def measure(rev: str, layers: int, work: Path, keep: Path | None = None, leave: bool = False) -> dict:
     sha = sh("git", "rev-parse", "--short", rev).strip()
     tree = work / f"tree-{sha}"
     tree.mkdir(parents=True)
@@ -107,8 +107,9 @@ def measure(rev: str, layers: int, work: Path, keep: Path | None = None) -> dict
         return dict(rev=sha, stages=rows, status=trial.get("status"),
                     cycles_per_layer=metrics.get("run", {}).get("cycles_per_layer"))
     finally:
-        shutil.rmtree(tree, ignore_errors=True)
-        shutil.rmtree(work / f"store-{sha}", ignore_errors=True)
+        if not leave:          # --work: the copy and its store stay, to rerun one stage in it
+            shutil.rmtree(tree, ignore_errors=True)
+            shutil.rmtree(work / f"store-{sha}", ignore_errors=True)
 
 
 def table(results: list[dict]) -> str:
@@ -148,9 +149,16 @@ def main(argv=None):
     ap.add_argument("--layers", type=int, default=27)
     ap.add_argument("--json", help="also write the figures here")
     ap.add_argument("--keep", help="copy each revision's profile.html, metrics/ and RSS samples under DIR/<rev>/")
+    ap.add_argument("--work", help="export into DIR/tree-<rev> and leave it there (artifacts and store), "
+                                   "so one stage can be rerun in it afterwards")
     a = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="host_time-") as d:
-        results = [measure(rev, a.layers, Path(d), Path(a.keep) if a.keep else None) for rev in a.revs]
+    keep = Path(a.keep) if a.keep else None
+    if a.work:
+        Path(a.work).mkdir(parents=True, exist_ok=True)
+        results = [measure(rev, a.layers, Path(a.work), keep, leave=True) for rev in a.revs]
+    else:
+        with tempfile.TemporaryDirectory(prefix="host_time-") as d:
+            results = [measure(rev, a.layers, Path(d), keep) for rev in a.revs]
     print(f"model.layers={a.layers}; {os.cpu_count()} cores\n")
     print(table(results))
     if a.json:

@@ -228,3 +228,20 @@ def test_allowlist_names_resolve_to_dataclasses():
     from compiler.result import RESULT_TYPES
     types, names = codec._allowlist()
     assert set(types) == set(RESULT_TYPES) and all(names[c] == n for n, c in types.items())
+
+
+def test_narrowed_when_written_one_array_at_a_time():
+    """The codec narrows int columns as it writes each (not all first): the same bytes as
+    narrowing them up front, and the value it was given is left as it was."""
+    cols = {"x": np.arange(-3, 300, dtype=np.int64), "y": np.full(7, 1 << 40, np.int64),
+            "z": np.arange(5, dtype=np.int32), "w": np.zeros(0, np.int64)}
+    keep = {k: v.copy() for k, v in cols.items()}
+    data = codec.dumps(cols)
+    back = codec.loads(data)
+    for k, v in keep.items():
+        assert back[k].dtype == v.dtype and np.array_equal(back[k], v) and np.array_equal(cols[k], v)
+    # the stored members: x and z narrower, y still int64 (no narrower type holds 2^40)
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        doc = json.loads(zf.read("data.json"))["value"]
+        size = {k: np.lib.format.read_array(zf.open(f"{doc[k]['$array']}.npy")).dtype.itemsize for k in "xyz"}
+    assert size["x"] < 8 and size["y"] == 8 and size["z"] == 1

@@ -1,6 +1,6 @@
 """Return freed heap memory to the kernel while a stage runs (glibc malloc_trim).
 
-    with Trimmer(0.2):
+    with Trimmer():           # every TESSERA_MALLOC_TRIM_S seconds (0.5)
         run_stage()
 
 Why. glibc keeps memory a thread frees in that thread's arena (and, for blocks under its

@@ -102,6 +102,13 @@ def counted_square(item, calls_dir=None):
     return item * item
 
 
+def slow_counted_square(item, calls_dir=None):
+    """counted_square taking 50 ms: long enough that, with tasks in flight, one worker
+    cannot finish all of them before the other is given one, even on a loaded machine."""
+    time.sleep(0.05)
+    return counted_square(item, calls_dir)
+
+
 def expected_topk(k):
     res = [{"item": i, "score": (i * 37) % 7} for i in range(N_ITEMS)]
     ranked = sorted(((r["score"], i, r) for i, r in enumerate(res)), key=lambda e: (e[0], e[1]))
@@ -364,8 +371,8 @@ def test_cluster_executor_with_shared_store(tmp_path):
         def key(i):
             return task_key("cluster-sq", [], [digest(i)], {})
 
-        out = map_reduce(counted_square, range(20), collect_by_index, None, executor=cfg, store=store, key=key,
-                         scatter={"calls_dir": str(calls)}, label="cluster")
+        out = map_reduce(slow_counted_square, range(20), collect_by_index, None, executor=cfg, store=store,
+                         key=key, scatter={"calls_dir": str(calls)}, label="cluster")
         assert out == {i: i * i for i in range(20)}
         pids = {p.name.split("-")[1] for p in calls.iterdir()}
         assert len(list(calls.iterdir())) == 20 and len(pids) == 2  # both workers did work

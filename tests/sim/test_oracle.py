@@ -110,12 +110,13 @@ COST_TERMS = {       # compiler/costs/ terms changed behind the oracle's back, e
 # default) this ViT's plan differs, and two mutants change nothing it runs (no exchange
 # step is bound by a sender, which is all the supertile bonus speeds up; nor does its
 # one row reduction cost differently on one worker).
-MUTATED = (WORKLOADS["vit"], {"broadcast_sends": False})
+def mutated():
+    return compiled(WORKLOADS["vit"], broadcast_sends=False)
 
 
 @pytest.mark.parametrize("term", list(COST_TERMS))
 def test_a_changed_cost_term_is_caught_end_to_end(term, monkeypatch):
-    r = compiled(MUTATED[0], **MUTATED[1])
+    r = mutated()
     expected = oracle.step_cycles(r["lower"].program).tolist()
     attr, fn = COST_TERMS[term]
     set_cost_term(monkeypatch, attr, fn)
@@ -126,7 +127,7 @@ def test_a_changed_cost_term_is_caught_end_to_end(term, monkeypatch):
 def test_a_changed_rate_in_target_py_is_caught(mutant, monkeypatch):
     """The simulator charges from target.py; change one of its costs after compiling
     and the oracle, which does not read target.py, must disagree."""
-    r = compiled(MUTATED[0], **MUTATED[1])
+    r = mutated()
     expected = oracle.step_cycles(r["lower"].program).tolist()
     assert simulate(r).step_cycles.tolist() == expected          # unchanged: they agree
     attr, fn = MUTANTS[mutant]

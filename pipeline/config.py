@@ -182,7 +182,8 @@ CHECKED = REPO / "artifacts" / "config" / "checked"
 # dvc.yaml lists these files as deps of `config` alone; its output carries their sha256 and
 # every stage depends on it, so a change here reruns them all, as a dep of each would.
 HARNESS = ("pipeline/__main__.py", "pipeline/stages.py", "pipeline/config.py", "pipeline/fanout.py",
-           "pipeline/store.py", "pipeline/codec.py", "pipeline/monitor.py", "pipeline/progress.py",
+           "pipeline/store.py", "pipeline/codec.py", "pipeline/codec_format.py", "pipeline/codec_read.py",
+           "pipeline/monitor.py", "pipeline/progress.py",
            "pipeline/trim.py", "compiler/__init__.py", "compiler/phases.py", "compiler/target.py", "compiler/result.py",
            "compiler/policy.py", "compiler/mapper.py",
            # target.py's kernel costs (every phase from plan on prices or charges them)

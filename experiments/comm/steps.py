@@ -9,7 +9,8 @@ The overrides before the first `/` are common (the model is built once); each gr
 after one is a variant (policy keys) planned and expanded on that model. For each:
 the finalists' body cycles, then per exchange step of the Repeat body the op that
 opened it, its cycles, the busiest tile's sent and received bytes, total bytes and
-senders / receivers (with -v), and per op the body's exchange and compute cycles;
+senders / receivers (with -v; per compute step the tiles with kernels, at the step's
+length, and idle), and per op the body's exchange and compute cycles;
 with -v also compute split on each compute step's busiest tile into AMP (MATMUL),
 vector (every other kernel but COPY), COPY (the ring's local copies), and the steps'
 syncs (every superstep's, exchange and compute alike).
@@ -57,6 +58,10 @@ def report(g, e, t, verbose: bool) -> dict:
             on = sel & (k["tile"] == w)
             mm, cp = on & (k["op"] == isa.MATMUL), on & (k["op"] == isa.COPY)
             split[name][1:4] += [kc[mm].sum(), kc[on & ~mm & ~cp].sum(), kc[cp].sum()]
+            if verbose:                         # room a tile has in this step: max less its own kernels
+                busy = np.bincount(k["tile"][sel], kc[sel], minlength=T)
+                print(f"    c{s:4d} {name:12s} {cyc:7d}  tiles busy {int((busy > 0).sum()):5d} at max "
+                      f"{int((busy == busy.max()).sum()):5d} idle {int((busy == 0).sum()):5d}")
         if kind == "exchange" and verbose:
             sel = x["step"] == s + 1
             snd = np.bincount(x["src"][sel], send_charge(tg)[sel], minlength=T)   # a multicast once

@@ -1,9 +1,10 @@
 """Does plan's cost search miss a cheaper grid? Each weight matmul's grid swapped, one
 at a time, into plan's best candidate, and the swap measured by expand's exact cycles.
 
-    python experiments/comm/swap.py [--top N] [--ops qkv.xw,fc1.xw,...] [key=value ...]
+    python experiments/comm/swap.py [--top N] [--ops qkv.xw,fc1.xw,...] [--grids op=LABEL,...] [key=value ...]
 
-For every matmul named (default: those whose b is a parameter), its plan options (every
+For every matmul named (default: those whose b is a parameter, in the Repeat body if
+there is one), its plan options (every
 grid of plan/matmul.py with the relay and ring variants plan's beam prices, ranked by
 the standalone estimate) are tried in that order, the N best distinct labels besides
 the candidate's own; every other op keeps the candidate's grid. Each variant is expanded
@@ -11,7 +12,8 @@ the candidate's own; every other op keeps the candidate's grid. Each variant is 
 rejects it. If no swap is cheaper, the candidate is a local optimum of expand's own
 figure over what plan can choose: a gap left is not the beam's pricing but the options
 (experiments/comm/README.md). Spearman's rank correlation of estimate and exact cycles
-per op says how well the standalone estimate ranks them."""
+per op says how well the standalone estimate ranks them. --grids tries the named grids
+only (labels as plan prints them, e.g. qkv.xw=9x27x6~ring: the 4-layer grids at depth)."""
 from __future__ import annotations
 
 import sys
@@ -44,7 +46,7 @@ def ranks(x) -> np.ndarray:
 
 
 def main(argv):
-    top, names = 20, None
+    top, names, pick = 20, None, {}
     args = []
     it = iter(argv)
     for a in it:
@@ -52,6 +54,11 @@ def main(argv):
             top = int(next(it))
         elif a == "--ops":
             names = next(it).split(",")
+        elif a == "--grids":
+            for kv in next(it).split(","):
+                op, label = kv.split("=")
+                pick.setdefault(op, []).append(label)
+            names = sorted(pick)
         else:
             args.append(a)
     cfg = compose(["model=vit", "target=ipu21", *args])
@@ -64,15 +71,17 @@ def main(argv):
     e0 = expand_one(best, g, t, pol)
     base = e0.analysis["body_cycles"]
     print("candidate", base, best.label, flush=True)
+    seq = set(g.repeat.sequences) if g.repeat else None    # default: the Repeat body's weight matmuls
     ops = [n for n, _ in best.strategy if g.ops[n].outputs[0] in names] if names else \
-        [n for n, _ in best.strategy if g.tensors[g.ops[n].inputs[1]].kind == "param"]
+        [n for n, _ in best.strategy if g.tensors[g.ops[n].inputs[1]].kind == "param"
+         and (seq is None or g.ops[n].inputs[1] in seq)]
     found = {}
     for n in ops:
         o = options(g, n, t, pol, panels, homes)
         seen, est, exact = {best.grids[n].label}, [], []
         for i in np.argsort(o.a["cycles"], kind="stable"):
             gr = o.grid(int(i))
-            if gr.label in seen:
+            if gr.label in seen or (pick and gr.label not in pick.get(g.ops[n].outputs[0], ())):
                 continue
             seen.add(gr.label)
             if len(seen) > top + 1:
@@ -84,6 +93,8 @@ def main(argv):
             if not e.reason:
                 est.append(int(o.a["cycles"][i]))
                 exact.append(e.analysis["body_cycles"])
+        for label in sorted(set(pick.get(g.ops[n].outputs[0], ())) - seen):
+            print(f"  {g.ops[n].outputs[0]:8s} {label:22s} not among plan's options (its memory screen)")
         if len(est) > 1:
             a, b = ranks(est), ranks(exact)
             rho = 1 - 6 * float(((a - b) ** 2).sum()) / (len(a) * (len(a) ** 2 - 1))

@@ -9,7 +9,7 @@ grid of plan/matmul.py with the relay and ring variants plan's beam prices, rank
 the standalone estimate) are tried in that order, the N best distinct labels besides
 the candidate's own; every other op keeps the candidate's grid. Each variant is expanded
 (no placement) and its body cycles printed beside the estimate, or the reason expand
-rejects it. If no swap is cheaper, the candidate is a local optimum of expand's own
+rejects it (for memory: the deficit and the cycles the swap would have had). If no swap is cheaper, the candidate is a local optimum of expand's own
 figure over what plan can choose: a gap left is not the beam's pricing but the options
 (experiments/comm/README.md). Spearman's rank correlation of estimate and exact cycles
 per op says how well the standalone estimate ranks them. --grids tries the named grids
@@ -89,6 +89,8 @@ def main(argv):
             c = replace(best, strategy=tuple((m, gr if m == n else x) for m, x in best.strategy))
             e = expand_one(c, g, t, pol)
             tag = e.reason or f"body {e.analysis['body_cycles']} ({e.analysis['body_cycles'] - base:+d})"
+            if e.reason == "memory" and "body_cycles" in e.analysis:     # what the memory would have bought
+                tag += f" (deficit {e.figures.get('deficit_bytes')} B; body would be {e.analysis['body_cycles']})"
             print(f"  {g.ops[n].outputs[0]:8s} {gr.label:22s} estimate {int(o.a['cycles'][i]):7d}  {tag}", flush=True)
             if not e.reason:
                 est.append(int(o.a["cycles"][i]))

@@ -9,7 +9,11 @@ The overrides before the first `/` are common (the model is built once); each gr
 after one is a variant (policy keys) planned and expanded on that model. For each:
 the finalists' body cycles, then per exchange step of the Repeat body the op that
 opened it, its cycles, the busiest tile's sent and received bytes, total bytes and
-senders / receivers (with -v), and per op the body's exchange and compute cycles.
+senders / receivers (with -v; per compute step the tiles with kernels, at the step's
+length, and idle), and per op the body's exchange and compute cycles;
+with -v also compute split on each compute step's busiest tile into AMP (MATMUL),
+vector (every other kernel but COPY), COPY (the ring's local copies), and the steps'
+syncs (every superstep's, exchange and compute alike).
 e.g.  steps.py model.layers=27 / policy.ring_homes=false policy.early_gathers=false /"""
 from __future__ import annotations
 
@@ -21,12 +25,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from compiler.expand.analysis import send_charge  # noqa: E402
-from compiler.phases import run_phase  # noqa: E402
+from compiler import isa  # noqa: E402
+from compiler.expand.analysis import kernel_cycles, send_charge  # noqa: E402
+from compiler.phases import run_phase, target_of  # noqa: E402
 from pipeline.config import compose  # noqa: E402
 
 
-def report(g, e, verbose: bool) -> dict:
+def report(g, e, t, verbose: bool) -> dict:
     if e.rejection:
         print("rejected", e.rejection)
         return {}
@@ -38,10 +43,25 @@ def report(g, e, verbose: bool) -> dict:
     x, T = tg.xfer, tg.tiles
     nb = x["s_row_bytes"] * x["s_rows"]
     per = defaultdict(lambda: [0, 0])
+    split = defaultdict(lambda: np.zeros(5, np.int64))     # exchange, amp, vector, copy, sync
+    kc, k = kernel_cycles(tg, t), tg.kern
     for s in range(b0, b1):
         kind, cyc, op = tg.steps[s], int(a["step_cycles"][s]), tg.step_op[s]
         name = g.ops[op].outputs[0] if op >= 0 else "-"
         per[name][kind == "compute"] += cyc
+        split[name][4] += t.sync_cycles
+        if kind == "exchange":
+            split[name][0] += cyc - t.sync_cycles
+        else:                                   # the busiest tile's kernels by kind
+            sel = k["step"] == s + 1
+            w = np.bincount(k["tile"][sel], kc[sel], minlength=T).argmax()
+            on = sel & (k["tile"] == w)
+            mm, cp = on & (k["op"] == isa.MATMUL), on & (k["op"] == isa.COPY)
+            split[name][1:4] += [kc[mm].sum(), kc[on & ~mm & ~cp].sum(), kc[cp].sum()]
+            if verbose:                         # room a tile has in this step: max less its own kernels
+                busy = np.bincount(k["tile"][sel], kc[sel], minlength=T)
+                print(f"    c{s:4d} {name:12s} {cyc:7d}  tiles busy {int((busy > 0).sum()):5d} at max "
+                      f"{int((busy == busy.max()).sum()):5d} idle {int((busy == 0).sum()):5d}")
         if kind == "exchange" and verbose:
             sel = x["step"] == s + 1
             snd = np.bincount(x["src"][sel], send_charge(tg)[sel], minlength=T)   # a multicast once
@@ -49,9 +69,14 @@ def report(g, e, verbose: bool) -> dict:
             print(f"    x{s:4d} {name:12s} {cyc:7d}  send max {int(snd.max()):7d} recv max {int(rcv.max()):7d} "
                   f"total {int(nb[sel].sum()):9d} senders {int((snd > 0).sum()):5d} receivers {int((rcv > 0).sum()):5d}")
     out = {"body": int(a["body_cycles"]), "candidate": f.candidate.label,
-           "ops": {k: {"exchange": v[0], "compute": v[1]} for k, v in per.items()}}
+           "ops": {k: {"exchange": v[0], "compute": v[1]} for k, v in per.items()},
+           "split": {k: dict(zip(("exchange", "amp", "vector", "copy", "sync"), map(int, v)))
+                     for k, v in split.items()}}
     print("  body", out["body"], " exchange", sum(v[0] for v in per.values()), " compute", sum(v[1] for v in per.values()))
     print("  per op (exchange / compute):", ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in per.items()))
+    if verbose:
+        print("  per op (exchange / amp / vector / copy / sync):",
+              ", ".join(f"{k} {'/'.join(map(str, v.values()))}" for k, v in out["split"].items()))
     return out
 
 
@@ -76,7 +101,7 @@ def main(argv):
         r = dict(res)
         r["plan"] = run_phase("plan", r, cfg)
         r["expand"] = run_phase("expand", r, cfg)
-        results[" ".join(v) or "default"] = report(res["model"].graph, r["expand"], verbose)
+        results[" ".join(v) or "default"] = report(res["model"].graph, r["expand"], target_of(cfg), verbose)
     print(json.dumps({k: v.get("body") for k, v in results.items()}))
     return results
 

@@ -88,6 +88,26 @@ class ExpandResult:
                 "cycles": best["cycles"] if best else None}
 
 
+def grid_shape(cand) -> tuple:
+    """Every matmul's grid dimensions (GMxGNxGK/SP per op): what a candidate's tiles hold
+    and when, whatever its weights' homes (ring, resident), rotation or relay."""
+    return tuple((n, g.gg, g.gm, g.gn, g.gk, g.sp) for n, g in cand.strategy)
+
+
+def alike_retry(short: list, other: list) -> list:
+    """policy.diverse_finalists: when every finalist (and the homes fallback) has one grid
+    shape, the best admitted candidate of another shape (`other`: keep_distinct's best of
+    the two best shapes), placed last. Expand's memory screen counts live bytes, not the
+    element and bank separation placement needs, so one shape's twins (homes, ring,
+    resident) tend to fail placement together: with broadcast sends, 2560x1024x64 f16 on
+    the tiny target screens four 8x2x4/2 twins first, and placement proves each
+    infeasible (190,464 of 195,504 B, bank-separated: tests/test_serial_passes.py)."""
+    if not short or len({grid_shape(e.candidate) for e in short}) > 1:
+        return []
+    one = grid_shape(short[0].candidate)
+    return [e for _, kk, e in other if kk != one][:1]
+
+
 def compose(cands: list, costs: dict):
     """The candidate taking, for every matmul, the grid whose supersteps measured
     cheapest among the admitted candidates (plan's estimates rank grids per op; the
@@ -130,6 +150,10 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
     # ring homes fails placement (expand screens their memory, placement alone proves it)
     homes = mappers.keep_best(1, lambda e: None if e.reason or concentrated(e.candidate) else e.analysis["cycles"])
     fallback = []
+    # policy.diverse_finalists: the best admitted candidate of the two best grid shapes
+    shapes = mappers.keep_distinct(2, lambda e: e.analysis["cycles"] if not e.reason else None,
+                                   lambda e: grid_shape(e.candidate))
+    other = []
 
     def reduce(acc, i, e: Expanded):
         if e.reason:
@@ -138,6 +162,7 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
         else:
             costs[i] = e.op_cycles
         fallback[:] = homes(fallback, i, e)
+        other[:] = shapes(other, i, e) if policy.diverse_finalists else ()
         return keep(acc, i, e)
 
     shared = dict(graph=model.graph, target=target, policy=policy)
@@ -152,6 +177,7 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
     short = [e for _, e in best]
     if short and all(concentrated(e.candidate) for e in short):
         short += [e for _, e in fallback]
+    short += alike_retry(short, other)
     res = ExpandResult(short, n, dict(sorted(failures.items())))
     if not res.finalists:
         reason = max(failures, key=lambda r: (failures[r], r))

@@ -5,7 +5,7 @@ a matmul whose one-pass working set does not fit."""
 import pytest
 
 from compiler.phases import compile_trial
-from helpers import cfg, target_cfg
+from helpers import cfg, target_cfg, trial_ok
 
 CASES = [(64, 64, 64, "f16", "4x4x2/2"), (75, 96, 40, "f16", "3x2x1/4"), (33, 128, 64, "fp8", "2x2x4/2"),
          (48, 64, 64, "fp8", "2x4x1/4")]
@@ -40,9 +40,26 @@ def test_passes_fit_what_one_pass_cannot():
     one = compile_trial(cfg(**shape, policy={"serial_passes": 1}))
     rej = one["report"].summary["rejected"]
     assert rej["phase"] == "plan" and rej["reason"] == "memory" and rej["deficit_bytes"] > 0
-    # sends charged per receiver: with broadcast sends every finalist is one grid shape
-    # (8x2x4/2) that expand admits and placement proves infeasible on tile 0 (190,464 of
-    # 195,504 B at event 2): a known gap between expand's screen and placement
-    r = compile_trial(cfg(**shape, policy={"broadcast_sends": False}))
-    assert r["report"].summary["status"] == "ok" and r["run"].validated
+    r = compile_trial(cfg(**shape))
+    assert r["report"].summary["status"] == "ok" and r["run"].validated, r["report"].summary
     assert "/" in r["place"].tilegraph.label
+
+
+def test_alike_finalists_retry_another_shape():
+    """policy.diverse_finalists: with broadcast sends the same GEMM's finalists (and the
+    homes fallback) are all 8x2x4/2 twins, which expand's live-byte screen admits and
+    placement proves infeasible (tile 0: 190,464 of 195,504 B, bank-separated from the
+    resident weight). Expand then appends the best candidate of another grid shape,
+    tried last, and it places. Ablated, the trial is rejected by placement."""
+    from compiler.expand import grid_shape
+    shape = dict(m=2560, k=1024, n=64, dtype="f16")
+    r = compile_trial(cfg(**shape))
+    fins = r["expand"].finalists
+    shapes = [grid_shape(e.candidate) for e in fins]
+    assert len(set(shapes[:-1])) == 1 and shapes[-1] != shapes[0]       # twins, then one other shape
+    assert r["place"].placement.finalist == len(fins) - 1               # every twin failed placement
+    assert r["place"].attempts[0]["failed"] > 0
+    assert trial_ok(r), r["report"].summary
+    off = compile_trial(cfg(**shape, policy={"diverse_finalists": False}))
+    assert [grid_shape(e.candidate) for e in off["expand"].finalists] == shapes[:-1]
+    assert off["report"].summary["rejected"]["phase"] == "place"

@@ -33,33 +33,87 @@ def test_repeat_mlp_with_passes_validates(stationary):
     assert r["report"].summary["status"] == "ok" and r["run"].validated, r["report"].summary
 
 
+GEMM = dict(m=2560, k=1024, n=64, dtype="f16")
+
+
 def test_passes_fit_what_one_pass_cannot():
     """2560 x 1024 x 64 f16 on the 64-tile target: no one-pass grid fits (plan proves
     it, with the deficit); with serial passes plan finds grids that place and validate."""
-    shape = dict(m=2560, k=1024, n=64, dtype="f16")
-    one = compile_trial(cfg(**shape, policy={"serial_passes": 1}))
+    one = compile_trial(cfg(**GEMM, policy={"serial_passes": 1}))
     rej = one["report"].summary["rejected"]
     assert rej["phase"] == "plan" and rej["reason"] == "memory" and rej["deficit_bytes"] > 0
-    r = compile_trial(cfg(**shape))
+    r = compile_trial(cfg(**GEMM))
     assert r["report"].summary["status"] == "ok" and r["run"].validated, r["report"].summary
     assert "/" in r["place"].tilegraph.label
 
 
-def test_alike_finalists_retry_another_shape():
-    """policy.diverse_finalists: with broadcast sends the same GEMM's finalists (and the
-    homes fallback) are all 8x2x4/2 twins, which expand's live-byte screen admits and
-    placement proves infeasible (tile 0: 190,464 of 195,504 B, bank-separated from the
-    resident weight). Expand then appends the best candidate of another grid shape,
-    tried last, and it places. Ablated, the trial is rejected by placement."""
+def test_region1_screen_rejects_what_placement_cannot_place():
+    """The same GEMM forced to 8x2x4/2 (the cheapest grid by plan's estimate with broadcast
+    sends): A's home and the A operand buffer, 80 KiB each, are live together, and a tiny
+    tile's region 0 holds 64 KiB less its code and table, so both need region 1 (128 KiB):
+    expand rejects it for memory, and its figure is a brute-force recount's; placement,
+    given the same tile graph, proves tile 0 infeasible. Before the screen counted such
+    buffers, expand admitted every 8x2x4/2 twin and placement rejected the trial."""
+    from compiler.expand.analysis import analyse, profile_bytes
+    from compiler.expand.graph import expand_graph
+    from compiler.phases import model_phase, place_config, policy_of, target_of
+    from compiler.place.phase import reserve_support, tile_problems
+    from compiler.place.problem import INFEASIBLE
+    from compiler.place.solve import solve
+    from compiler.plan import plan
+    from compiler.target import INTERLEAVED, STANDARD
+    c = cfg(**GEMM, policy={"grid": "8x2x4/2"})
+    r = compile_trial(c)
+    rej = r["report"].summary["rejected"]
+    assert rej["phase"] == "expand" and rej["reason"] == "memory" and rej["deficit_bytes"] > 0, rej
+    t, pol = target_of(c), policy_of(c)
+    m = model_phase(c)
+    cand = plan(m, t, pol).candidates[0]
+    tg = expand_graph(m.graph, cand.grids, t, pol, cand.label, cand.resident)
+    a = analyse(tg, t)
+    req = tg.req
+    for tile in (0, 63):          # brute force: every event, every request of the tile
+        free0 = t.region0_end - t.memory_base - int(a["code_bytes"][tile]) - int(a["table_bytes"][tile])
+        peak = 0
+        for ev in range(int(req["end"].max()) + 1):
+            live = 0
+            for i in range(len(req["tile"])):
+                if req["tile"][i] != tile or not req["start"][i] <= ev < req["end"][i]:
+                    continue
+                extent = int(req["stride"][i]) * (int(req["count"][i]) - 1) + int(req["size"][i])
+                if req["region"][i] == INTERLEAVED or (req["region"][i] == STANDARD and extent > free0):
+                    live += extent + int(req["align"][i]) - 1
+            peak = max(peak, live)
+        assert peak == a["region1_live_bytes"][tile] > a["region1_bytes"]
+    tg.analysis = a
+    problems, _ = tile_problems(tg, reserve_support(a, tg.tiles, profile_bytes(tg), t), t)
+    assert solve(problems[0], place_config(c)).status == INFEASIBLE
+
+
+def test_alike_finalists_retry_another_shape(monkeypatch):
+    """policy.diverse_finalists: the GEMM's finalists are 16x1x4/2 twins (resident, homes);
+    if placement fails for that shape (injected), the best candidate of another shape,
+    appended last, is placed. Ablated, the trial is rejected by placement."""
+    from types import SimpleNamespace
+
     from compiler.expand import grid_shape
-    shape = dict(m=2560, k=1024, n=64, dtype="f16")
-    r = compile_trial(cfg(**shape))
+    from compiler.place import phase as place_phase
+    real = place_phase.place_finalist
+
+    def refuse(tg, *a, **k):
+        support, addr, counts, worst, *rest = real(tg, *a, **k)
+        if "16x1x4/2" in tg.label:                    # injected: a tile that did not fit
+            worst = (0, SimpleNamespace(status="infeasible", live_bytes=1, event=0, available_bytes=0, deficit=1,
+                                        request=-1))
+        return support, addr, counts, worst, *rest
+
+    monkeypatch.setattr(place_phase, "place_finalist", refuse)
+    r = compile_trial(cfg(**GEMM))
     fins = r["expand"].finalists
     shapes = [grid_shape(e.candidate) for e in fins]
-    assert len(set(shapes[:-1])) == 1 and shapes[-1] != shapes[0]       # twins, then one other shape
-    assert r["place"].placement.finalist == len(fins) - 1               # every twin failed placement
-    assert r["place"].attempts[0]["failed"] > 0
+    assert len(fins) >= 3 and len(set(shapes[:-1])) == 1 and shapes[-1] != shapes[0]   # twins, then another
+    assert r["place"].placement.finalist == len(fins) - 1
     assert trial_ok(r), r["report"].summary
-    off = compile_trial(cfg(**shape, policy={"diverse_finalists": False}))
+    off = compile_trial(cfg(**GEMM, policy={"diverse_finalists": False}))
     assert [grid_shape(e.candidate) for e in off["expand"].finalists] == shapes[:-1]
     assert off["report"].summary["rejected"]["phase"] == "place"

@@ -62,12 +62,12 @@ def expand_one(cand, graph, target: Target, policy: Policy) -> Expanded:
                         f"{target.tile_bytes} B available (deficit {need - target.tile_bytes} B)",
                         dict(tile=w, event=ev, live_bytes=need, available_bytes=target.tile_bytes,
                              deficit_bytes=need - target.tile_bytes))
-    il, r1 = a["interleaved_bytes"], a["region1_bytes"]
+    il, r1 = a["region1_live_bytes"], a["region1_bytes"]
     if il.max() > r1:
         w = int(il.argmax())
         return Expanded(cand, None, a, "memory",
-                        f"tile {w}: {int(il[w])} B of interleaved operands live, region 1 holds {r1} B "
-                        f"(deficit {int(il[w]) - r1} B)",
+                        f"tile {w}: {int(il[w])} B live that only region 1 can hold (interleaved operands, buffers "
+                        f"larger than region 0's free bytes), region 1 holds {r1} B (deficit {int(il[w]) - r1} B)",
                         dict(tile=w, live_bytes=int(il[w]), available_bytes=r1, deficit_bytes=int(il[w]) - r1))
     tg.analysis = a
     return Expanded(cand, tg, a, op_cycles=op_cycles)

@@ -97,11 +97,11 @@ def grid_shape(cand) -> tuple:
 def alike_retry(short: list, other: list) -> list:
     """policy.diverse_finalists: when every finalist (and the homes fallback) has one grid
     shape, the best admitted candidate of another shape (`other`: keep_distinct's best of
-    the two best shapes), placed last. Expand's memory screen counts live bytes, not the
-    element and bank separation placement needs, so one shape's twins (homes, ring,
-    resident) tend to fail placement together: with broadcast sends, 2560x1024x64 f16 on
-    the tiny target screens four 8x2x4/2 twins first, and placement proves each
-    infeasible (190,464 of 195,504 B, bank-separated: tests/test_serial_passes.py)."""
+    the two best shapes), placed last. Expand's screens count live bytes (and what only
+    region 1 can hold), not fragmentation over time or bank separation, so one shape's
+    twins (homes, ring, resident) may fail placement together: before the region-1 screen
+    counted buffers region 0 cannot hold, the 2560x1024x64 f16 GEMM's finalists and
+    fallback were all 8x2x4/2 and placement rejected the trial (tests/test_serial_passes.py)."""
     if not short or len({grid_shape(e.candidate) for e in short}) > 1:
         return []
     one = grid_shape(short[0].candidate)

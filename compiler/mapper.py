@@ -25,3 +25,20 @@ def keep_best(k: int, score):
         acc = sorted(acc + [((s, i), res)], key=lambda e: e[0])
         return acc[:k]
     return reduce
+
+
+def keep_distinct(k: int, score, key):
+    """Reducer keeping one result per key, the best of it (lowest (score, index)), for
+    the k keys whose best is lowest, as ((score, index), key, result) best first;
+    results whose score is None are dropped. Same answer for any arrival order or
+    window: a key pushed out can only return with a better result than the one it lost."""
+    def reduce(acc, i, res):
+        s = score(res)
+        if s is None:
+            return acc
+        kk = key(res)
+        if any(e[1] == kk and e[0] <= (s, i) for e in acc):
+            return acc
+        acc = sorted([e for e in acc if e[1] != kk] + [((s, i), kk, res)], key=lambda e: e[0])
+        return acc[:k]
+    return reduce

@@ -18,6 +18,7 @@ class Policy:
     serial_passes: int = 4            # also plan matmuls as 2, 4, .. (up to this) serial row passes; 1 = off
     finalists: int = 2                # expanded candidates admitted to placement
     compose_candidates: bool = True   # also try each matmul's measured-cheapest grid, mixed
+    diverse_finalists: bool = True    # finalists all of one grid shape: also place the best of another shape, last (expand.alike_retry)
     lean_candidates: bool = True      # also plan grids leaving a tile's support when the best would not (plan.with_lean)
     home_rotation: bool = True        # rotate parameter homes away from input homes
     vector_homes: bool = True         # vectors (LayerNorm γ, β): replicated homes of 256-byte shards

@@ -63,3 +63,26 @@ def test_composed_candidate_is_never_worse(inputs):
     assert on.finalists[0].analysis["cycles"] <= off.finalists[0].analysis["cycles"]
     n = expanded(p)
     assert off.screened == n and n <= on.screened <= n + 2
+
+
+def test_keep_distinct_is_the_best_per_key_in_any_order():
+    """mapper.keep_distinct against a brute force (every result sorted, the first of each
+    key): the same k keys and results for every arrival order."""
+    import random
+    rng = random.Random(0)
+    for trial in range(200):
+        items = [(rng.randrange(6), rng.randrange(4)) for _ in range(rng.randrange(1, 12))]   # (score, key)
+        scores = [None if s == 5 else s for s, _ in items]
+        want, seen = [], set()
+        for s, i in sorted((s, i) for i, s in enumerate(scores) if s is not None):
+            if items[i][1] not in seen:
+                seen.add(items[i][1])
+                want.append(i)
+        k = rng.randrange(1, 4)
+        red = mappers.keep_distinct(k, lambda i: scores[i], lambda i: items[i][1])
+        order = list(range(len(items)))
+        rng.shuffle(order)
+        acc = []
+        for i in order:
+            acc = red(acc, i, i)
+        assert [res for _, _, res in acc] == want[:k], (items, k, order)

@@ -62,12 +62,12 @@ def expand_one(cand, graph, target: Target, policy: Policy) -> Expanded:
                         f"{target.tile_bytes} B available (deficit {need - target.tile_bytes} B)",
                         dict(tile=w, event=ev, live_bytes=need, available_bytes=target.tile_bytes,
                              deficit_bytes=need - target.tile_bytes))
-    il, r1 = a["interleaved_bytes"], a["region1_bytes"]
+    il, r1 = a["region1_live_bytes"], a["region1_bytes"]
     if il.max() > r1:
         w = int(il.argmax())
         return Expanded(cand, None, a, "memory",
-                        f"tile {w}: {int(il[w])} B of interleaved operands live, region 1 holds {r1} B "
-                        f"(deficit {int(il[w]) - r1} B)",
+                        f"tile {w}: {int(il[w])} B live that only region 1 can hold (interleaved operands, buffers "
+                        f"larger than region 0's free bytes), region 1 holds {r1} B (deficit {int(il[w]) - r1} B)",
                         dict(tile=w, live_bytes=int(il[w]), available_bytes=r1, deficit_bytes=int(il[w]) - r1))
     tg.analysis = a
     return Expanded(cand, tg, a, op_cycles=op_cycles)
@@ -86,6 +86,26 @@ class ExpandResult:
                 "exchange_table_max_bytes": int(best["table_bytes"].max()) if best else None,
                 "code_max_bytes": int(best["code_bytes"].max()) if best else None,
                 "cycles": best["cycles"] if best else None}
+
+
+def grid_shape(cand) -> tuple:
+    """Every matmul's grid dimensions (GMxGNxGK/SP per op): what a candidate's tiles hold
+    and when, whatever its weights' homes (ring, resident), rotation or relay."""
+    return tuple((n, g.gg, g.gm, g.gn, g.gk, g.sp) for n, g in cand.strategy)
+
+
+def alike_retry(short: list, other: list) -> list:
+    """policy.diverse_finalists: when every finalist (and the homes fallback) has one grid
+    shape, the best admitted candidate of another shape (`other`: keep_distinct's best of
+    the two best shapes), placed last. Expand's screens count live bytes (and what only
+    region 1 can hold), not fragmentation over time or bank separation, so one shape's
+    twins (homes, ring, resident) may fail placement together: before the region-1 screen
+    counted buffers region 0 cannot hold, the 2560x1024x64 f16 GEMM's finalists and
+    fallback were all 8x2x4/2 and placement rejected the trial (tests/test_serial_passes.py)."""
+    if not short or len({grid_shape(e.candidate) for e in short}) > 1:
+        return []
+    one = grid_shape(short[0].candidate)
+    return [e for _, kk, e in other if kk != one][:1]
 
 
 def compose(cands: list, costs: dict):
@@ -130,6 +150,10 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
     # ring homes fails placement (expand screens their memory, placement alone proves it)
     homes = mappers.keep_best(1, lambda e: None if e.reason or concentrated(e.candidate) else e.analysis["cycles"])
     fallback = []
+    # policy.diverse_finalists: the best admitted candidate of the two best grid shapes
+    shapes = mappers.keep_distinct(2, lambda e: e.analysis["cycles"] if not e.reason else None,
+                                   lambda e: grid_shape(e.candidate))
+    other = []
 
     def reduce(acc, i, e: Expanded):
         if e.reason:
@@ -138,6 +162,7 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
         else:
             costs[i] = e.op_cycles
         fallback[:] = homes(fallback, i, e)
+        other[:] = shapes(other, i, e) if policy.diverse_finalists else ()
         return keep(acc, i, e)
 
     shared = dict(graph=model.graph, target=target, policy=policy)
@@ -152,6 +177,7 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
     short = [e for _, e in best]
     if short and all(concentrated(e.candidate) for e in short):
         short += [e for _, e in fallback]
+    short += alike_retry(short, other)
     res = ExpandResult(short, n, dict(sorted(failures.items())))
     if not res.finalists:
         reason = max(failures, key=lambda r: (failures[r], r))

@@ -17,7 +17,7 @@ import weakref
 import numpy as np
 
 from .. import isa
-from ..target import INTERLEAVED, Target
+from ..target import INTERLEAVED, STANDARD, Target
 from .layout import pad
 from .tilegraph import TileGraph
 
@@ -242,16 +242,24 @@ def live_peak(tg: TileGraph, sz: np.ndarray | None = None) -> tuple[np.ndarray, 
     return live.max(1), live.argmax(1)
 
 
-def interleaved_peak(tg: TileGraph, t) -> np.ndarray:
-    """Peak live bytes per tile that must sit in region 1 (128-bit operands), a
-    bank-separated sequence in whole element pairs: it owns every unit it touches."""
+def region1_peak(tg: TileGraph, t, region0_free: np.ndarray) -> np.ndarray:
+    """Peak live bytes per tile that must sit in region 1: 128-bit operands (interleaved),
+    and every other request whose extent exceeds its tile's free region 0
+    (`region0_free`: region 0 less the code and exchange table placed there), since
+    placement never lets a request straddle the region boundary (place/instance.py); a
+    bank-separated sequence in whole element pairs (it owns every unit it touches).
+    Without the second kind, two 80 KiB buffers live at once on a tiny tile (region 0
+    holds 64 KiB, region 1 128 KiB) passed the screen and placement proved them
+    infeasible: the 2560x1024x64 f16 GEMM's 8x2x4/2 grids (tests/test_serial_passes.py)."""
     r = tg.req
     sz = _span(r)
     unit = 2 * t.element_bytes
     owns = np.zeros(len(sz), bool)
     owns[tg.bank.ravel()] = True
     owns &= r["count"] > 1
-    sz = np.where(owns, pad(sz, unit), sz) * (r["region"] == INTERLEAVED)
+    extent = r["stride"] * (r["count"] - 1) + r["size"]
+    big = (r["region"] == STANDARD) & (extent > region0_free[r["tile"]])
+    sz = np.where(owns, pad(sz, unit), sz) * ((r["region"] == INTERLEAVED) | big)
     return live_peak(tg, sz)[0]
 
 
@@ -280,11 +288,12 @@ def analyse(tg: TileGraph, t: Target) -> dict:
     support = code + table + profile_bytes(tg) + 3 * 16
     worst = int(np.argmax(peak + support))
     region1 = t.memory_end - t.region0_end - profile_bytes(tg)
+    region0_free = t.region0_end - t.memory_base - code - table     # place.phase reserve_support
     nbytes = tg.xfer["s_row_bytes"] * tg.xfer["s_rows"]
     b0, b1 = tg.body_steps()
     return dict(cycles=int((cyc * tg.step_runs()).sum()), body_cycles=int(cyc[b0:b1].sum()), step_cycles=cyc,
                 tile_cycles=per_tile,
                 code_bytes=code, table_bytes=table, peak_bytes=peak, peak_event=event,
                 footprint_bytes=peak + support, worst_tile=worst,
-                interleaved_bytes=interleaved_peak(tg, t), region1_bytes=region1,
+                region1_live_bytes=region1_peak(tg, t, region0_free), region1_bytes=region1,
                 exchange_bytes=int(nbytes.sum()), unencodable=unencodable(tg))

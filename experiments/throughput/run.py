@@ -62,14 +62,14 @@ def expand_row(b: int, act: str, extra: list) -> str:
     placement, so no min free bytes."""
     from compiler.phases import target_of
     from compiler.run import throughput
-    cfg, res, t0 = compose(overrides(b, act, extra)), {}, time.perf_counter()
+    cfg, res, t0, c0 = compose(overrides(b, act, extra)), {}, time.perf_counter(), time.process_time()
     for name in ("model", "plan", "expand"):
         res[name] = run_phase(name, res, cfg)
     e, cmd = res["expand"], f"`run.py --expand {b} {act}{' ' + ' '.join(extra) if extra else ''}`"
-    secs = time.perf_counter() - t0
+    secs = f"{time.perf_counter() - t0:.0f} ({time.process_time() - c0:.0f} CPU)"
     if getattr(e, "rejection", None) or getattr(res["plan"], "rejection", None):
         rej = e.rejection or res["plan"].rejection
-        return f"| {b} | {act} | batch | rejected at expand: {rej.message} | - | - | - | - | - | - | {secs:.0f} | {cmd} |"
+        return f"| {b} | {act} | batch | rejected at expand: {rej.message} | - | - | - | - | - | - | {secs} | {cmd} |"
     cyc = e.metrics()["cycles"]
     tp = throughput(res["model"].graph, target_of(cfg), cyc)
     best = e.finalists[0]
@@ -79,7 +79,7 @@ def expand_row(b: int, act: str, extra: list) -> str:
     xc, cc = (int(step[kind == k].sum()) // b for k in ("exchange", "compute"))
     return (f"| {b} | {act} | batch | expand (layer per image: exchange {xc:,}, compute {cc:,}) | {cyc:,} | "
             f"{cyc // b:,} | {tp['latency_ms']:.4f} | "
-            f"{tp['images_per_s']:.1f} | - | - | {secs:.0f} | {cmd} |")
+            f"{tp['images_per_s']:.1f} | - | - | {secs} | {cmd} |")
 
 
 def row(b: int, act: str, extra: list) -> str:

@@ -1,9 +1,10 @@
 """Where one layer's compute time goes (issue #27): per graph op, the compute supersteps'
 cycles against the AMP floor of the op's MACs, and the cost terms that make the gap.
 
-    python experiments/throughput/compute.py B [f16|fp8] [key=value ...]
+    python experiments/throughput/run.py --expand --compute B [f16|fp8] [key=value ...]
 
-Runs the model, plan and expand phases of run.py's config (27 layers, ipu21, batch B) and
+After each row's model, plan and expand phases (run.py's config: 27 layers, ipu21, batch B),
+run.py --compute prints this table and writes it to compute-<act>-b<B>.md here. It
 reads the best candidate's tile graph and expand's own per-step figures
 (`analysis["step_cycles"]`, `analysis["tile_cycles"]`). The cycles are the compiler's: kernel
 cycles from compiler/expand/analysis.kernel_cycles (what expand and the simulator charge), the
@@ -33,23 +34,19 @@ sync each step pays). Each kernel is charged to the graph op whose output it wri
 from __future__ import annotations
 
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compiler import isa  # noqa: E402
 from compiler.costs import DTYPE_BYTES, amp  # noqa: E402
 from compiler.expand.analysis import kernel_cycles  # noqa: E402
-from compiler.phases import run_phase, target_of  # noqa: E402
+from compiler.phases import target_of  # noqa: E402
 from compiler.pod.split import _macs  # noqa: E402
 from compiler.report.ops import op_of_names  # noqa: E402
 from compiler.schedule import out_request  # noqa: E402
-from pipeline.config import compose  # noqa: E402
-from run import overrides  # noqa: E402
 
 TERMS = ("spread", "ragged", "workers", "per_pass", "loads", "per_call", "cast", "partials", "vector")
 
@@ -83,10 +80,8 @@ def matmul_terms(t, m, k, n, d: str) -> dict:
     return out
 
 
-def breakdown(b: int, act: str, extra: list) -> tuple[list, dict]:
-    cfg, res = compose(overrides(b, act, extra)), {}
-    for name in ("model", "plan", "expand"):
-        res[name] = run_phase(name, res, cfg)
+def breakdown(res: dict, cfg: dict, b: int) -> tuple[list, dict]:
+    """Per op rows (per image, one layer) and totals, from the model and expand phases' results."""
     t, g, e = target_of(cfg), res["model"].graph, res["expand"]
     best = e.finalists[0]
     tg, an = best.tilegraph, best.analysis
@@ -159,15 +154,8 @@ def table(rows: list, info: dict) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
-    args = sys.argv[1:]
-    if not args or args[0] in ("-h", "--help"):
-        print(__doc__)
-        sys.exit(0)
-    b = int(args[0])
-    act = args[1] if len(args) > 1 and args[1] in ("f16", "fp8") else "f16"
-    extra = [x for x in args[1:] if "=" in x]
-    t0, c0 = time.perf_counter(), time.process_time()
-    rows, info = breakdown(b, act, extra)
-    print(table(rows, info))
-    print(f"\n({time.perf_counter() - t0:.0f} s wall, {time.process_time() - c0:.0f} s CPU)")
+def write(res: dict, cfg: dict, b: int, act: str, cmd: str) -> str:
+    """The table, also written beside this script as compute-<act>-b<B>.md."""
+    text = f"<!-- {cmd} -->\n" + table(*breakdown(res, cfg, b)) + "\n"
+    (Path(__file__).resolve().parent / f"compute-{act}-b{b}.md").write_text(text)
+    return text

@@ -4,6 +4,7 @@ simulator with read-back (the layers_27 preset: policy.check=sampled, iterations
 
     python experiments/throughput/run.py B[,B..] [f16|fp8] [key=value ...] >> rows.md
     python experiments/throughput/run.py --expand B[,B..] [f16|fp8] [key=value ...]   # expand's cycles only
+    python experiments/throughput/run.py --expand --compute B ...   # + where the compute goes (compute.py)
 
 One markdown row per B: status, the plan family (batch: every matmul's rows are the B
 images' tokens, B·729 (+1 padding each), weights gathered from their homes once per run for
@@ -56,7 +57,7 @@ def trial(b: int, act: str, extra: list) -> dict:
                 secs=time.perf_counter() - t0)
 
 
-def expand_row(b: int, act: str, extra: list) -> str:
+def expand_row(b: int, act: str, extra: list, breakdown: bool = False) -> str:
     """model + plan + expand only: expand's exact cycles (the simulator reproduces them cycle
     for cycle, tests/sim), latency and images/s from them (compiler/run.py throughput); no
     placement, so no min free bytes."""
@@ -70,6 +71,9 @@ def expand_row(b: int, act: str, extra: list) -> str:
     if getattr(e, "rejection", None) or getattr(res["plan"], "rejection", None):
         rej = e.rejection or res["plan"].rejection
         return f"| {b} | {act} | batch | rejected at expand: {rej.message} | - | - | - | - | - | - | {secs} | {cmd} |"
+    if breakdown:                                # one layer's compute steps per op (compute.py)
+        from compute import write
+        print(write(res, cfg, b, act, cmd.strip("`").replace("--expand", "--expand --compute")), file=sys.stderr)
     cyc = e.metrics()["cycles"]
     tp = throughput(res["model"].graph, target_of(cfg), cyc)
     best = e.finalists[0]
@@ -103,8 +107,8 @@ HEADER = ("| B | activations | plan | status | cycles | cycles / image | latency
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    only_expand = "--expand" in args
-    args = [a for a in args if a != "--expand"]
+    only_expand, breakdown = "--expand" in args, "--compute" in args
+    args = [a for a in args if a not in ("--expand", "--compute")]
     if not args or args[0] in ("-h", "--help"):
         print(__doc__)
         sys.exit(0)
@@ -113,4 +117,4 @@ if __name__ == "__main__":
     extra = [x for x in args[1:] if "=" in x]
     print(HEADER, flush=True)
     for b in bs:
-        print((expand_row if only_expand else row)(b, act, extra), flush=True)
+        print(expand_row(b, act, extra, breakdown) if only_expand else row(b, act, extra), flush=True)

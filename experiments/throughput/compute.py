@@ -34,7 +34,7 @@ sync each step pays). Each kernel is charged to the graph op whose output it wri
 from __future__ import annotations
 
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -90,6 +90,7 @@ def breakdown(res: dict, cfg: dict, b: int) -> tuple[list, dict]:
     kop = op_of_names(g, [tg.names[i] for i in tg.req["name"][out_request(k)]])
     b0, b1 = tg.body_steps()
     rows = defaultdict(lambda: defaultdict(float))
+    shapes = defaultdict(Counter)                # op -> its MATMUL calls' m x k x n on those tiles
     sync = 0
     compute_busy = 0
     for j in range(b0, b1):
@@ -107,6 +108,7 @@ def breakdown(res: dict, cfg: dict, b: int) -> tuple[list, dict]:
             if k["op"][i] == isa.MATMUL:
                 names = (isa.DTYPE_NAMES[k["dtype"][i] & 0xFF], isa.DTYPE_NAMES.get((k["dtype"][i] >> 8) & 0xFF))
                 d = t.amp_dtype(*names)
+                shapes[int(kop[i])][(int(k["i0"][i]), int(k["i1"][i]), int(k["i2"][i]))] += 1
                 parts = matmul_terms(t, np.int64(k["i0"][i]), np.int64(k["i1"][i]), np.int64(k["i2"][i]), d)
                 assert np.isclose(sum(parts.values()), kc[i])
                 for key, v in parts.items():
@@ -122,11 +124,13 @@ def breakdown(res: dict, cfg: dict, b: int) -> tuple[list, dict]:
             continue
         r = rows[i]
         macs = _macs(op)
-        rate = t.amp_macs_per_cycle[t.amp_dtype(g.tensors[op.inputs[1]].dtype, g.tensors[op.inputs[0]].dtype)] if macs else 1
+        dts = [g.tensors[x].dtype for x in op.inputs[:2]]
+        rate = t.amp_macs_per_cycle[t.amp_dtype(dts[1], dts[0])] if macs else 1
         floor = macs / (rate * t.tiles)
         r["spread"] = r.pop("real", 0.0) - floor
-        out.append(dict(name=op.outputs[0], kind=op.kind, macs=macs / b, floor=floor / b,
-                        cycles=r["cycles"] / b, **{x: r.get(x, 0.0) / b for x in TERMS}))
+        call = "x".join(map(str, shapes[i].most_common(1)[0][0])) if shapes[i] else "-"
+        out.append(dict(name=op.outputs[0], kind=op.kind, call=call, calls=sum(shapes[i].values()),
+                        macs=macs / b, floor=floor / b, cycles=r["cycles"] / b, **{x: r.get(x, 0.0) / b for x in TERMS}))
     return out, dict(sync=sync / b, busy=compute_busy / b, clock=t.clock_hz, layers=g.repeat.count if g.repeat else 1)
 
 
@@ -135,15 +139,16 @@ def fmt(x: float) -> str:
 
 
 def table(rows: list, info: dict) -> str:
-    head = ("| op | kind | MACs / image | AMP floor | compute cycles | × floor | "
-            + " | ".join(TERMS) + " |\n|---|---|---:|---:|---:|---:|" + "---:|" * len(TERMS))
+    head = ("| op | kind | MATMUL m×k×n (calls a layer) | MACs / image | AMP floor | compute cycles | × floor | "
+            + " | ".join(TERMS) + " |\n|---|---|---|---:|---:|---:|---:|" + "---:|" * len(TERMS))
     lines = [head]
     for r in rows:
         ratio = f"{r['cycles'] / r['floor']:.2f}" if r["floor"] else "-"
-        lines.append(f"| {r['name']} | {r['kind']} | {fmt(r['macs'])} | {fmt(r['floor'])} | {fmt(r['cycles'])} | "
+        calls = f"{r['call']} ({r['calls']:g})" if r["calls"] else "-"
+        lines.append(f"| {r['name']} | {r['kind']} | {calls} | {fmt(r['macs'])} | {fmt(r['floor'])} | {fmt(r['cycles'])} | "
                      f"{ratio} | " + " | ".join(fmt(r[x]) for x in TERMS) + " |")
     tot = {x: sum(r[x] for r in rows) for x in ("macs", "floor", "cycles", *TERMS)}
-    lines.append(f"| **layer** | | {fmt(tot['macs'])} | {fmt(tot['floor'])} | {fmt(tot['cycles'])} | "
+    lines.append(f"| **layer** | | | {fmt(tot['macs'])} | {fmt(tot['floor'])} | {fmt(tot['cycles'])} | "
                  f"{tot['cycles'] / tot['floor']:.2f} | " + " | ".join(fmt(tot[x]) for x in TERMS) + " |")
     L, clk = info["layers"], info["clock"]
     lines.append("")

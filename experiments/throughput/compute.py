@@ -4,7 +4,7 @@ cycles against the AMP floor of the op's MACs, and the cost terms that make the 
     python experiments/throughput/run.py --expand --compute B [f16|fp8] [key=value ...]
 
 After each row's model, plan and expand phases (run.py's config: 27 layers, ipu21, batch B),
-run.py --compute prints this table and writes it to compute-<act>-b<B>.md here. It
+run.py --compute prints this table and writes it to compute-<act>-b<B>[-<overrides>].md here. It
 reads the best candidate's tile graph and expand's own per-step figures
 (`analysis["step_cycles"]`, `analysis["tile_cycles"]`). The cycles are the compiler's: kernel
 cycles from compiler/expand/analysis.kernel_cycles (what expand and the simulator charge), the
@@ -159,8 +159,9 @@ def table(rows: list, info: dict) -> str:
     return "\n".join(lines)
 
 
-def write(res: dict, cfg: dict, b: int, act: str, cmd: str) -> str:
-    """The table, also written beside this script as compute-<act>-b<B>.md."""
+def write(res: dict, cfg: dict, b: int, act: str, cmd: str, extra: list) -> str:
+    """The table, also written beside this script as compute-<act>-b<B>[-<overrides>].md."""
     text = f"<!-- {cmd} -->\n" + table(*breakdown(res, cfg, b)) + "\n"
-    (Path(__file__).resolve().parent / f"compute-{act}-b{b}.md").write_text(text)
+    tag = "".join("-" + x.split(".")[-1].replace("=", "_") for x in extra)
+    (Path(__file__).resolve().parent / f"compute-{act}-b{b}{tag}.md").write_text(text)
     return text

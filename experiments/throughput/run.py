@@ -73,7 +73,7 @@ def expand_row(b: int, act: str, extra: list, breakdown: bool = False) -> str:
         return f"| {b} | {act} | batch | rejected at expand: {rej.message} | - | - | - | - | - | - | {secs} | {cmd} |"
     if breakdown:                                # one layer's compute steps per op (compute.py)
         from compute import write
-        print(write(res, cfg, b, act, cmd.strip("`").replace("--expand", "--expand --compute")), file=sys.stderr)
+        print(write(res, cfg, b, act, cmd.strip("`").replace("--expand", "--expand --compute"), extra), file=sys.stderr)
     cyc = e.metrics()["cycles"]
     tp = throughput(res["model"].graph, target_of(cfg), cyc)
     best = e.finalists[0]

@@ -23,6 +23,7 @@ from .matmul import expand_matmul, resident_weights
 from .balance import fixed_load, vector_load, vector_rotation, vector_shards, vector_tiles
 from .early import early_gathers
 from .ring import ring_homes, ring_weights
+from .rowcalls import row_quantum, split_blocks
 from .tilegraph import DUMP, END, Builder, TileGraph, concat, soa
 
 F16 = isa.DTYPES["f16"]
@@ -236,6 +237,22 @@ def _rows_layout(c: Ctx, name: str, x: Layout, step_of):
     return convert(c.bld, x, f"{name}.rows", rs, [0], spread(len(rs), c.t.tiles), step_of(), 8, STANDARD)
 
 
+def _row_calls(c: Ctx, op, r, k, ebytes: int):
+    """The calls of a row-wise op over blocks of r x k: (block index, first row, rows) each.
+    One per block, or with policy.row_calls the row chunks whose summed cycles (the target's
+    own estimate of the kernel) are least (expand/rowcalls.py)."""
+    one = np.arange(len(r))
+    if not c.policy.row_calls or len(np.unique(k)) != 1:
+        return one, np.zeros_like(r), r
+    cols = int(k[0])
+    if op.kind == "layernorm":
+        cost = lambda n: c.t.layernorm_cycles(n, cols)
+    else:
+        scaled = op.attr("scale", 1.0) != 1.0
+        cost = lambda n: c.t.softmax_cycles(n, cols, scaled)
+    return split_blocks(r, cost, row_quantum(cols * min(ebytes, OUT_BYTES)))
+
+
 def expand_rowwise(c: Ctx, op):
     """LayerNorm and softmax: whole rows per tile; LayerNorm's gamma and beta gathered
     next to every block in the same exchange."""
@@ -259,14 +276,17 @@ def expand_rowwise(c: Ctx, op):
         c.may_move(op.inputs[1], first, gb, step_of())
     s = c.compute_step()
     out = _like(c, op.outputs[0], x, s)
+    i, first, r = _row_calls(c, op, r, k, x.ebytes)          # one call per block, or its row chunks (policy.row_calls)
+    k, tiles, o0 = k[i], tiles[i], first * k[i] * out.ebytes
+    o1 = x.off[A, B][i] + first * k * x.ebytes
     if op.kind == "layernorm":
-        c.kernel(step=s, tile=tiles, op=isa.LAYERNORM, dtype=F16, r0=out.req[A, B], r1=x.req[A, B],
-                 o1=x.off[A, B], r2=gb, o2=0, r3=gb, o3=pad(C * 2, 8), i0=r, i1=k,
+        c.kernel(step=s, tile=tiles, op=isa.LAYERNORM, dtype=F16, r0=out.req[A, B][i], o0=o0, r1=x.req[A, B][i],
+                 o1=o1, r2=gb[i], o2=0, r3=gb[i], o3=pad(C * 2, 8), i0=r, i1=k,
                  i2=isa.f32_bits(op.attr("eps", 1e-6)))
         c.bld.reads(gb, s)
     else:
-        c.kernel(step=s, tile=tiles, op=isa.SOFTMAX, dtype=F16, r0=out.req[A, B], r1=x.req[A, B],
-                 o1=x.off[A, B], i0=r, i1=k, i2=isa.f32_bits(op.attr("scale", 1.0)), i3=op.attr("valid", 0))
+        c.kernel(step=s, tile=tiles, op=isa.SOFTMAX, dtype=F16, r0=out.req[A, B][i], o0=o0, r1=x.req[A, B][i],
+                 o1=o1, i0=r, i1=k, i2=isa.f32_bits(op.attr("scale", 1.0)), i3=op.attr("valid", 0))
     c.bld.reads(x, s)
     c.lay[op.outputs[0]] = out
 

@@ -4,6 +4,7 @@ simulator with read-back (the layers_27 preset: policy.check=sampled, iterations
 
     python experiments/throughput/run.py B[,B..] [f16|fp8] [key=value ...] >> rows.md
     python experiments/throughput/run.py --expand B[,B..] [f16|fp8] [key=value ...]   # expand's cycles only
+    python experiments/throughput/run.py --expand --compute B ...   # + where the compute goes (compute.py)
 
 One markdown row per B: status, the plan family (batch: every matmul's rows are the B
 images' tokens, B·729 (+1 padding each), weights gathered from their homes once per run for
@@ -56,20 +57,23 @@ def trial(b: int, act: str, extra: list) -> dict:
                 secs=time.perf_counter() - t0)
 
 
-def expand_row(b: int, act: str, extra: list) -> str:
+def expand_row(b: int, act: str, extra: list, breakdown: bool = False) -> str:
     """model + plan + expand only: expand's exact cycles (the simulator reproduces them cycle
     for cycle, tests/sim), latency and images/s from them (compiler/run.py throughput); no
     placement, so no min free bytes."""
     from compiler.phases import target_of
     from compiler.run import throughput
-    cfg, res, t0 = compose(overrides(b, act, extra)), {}, time.perf_counter()
+    cfg, res, t0, c0 = compose(overrides(b, act, extra)), {}, time.perf_counter(), time.process_time()
     for name in ("model", "plan", "expand"):
         res[name] = run_phase(name, res, cfg)
     e, cmd = res["expand"], f"`run.py --expand {b} {act}{' ' + ' '.join(extra) if extra else ''}`"
-    secs = time.perf_counter() - t0
+    secs = f"{time.perf_counter() - t0:.0f} ({time.process_time() - c0:.0f} CPU)"
     if getattr(e, "rejection", None) or getattr(res["plan"], "rejection", None):
         rej = e.rejection or res["plan"].rejection
-        return f"| {b} | {act} | batch | rejected at expand: {rej.message} | - | - | - | - | - | - | {secs:.0f} | {cmd} |"
+        return f"| {b} | {act} | batch | rejected at expand: {rej.message} | - | - | - | - | - | - | {secs} | {cmd} |"
+    if breakdown:                                # one layer's compute steps per op (compute.py)
+        from compute import write
+        print(write(res, cfg, b, act, cmd.strip("`").replace("--expand", "--expand --compute"), extra), file=sys.stderr)
     cyc = e.metrics()["cycles"]
     tp = throughput(res["model"].graph, target_of(cfg), cyc)
     best = e.finalists[0]
@@ -79,7 +83,7 @@ def expand_row(b: int, act: str, extra: list) -> str:
     xc, cc = (int(step[kind == k].sum()) // b for k in ("exchange", "compute"))
     return (f"| {b} | {act} | batch | expand (layer per image: exchange {xc:,}, compute {cc:,}) | {cyc:,} | "
             f"{cyc // b:,} | {tp['latency_ms']:.4f} | "
-            f"{tp['images_per_s']:.1f} | - | - | {secs:.0f} | {cmd} |")
+            f"{tp['images_per_s']:.1f} | - | - | {secs} | {cmd} |")
 
 
 def row(b: int, act: str, extra: list) -> str:
@@ -103,8 +107,8 @@ HEADER = ("| B | activations | plan | status | cycles | cycles / image | latency
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    only_expand = "--expand" in args
-    args = [a for a in args if a != "--expand"]
+    only_expand, breakdown = "--expand" in args, "--compute" in args
+    args = [a for a in args if a not in ("--expand", "--compute")]
     if not args or args[0] in ("-h", "--help"):
         print(__doc__)
         sys.exit(0)
@@ -113,4 +117,4 @@ if __name__ == "__main__":
     extra = [x for x in args[1:] if "=" in x]
     print(HEADER, flush=True)
     for b in bs:
-        print((expand_row if only_expand else row)(b, act, extra), flush=True)
+        print(expand_row(b, act, extra, breakdown) if only_expand else row(b, act, extra), flush=True)

@@ -52,7 +52,7 @@ def test_region1_screen_rejects_what_placement_cannot_place():
     sends): A's home and the A operand buffer, 80 KiB each, are live together, and a tiny
     tile's region 0 holds 64 KiB less its code and table, so both need region 1 (128 KiB):
     expand rejects it for memory, and its figure is a brute-force recount's; placement,
-    given the same tile graph, proves tile 0 infeasible. Before the screen counted such
+    given the same tile graph, proves tile 0 infeasible by its region-1 bound. Before the screen counted such
     buffers, expand admitted every 8x2x4/2 twin and placement rejected the trial."""
     from compiler.expand.analysis import analyse, profile_bytes
     from compiler.expand.graph import expand_graph
@@ -87,7 +87,9 @@ def test_region1_screen_rejects_what_placement_cannot_place():
         assert peak == a["region1_live_bytes"][tile] > a["region1_bytes"]
     tg.analysis = a
     problems, _ = tile_problems(tg, reserve_support(a, tg.tiles, profile_bytes(tg), t), t)
-    assert solve(problems[0], place_config(c)).status == INFEASIBLE
+    sol = solve(problems[0], place_config(c))
+    # proved by placement's own region-1 bound at once, not by exhausting a search (deficit 0)
+    assert sol.status == INFEASIBLE and sol.method == "bound-live-region1" and sol.deficit > 0, sol
 
 
 def test_alike_finalists_retry_another_shape(monkeypatch):

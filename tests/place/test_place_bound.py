@@ -12,6 +12,7 @@ from compiler.place import INFEASIBLE, PLACED, PlaceConfig, Problem, solve
 from compiler.place import bound
 from compiler.place.cpsat import solve_cpsat
 from compiler.place.instance import Instance
+from compiler.place.phase import rejection_text
 from place_cases import BASE, E, small_map
 
 M = small_map(r0_elems=2, r1_pairs=1)     # region 0: 2048 B, region 1: 2048 B
@@ -36,6 +37,8 @@ def test_region1_only_buffers_are_proved_infeasible_with_their_deficit():
     assert sol.status == INFEASIBLE and sol.method == "bound-live-region1"
     assert (sol.event, sol.live_bytes, sol.available_bytes, sol.deficit) == (1, 3200, 2048, 1152)
     assert solve_cpsat(p, time_limit_s=20).status == INFEASIBLE
+    assert rejection_text(7, sol) == ("tile 7 infeasible: 3200 B live that only region 1 can hold at "
+                                      "event 1, 2048 B available in region 1 (deficit 1152 B)")
     # the same buffers one byte smaller than the free region 0: one fits there, so no proof
     q = _tile([1536, 1600, 400], [0, 1, 0], [3, 3, 1])
     assert bound.prove(Instance(q)) is None and solve(q, PlaceConfig()).status == PLACED

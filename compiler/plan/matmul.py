@@ -140,7 +140,9 @@ def region1_live(t: Target, sp: int, home_r1: int, a_blk, b_blk, p_blk, red, c_b
     exchange tables, so "larger than region 0" means its whole size: a relaxation of
     expand's exact screen (expand/analysis.py region1_peak) that rejects only grids it
     would (the 2560x1024x64 f16 GEMM on the tiny target: 36 of 213 grids; expand's screen
-    rejects every candidate of all 36, twins included). c_blk: 0 where gk = 1."""
+    rejects every candidate of all 36, twins included; the default trial: 2,950 grids more,
+    plan.rejected.memory 7,820 -> 10,770, none a candidate, e.g. a 421,632 B A block beside a
+    4,608 B b, 256 B over region 1). c_blk: 0 where gk = 1."""
     big = lambda x: np.where(x > t.region0_end - t.memory_base, x, 0)
     done = (sp - 1) * big(np.where(c_blk > 0, c_blk, p_blk))
     return home_r1 + b_blk + done + np.maximum(big(a_blk) + big(p_blk), big(p_blk) + big(red) + big(c_blk))

@@ -47,13 +47,16 @@ def test_passes_fit_what_one_pass_cannot():
     assert "/" in r["place"].tilegraph.label
 
 
-def test_region1_screen_rejects_what_placement_cannot_place():
+def test_region1_screen_rejects_what_placement_cannot_place(monkeypatch):
     """The same GEMM forced to 8x2x4/2 (the cheapest grid by plan's estimate with broadcast
     sends): A's home and the A operand buffer, 80 KiB each, are live together, and a tiny
     tile's region 0 holds 64 KiB less its code and table, so both need region 1 (128 KiB):
+    plan's region-1 screen rejects the grid (plan/matmul.py region1_live); with it off,
     expand rejects it for memory, and its figure is a brute-force recount's; placement,
-    given the same tile graph, proves tile 0 infeasible. Before the screen counted such
-    buffers, expand admitted every 8x2x4/2 twin and placement rejected the trial."""
+    given the same tile graph, proves tile 0 infeasible by its region-1 bound. Before the
+    screens counted such buffers, expand admitted every 8x2x4/2 twin and placement rejected
+    the trial."""
+    from compiler.plan import matmul as plan_matmul
     from compiler.expand.analysis import analyse, profile_bytes
     from compiler.expand.graph import expand_graph
     from compiler.phases import model_phase, place_config, policy_of, target_of
@@ -63,6 +66,10 @@ def test_region1_screen_rejects_what_placement_cannot_place():
     from compiler.plan import plan
     from compiler.target import INTERLEAVED, STANDARD
     c = cfg(**GEMM, policy={"grid": "8x2x4/2"})
+    rej = compile_trial(c)["report"].summary["rejected"]
+    assert rej["phase"] == "plan" and rej["reason"] == "grid", rej
+    live = plan_matmul.region1_live
+    monkeypatch.setattr(plan_matmul, "region1_live", lambda *a: live(*a) * 0)   # plan's region-1 screen off
     r = compile_trial(c)
     rej = r["report"].summary["rejected"]
     assert rej["phase"] == "expand" and rej["reason"] == "memory" and rej["deficit_bytes"] > 0, rej
@@ -87,7 +94,9 @@ def test_region1_screen_rejects_what_placement_cannot_place():
         assert peak == a["region1_live_bytes"][tile] > a["region1_bytes"]
     tg.analysis = a
     problems, _ = tile_problems(tg, reserve_support(a, tg.tiles, profile_bytes(tg), t), t)
-    assert solve(problems[0], place_config(c)).status == INFEASIBLE
+    sol = solve(problems[0], place_config(c))
+    # proved by placement's own region-1 bound at once, not by exhausting a search (deficit 0)
+    assert sol.status == INFEASIBLE and sol.method == "bound-live-region1" and sol.deficit > 0, sol
 
 
 def test_alike_finalists_retry_another_shape(monkeypatch):

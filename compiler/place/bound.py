@@ -4,8 +4,17 @@ exist, so INFEASIBLE is never reported on a hunch:
   * a request with an empty static domain (larger than max_alloc or than every
     free window of its region class, after reserved ranges);
   * live bytes at some event (requests live then pairwise overlap in time, so
-    they need disjoint bytes) exceed the bytes available: overall, in region 1
-    for interleaved requests, in region 0 for code.
+    they need disjoint bytes) exceed the bytes available: overall; in region 1
+    for the requests only region 1 can hold; in region 0 for those only region 0
+    can hold (`confined`).
+
+A request may never straddle region0_end, so a standard request with no legal
+start in region 0's free windows (its extent, aligned, fits none of them after
+the code and exchange tables reserved there) must sit in region 1 as surely as
+an interleaved one. Without that, a tile whose region-1-only buffers outgrow
+region 1 while all its bytes fit the tile was proved infeasible only by
+exhausting the search, reported with deficit 0 (#26; expand's screen,
+expand/analysis.py region1_peak, counts the same buffers).
 """
 from __future__ import annotations
 
@@ -14,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .instance import Instance
-from .problem import CODE, INTERLEAVED
+from .problem import CODE, INTERLEAVED, STANDARD
 
 
 @dataclass
@@ -61,6 +70,19 @@ def peak(inst: Instance):
     return int(ev[k]), int(live[k]), a0 + a1
 
 
+def confined(inst: Instance) -> tuple[np.ndarray, np.ndarray]:
+    """(only region 0 can hold it, only region 1 can hold it) per request, from the
+    static domains (alignment, reserved ranges, max_alloc): a standard request's
+    starts in a region-0 window are below region0_end, in a region-1 window at or
+    above it. A request with an empty domain is in neither (`prove` rejects it first)."""
+    p, r0 = inst.p, inst.p.region0_end
+    low = np.array([bool(d) and d[0] < r0 for d in inst.dom0], bool)       # a start below r0
+    high = np.array([bool(d) and d[-1] > r0 for d in inst.dom0], bool)     # a start at/above r0
+    std = p.region == STANDARD
+    return ((p.region == CODE) | (std & low & ~high),
+            (p.region == INTERLEAVED) | (std & high & ~low))
+
+
 def prove(inst: Instance) -> Proof | None:
     p = inst.p
     a0, a1 = available(inst)
@@ -71,9 +93,10 @@ def prove(inst: Instance) -> Proof | None:
             cap = min(big, inst.max_alloc)
             return Proof("request", inst.start[i], inst.ext[i], cap, i)
     best = None
+    only0, only1 = confined(inst)
     for kind, mask, avail in (("live", None, a0 + a1),
-                              ("live-interleaved", p.region == INTERLEAVED, a1),
-                              ("live-code", p.region == CODE, a0)):
+                              ("live-region1", only1, a1),
+                              ("live-region0", only0, a0)):
         if mask is not None and not mask.any():
             continue
         ev, live = live_profile(p, mask)

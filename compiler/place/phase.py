@@ -188,9 +188,21 @@ def place(expand_res, t: Target, place_cfg: PlaceConfig, mapper=mappers.serial) 
             worst_overall = worst
     tile, s = worst_overall
     res.rejection = Rejection(
-        "place", "placement",
-        f"tile {tile} {s.status}: {s.live_bytes} B live at event {s.event}, {s.available_bytes} B "
-        f"available (deficit {s.deficit} B)" + (f", request {s.request}" if s.request >= 0 else ""),
+        "place", "placement", rejection_text(tile, s),
         dict(tile=int(tile), event=int(s.event), live_bytes=int(s.live_bytes),
              available_bytes=int(s.available_bytes), deficit_bytes=int(s.deficit), outcome=s.status))
     return res
+
+
+# the bound's region proofs (bound.py): live bytes only that region can hold, against its free bytes
+_REGION_PROOF = {"bound-live-region1": "region 1", "bound-live-region0": "region 0"}
+
+
+def rejection_text(tile: int, s) -> str:
+    """One line naming tile, event, live, available and deficit bytes (and the region
+    when the proof is a region's)."""
+    r = _REGION_PROOF.get(getattr(s, "method", ""))       # tests pass duck-typed solutions
+    live = f"{s.live_bytes} B live" + (f" that only {r} can hold" if r else "")
+    return (f"tile {tile} {s.status}: {live} at event {s.event}, {s.available_bytes} B "
+            f"available{' in ' + r if r else ''} (deficit {s.deficit} B)"
+            + (f", request {s.request}" if s.request >= 0 else ""))

@@ -92,15 +92,17 @@ def weight_modes(g, cand: Candidate) -> dict:
     return out
 
 
-def matmul_options(g, n: int, target: Target, policy: Policy, homes: int):
+def matmul_options(g, n: int, target: Target, policy: Policy, homes: int, homes_r1: int = 0):
     """Feasible grids of matmul n, best standalone estimate first, the rejection
-    counts, grids considered, and the leanest memory seen."""
+    counts, grids considered, and the grid nearest to fitting as (bytes, available
+    bytes, where): its fullest tile, or what only region 1 can hold when that binds.
+    `homes_r1`: home bytes only region 1 can hold (plan/matmul.py's region-1 screen)."""
     op = g.ops[n]
     A, B = (g.tensors[x] for x in op.inputs)
     G = len(op.attr("groups", ((0,) * 6,)))
     e = enumerate_grids(G, op.attr("m"), op.attr("k"), op.attr("n"), A.dtype, B.dtype,
                         bool(op.attr("transpose_b", False)), target, homes, policy.passes,
-                        panel_elems(target, B.dtype))
+                        panel_elems(target, B.dtype), homes_r1)
     ok = e["reason"] == ""
     forced = policy.grid_dims
     if forced:   # a forced grid (gm, gn, gk, sp): every other grid is set aside (not counted as rejected)
@@ -111,7 +113,13 @@ def matmul_options(g, n: int, target: Target, policy: Policy, homes: int):
     order = np.lexsort((e["gk"], e["gn"], e["gm"], e["gg"], e["mem"], e["cycles"]))  # deterministic
     order = order[ok[order]]
     opts = Options(n, {f: np.asarray(e[f][order], np.int64) for f in (*GRID_FIELDS, "recv", "rest", "recv_a", "b_blk")})
-    lean = int(e["mem"].min()) if len(e["mem"]) else 0
+    region1 = target.memory_end - target.region0_end
+    over_mem, over_r1 = e["mem"] - target.tile_bytes, e["r1"] - region1
+    lean = (0, target.tile_bytes, "on its fullest tile")
+    if len(e["mem"]):
+        i = int(np.argmin(np.maximum(over_mem, over_r1)))
+        lean = ((int(e["mem"][i]), target.tile_bytes, "on its fullest tile") if over_mem[i] >= over_r1[i] else
+                (int(e["r1"][i]), region1, "that only region 1 can hold (b, and buffers larger than region 0)"))
     return opts, rejected, len(e["mb"]) + e["rejected_grid"], lean
 
 
@@ -184,7 +192,7 @@ def support_reserve(t: Target) -> int:
 
 
 def with_lean(g, target: Target, policy: Policy, homes: int, panels: dict, found: list, k: int,
-              leanest: int) -> list:
+              leanest: int, homes_r1: int = 0) -> list:
     """policy.lean_candidates: the grids' memory screen counts homes and the working set
     but not the support expand adds (code, exchange tables: ~50 KB of an ipu21 tile at
     27 layers), so when the best candidate's fullest grid leaves less than a reserve,
@@ -203,7 +211,7 @@ def with_lean(g, target: Target, policy: Policy, homes: int, panels: dict, found
         return found
     lean = {}
     for n in opts:
-        o = matmul_options(g, n, target, policy, homes + reserve)[0]
+        o = matmul_options(g, n, target, policy, homes + reserve, homes_r1)[0]
         o = with_relay(o) if policy.operand_relay and policy.plan_beam else o
         lean[n] = Options(o.op, {**o.a, "mem": o.a["mem"] - reserve})   # Grid.mem_bytes: without the reserve
     if policy.ring_homes and policy.plan_beam:
@@ -220,6 +228,7 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
     g = model.graph
     panels = panel_weights(g, target, policy.panel_homes)
     homes = home_bytes(g, target, panels, policy.vector_homes)
+    homes_r1 = home_bytes(g, target, panels, policy.vector_homes, over=target.region0_end - target.memory_base)
     options: dict[int, Options] = {}
     rejected, considered = Counter(), 0
     leanest = {}                   # matmul -> bytes of its leanest feasible grid
@@ -233,12 +242,12 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
                                       f"transposed, but the AMP reads {B.dtype} b only as micro-panels along k "
                                       f"(target.amp_panel_elems); store it [k, n]", {})
             return res
-        opts, rej, cons, lean = matmul_options(g, n, target, policy, homes)
+        opts, rej, cons, lean = matmul_options(g, n, target, policy, homes, homes_r1)
         rejected.update(rej)
         considered += cons
         if not len(opts):
             res = PlanResult([], considered, dict(rejected))
-            avail = target.tile_bytes
+            need, avail, where = lean
             if policy.grid:
                 res.rejection = Rejection("plan", "grid", f"op {n} ({op.outputs[0]}): policy.grid={policy.grid} "
                                           f"is not a feasible grid on {target.tiles} tiles (blocks must be "
@@ -247,10 +256,10 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
             else:
                 res.rejection = Rejection(
                     "plan", "memory",
-                    f"op {n} ({op.outputs[0]}): none of its {cons} tile grids (GMxGNxGK/SP splits) fits: the leanest needs {lean} B on its "
-                    f"fullest tile, {avail} B available (deficit {lean - avail} B)",
-                    {"tile": -1, "op": op.outputs[0], "live_bytes": lean, "available_bytes": avail,
-                     "deficit_bytes": max(0, lean - avail)})
+                    f"op {n} ({op.outputs[0]}): none of its {cons} tile grids (GMxGNxGK/SP splits) fits: the leanest needs {need} B "
+                    f"{where}, {avail} B available (deficit {need - avail} B)",
+                    {"tile": -1, "op": op.outputs[0], "live_bytes": need, "available_bytes": avail,
+                     "deficit_bytes": max(0, need - avail)})
             return res
         options[n] = with_relay(opts) if policy.operand_relay and policy.plan_beam else opts
         leanest[n] = int(opts.a["mem"].min())
@@ -273,7 +282,8 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
                                                      panels=panels, bcast=policy.broadcast_sends)]
         found.sort(key=lambda f: f[0])                                      # stable: ties keep homes last
         if policy.lean_candidates:
-            found = with_lean(g, target, policy, homes, panels, found, k, max(leanest.values(), default=0))
+            found = with_lean(g, target, policy, homes, panels, found, k, max(leanest.values(), default=0),
+                              homes_r1)
         if policy.attn_variants:      # the attention matmuls' grids re-ranked in context (plan/attn.py)
             found = sorted(found + group_variants(g, target, found, policy.attn_variants, panels,
                                                           policy.broadcast_sends),

@@ -85,13 +85,15 @@ def home_blocks(rows: int, cols: int, ebytes: int, T: int, P: int = 0):
     return blocks, nr[R] * nc[C] * ebytes
 
 
-def home_bytes(graph, t: Target, panels: dict, vector_homes: bool = True) -> int:
+def home_bytes(graph, t: Target, panels: dict, vector_homes: bool = True, over: int = 0) -> int:
     """Bytes of input and parameter homes on the fullest tile (each tensor's largest
     block, summed: an upper bound rotation only improves). A Repeat sequence's home
     holds all its members in each block (count × the block: 27 So400m layers' FP8
     weights are ~290 KB of every tile, which a grid's memory screen must see); with
     policy.vector_homes a [1, C] parameter sits in replicated shards of at most
-    VECTOR_SHARD bytes, one per tile (expand/graph.py vector_home)."""
+    VECTOR_SHARD bytes, one per tile (expand/graph.py vector_home). With `over`, only the
+    homes whose block (a sequence's: all its members) is larger than that count: plan's
+    region-1 screen (plan/matmul.py) passes region 0's size, as region 0 cannot hold them."""
     count = graph.repeat.count if graph.repeat else 1
     seq = set(graph.repeat.sequences) if graph.repeat else set()
     total = 0
@@ -102,5 +104,6 @@ def home_bytes(graph, t: Target, panels: dict, vector_homes: bool = True) -> int
             else:
                 _, size = home_blocks(*x.shape, DTYPE_BYTES[x.dtype], t.tiles, panels.get(x.name, 0))
                 block = int(size.max())
-            total += block * (count if x.name in seq else 1)
+            block *= count if x.name in seq else 1
+            total += block if block > over else 0
     return total

@@ -86,7 +86,7 @@ def word_elems(dtype: str) -> int:
 
 
 def _grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose_b: bool,
-           t: Target, home_bytes: int, sp: int, panel: int):
+           t: Target, home_bytes: int, sp: int, panel: int, home_r1: int = 0):
     """The grids of `sp` serial passes (see enumerate_grids)."""
     if panel:   # b in micro-panels: k blocks of whole panels, any (even: f16 outputs) n
         qk, qn = max(panel, word_elems(a_dtype)), 2
@@ -123,23 +123,41 @@ def _grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose
     reason[mem > t.tile_bytes] = "memory"
     region1 = t.memory_end - t.region0_end
     reason[(b_blk > region1) | (np.maximum(a_blk, p_blk) > t.max_alloc_bytes)] = "max_alloc"
+    r1 = region1_live(t, sp, home_r1, a_blk, b_blk, p_blk, red, c_blk * reducing)
+    reason[(reason == "") & (r1 > region1)] = "memory"
     # recv and rest split the estimate for the beam (plan/beam.py), which replaces the
     # balanced send term above by the producers' actual layouts
-    return dict(gg=gg, gm=gm, gn=gn, gk=gk, gb=gb, mb=mb, kb=kb, nb=nb, cycles=cycles, mem=mem,
+    return dict(gg=gg, gm=gm, gn=gn, gk=gk, gb=gb, mb=mb, kb=kb, nb=nb, cycles=cycles, mem=mem, r1=r1,
                 sp=np.full(len(mb), sp, np.int64),
                 recv=recv_in, rest=cycles - ex_in, recv_a=a_blk, b_blk=b_blk, reason=reason,
                 rejected_grid=int((~fits).sum()))
 
 
+def region1_live(t: Target, sp: int, home_r1: int, a_blk, b_blk, p_blk, red, c_blk) -> np.ndarray:
+    """Bytes of a grid's fullest tile that only region 1 can hold (#26): b, an interleaved
+    operand, and every buffer larger than region 0 (nothing straddles region0_end), live at
+    once as in _grids' peak, plus such homes (`home_r1`). Plan knows neither code nor
+    exchange tables, so "larger than region 0" means its whole size: a relaxation of
+    expand's exact screen (expand/analysis.py region1_peak) that rejects only grids it
+    would (the 2560x1024x64 f16 GEMM on the tiny target: 36 of 213 grids; expand's screen
+    rejects every candidate of all 36, twins included; the default trial: 2,950 grids more,
+    plan.rejected.memory 7,820 -> 10,770, none a candidate, e.g. a 421,632 B A block beside a
+    4,608 B b, 256 B over region 1). c_blk: 0 where gk = 1."""
+    big = lambda x: np.where(x > t.region0_end - t.memory_base, x, 0)
+    done = (sp - 1) * big(np.where(c_blk > 0, c_blk, p_blk))
+    return home_r1 + b_blk + done + np.maximum(big(a_blk) + big(p_blk), big(p_blk) + big(red) + big(c_blk))
+
+
 def enumerate_grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose_b: bool,
-                    t: Target, home_bytes: int = 0, passes: tuple = (1,), panel: int = 0):
+                    t: Target, home_bytes: int = 0, passes: tuple = (1,), panel: int = 0, home_r1: int = 0):
     """Every grid (for each serial pass count of `passes`; ungrouped matmuls only) with
     estimated cycles, peak memory and rejection reason. With `panel` (the AMP reads b as
     micro-panels of that height) k blocks are whole panels (the last may end at K). `cycles` assumes the operand
     sends balanced over all tiles; `recv` (operand bytes a tile receives in the first
     exchange) and `rest` (cycles besides it) let the beam cost that exchange from the
-    producers' layouts instead."""
-    parts = [_grids(G, M, K, N, a_dtype, b_dtype, transpose_b, t, home_bytes, sp, panel)
+    producers' layouts instead. `home_r1`: bytes of homes only region 1 can hold (the
+    region-1 screen's, plan/homes.py home_bytes with over = region 0's size)."""
+    parts = [_grids(G, M, K, N, a_dtype, b_dtype, transpose_b, t, home_bytes, sp, panel, home_r1)
              for sp in passes if sp == 1 or (G == 1 and M >= 2 * sp)]
     out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "rejected_grid"}
     out["rejected_grid"] = sum(p["rejected_grid"] for p in parts)

@@ -64,7 +64,7 @@ def _ln_rows(res):
 
 
 def test_row_calls_tiny_vit_batch_validates_with_fewer_cycles():
-    off = compile_trial(dict(model=TOWER, target=target_cfg("tiny"), policy={}))
+    off = compile_trial(dict(model=TOWER, target=target_cfg("tiny"), policy=dict(row_calls=False)))
     on = compile_trial(dict(model=TOWER, target=target_cfg("tiny"), policy=dict(row_calls=True)))
     assert (_ln_rows(off) > 1).any()                 # the case has multi-row LayerNorm blocks ...
     assert (_ln_rows(on) == 1).all()                 # ... which the flag issues one row a call

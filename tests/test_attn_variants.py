@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from compiler.expand import matmul as ex_matmul
 from compiler.phases import compile_trial, run_phase
-from compiler.plan.beam import groups_of
+from compiler.plan.layouts import groups_of
 from compiler.policy import Policy
 from helpers import target_cfg, trial_ok as ok
 

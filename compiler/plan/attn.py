@@ -27,7 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..target import Target
-from .beam import beam_search, groups_of
+from .beam import beam_search
+from .layouts import groups_of
 
 
 def grouped_matmuls(g, choice: tuple) -> list[int]:

@@ -90,9 +90,17 @@ class Target:
         return self.memory_end - self.memory_base
 
     @property
+    def region0_bytes(self) -> int:
+        return self.region0_end - self.memory_base
+
+    @property
+    def region1_bytes(self) -> int:
+        return self.memory_end - self.region0_end
+
+    @property
     def max_alloc_bytes(self) -> int:
         """Largest contiguous allocation: an allocation never straddles regions."""
-        return max(self.region0_end - self.memory_base, self.memory_end - self.region0_end)
+        return max(self.region0_bytes, self.region1_bytes)
 
     def region_of(self, addr):
         """0 for region 0, 1 for region 1 (works on numpy arrays)."""

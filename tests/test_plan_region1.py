@@ -24,10 +24,16 @@ def _grids(monkeypatch=None, off=False):
         monkeypatch.setattr(mm, "region1_live", lambda *a: live(*a) * 0)
     e = mm.enumerate_grids(1, GEMM["m"], GEMM["k"], GEMM["n"], "f16", "f16", False, t,
                            home_bytes(m.graph, t, {}, pol.vector_homes), pol.passes, 0,
-                           home_bytes(m.graph, t, {}, pol.vector_homes, over=t.region0_end - t.memory_base))
+                           home_bytes(m.graph, t, {}, pol.vector_homes, over=t.region0_bytes))
     label = [f"{gm}x{gn}x{gk}" + (f"/{sp}" if sp > 1 else "")
              for gm, gn, gk, sp in zip(e["gm"], e["gn"], e["gk"], e["sp"])]
     return e, label
+
+
+def _cheapest(e, label) -> str:
+    """The admitted grid of least estimated cycles."""
+    ok = np.flatnonzero(e["reason"] == "")
+    return label[int(ok[np.argmin(e["cycles"][ok])])]
 
 
 def _expand_region1_over(grid, monkeypatch):
@@ -60,7 +66,7 @@ def test_region1_term_rejects_only_what_expand_rejects(monkeypatch):
     for grid in (hit[0], "8x2x4/2", hit[-1]):               # a sample: expanding all 36 takes ~20 s
         over = _expand_region1_over(grid, monkeypatch)
         assert over and all(over), (grid, over)
-    kept = label[int(np.flatnonzero(e["reason"] == "")[np.argmin(e["cycles"][e["reason"] == ""])])]
+    kept = _cheapest(e, label)
     over = _expand_region1_over(kept, monkeypatch)
     assert over and not any(over), (kept, over)
 
@@ -79,7 +85,7 @@ def test_an_overcounting_term_rejects_a_grid_expand_places(monkeypatch, fault):
         half = replace(t, region0_end=t.memory_base + (t.region0_end - t.memory_base) // 2)
         return real(half, sp, home_r1, a, b, p, red, c)
     e, label = _grids()
-    best = label[int(np.flatnonzero(e["reason"] == "")[np.argmin(e["cycles"][e["reason"] == ""])])]
+    best = _cheapest(e, label)
     monkeypatch.setattr(mm, "region1_live", wrong)
     e2, label2 = _grids()
     assert best not in {label2[i] for i in np.flatnonzero(e2["reason"] == "")}, fault

@@ -287,8 +287,8 @@ def analyse(tg: TileGraph, t: Target) -> dict:
     table = table_blob_bytes(tg)
     support = code + table + profile_bytes(tg) + 3 * 16
     worst = int(np.argmax(peak + support))
-    region1 = t.memory_end - t.region0_end - profile_bytes(tg)
-    region0_free = t.region0_end - t.memory_base - code - table     # place.phase reserve_support
+    region1 = t.region1_bytes - profile_bytes(tg)
+    region0_free = t.region0_bytes - code - table     # place.phase reserve_support
     nbytes = tg.xfer["s_row_bytes"] * tg.xfer["s_rows"]
     b0, b1 = tg.body_steps()
     return dict(cycles=int((cyc * tg.step_runs()).sum()), body_cycles=int(cyc[b0:b1].sum()), step_cycles=cyc,

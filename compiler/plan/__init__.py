@@ -32,7 +32,7 @@ from ..policy import Policy
 from ..result import Rejection
 from ..target import DTYPE_BYTES, Target
 from .attn import group_variants
-from .beam import GRID_FIELDS, Costs, Options, Residency, beam_search, with_relay, with_resident
+from .beam import GRID_FIELDS, Costs, Options, Residency, beam_search, region1_budget, with_relay, with_resident
 from .homes import home_bytes, panel_elems, panel_weights
 from .matmul import enumerate_grids, stationary_weights
 from .ring import with_rings
@@ -113,7 +113,7 @@ def matmul_options(g, n: int, target: Target, policy: Policy, homes: int, homes_
     order = np.lexsort((e["gk"], e["gn"], e["gm"], e["gg"], e["mem"], e["cycles"]))  # deterministic
     order = order[ok[order]]
     opts = Options(n, {f: np.asarray(e[f][order], np.int64) for f in (*GRID_FIELDS, "recv", "rest", "recv_a", "b_blk")})
-    region1 = target.memory_end - target.region0_end
+    region1 = target.region1_bytes
     over_mem, over_r1 = e["mem"] - target.tile_bytes, e["r1"] - region1
     lean = (0, target.tile_bytes, "on its fullest tile")
     if len(e["mem"]):
@@ -130,11 +130,8 @@ def stationary_counts(g, options: dict) -> dict:
     return {n: count for n in options if g.ops[n].inputs[1] in still}
 
 
-def resident_budget(t: Target) -> int:
-    """Region-1 bytes resident weights may take: all of it but two element pairs, one
-    for the other 128-bit operands (gathered b blocks), one for rounding the resident
-    request up to the element pairs it owns (expand screens the exact figure)."""
-    return t.memory_end - t.region0_end - 4 * t.element_bytes
+# Region-1 bytes resident weights may take (expand screens the exact figure)
+resident_budget = region1_budget
 
 
 # assumed: the support a full-size program's tiles hold (exchange tables up to the default
@@ -228,7 +225,7 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
     g = model.graph
     panels = panel_weights(g, target, policy.panel_homes)
     homes = home_bytes(g, target, panels, policy.vector_homes)
-    homes_r1 = home_bytes(g, target, panels, policy.vector_homes, over=target.region0_end - target.memory_base)
+    homes_r1 = home_bytes(g, target, panels, policy.vector_homes, over=target.region0_bytes)
     options: dict[int, Options] = {}
     rejected, considered = Counter(), 0
     leanest = {}                   # matmul -> bytes of its leanest feasible grid

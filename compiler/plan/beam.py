@@ -328,10 +328,10 @@ def copies_over(states, base: np.ndarray, extra: np.ndarray, limit: int) -> np.n
 
 
 def region1_budget(t: Target) -> int:
-    """Region-1 bytes weights read in place may take on a tile: all of it but two
-    element pairs (the other 128-bit operands, and rounding a bank-separated sequence
-    up to the pairs it owns); plan/__init__.py resident_budget, the same figure."""
-    return t.memory_end - t.region0_end - 4 * t.element_bytes
+    """Region-1 bytes resident weights, or weights read in place, may take on a tile: all
+    of it but two element pairs (the other 128-bit operands, such as gathered b blocks, and
+    rounding a bank-separated sequence up to the pairs it owns); plan.resident_budget."""
+    return t.region1_bytes - 4 * t.element_bytes
 
 
 def beam_search(graph, target: Target, options: dict[int, Options], width: int, keep: int,

@@ -121,7 +121,7 @@ def _grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose
     mem = home_bytes + peak + 1024 + 16 * gb * 5           # support + per-group alignment slack
     reason = np.full(len(mb), "", dtype=object)
     reason[mem > t.tile_bytes] = "memory"
-    region1 = t.memory_end - t.region0_end
+    region1 = t.region1_bytes
     reason[(b_blk > region1) | (np.maximum(a_blk, p_blk) > t.max_alloc_bytes)] = "max_alloc"
     r1 = region1_live(t, sp, home_r1, a_blk, b_blk, p_blk, red, c_blk * reducing)
     reason[(reason == "") & (r1 > region1)] = "memory"
@@ -139,11 +139,8 @@ def region1_live(t: Target, sp: int, home_r1: int, a_blk, b_blk, p_blk, red, c_b
     once as in _grids' peak, plus such homes (`home_r1`). Plan knows neither code nor
     exchange tables, so "larger than region 0" means its whole size: a relaxation of
     expand's exact screen (expand/analysis.py region1_peak) that rejects only grids it
-    would (the 2560x1024x64 f16 GEMM on the tiny target: 36 of 213 grids; expand's screen
-    rejects every candidate of all 36, twins included; the default trial: 2,950 grids more,
-    plan.rejected.memory 7,820 -> 10,770, none a candidate, e.g. a 421,632 B A block beside a
-    4,608 B b, 256 B over region 1). c_blk: 0 where gk = 1."""
-    big = lambda x: np.where(x > t.region0_end - t.memory_base, x, 0)
+    would (tests/test_plan_region1.py). c_blk: 0 where gk = 1."""
+    big = lambda x: np.where(x > t.region0_bytes, x, 0)
     done = (sp - 1) * big(np.where(c_blk > 0, c_blk, p_blk))
     return home_r1 + b_blk + done + np.maximum(big(a_blk) + big(p_blk), big(p_blk) + big(red) + big(c_blk))
 

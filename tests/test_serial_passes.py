@@ -113,7 +113,7 @@ def test_alike_finalists_retry_another_shape(monkeypatch):
         support, addr, counts, worst, *rest = real(tg, *a, **k)
         if "16x1x4/2" in tg.label:                    # injected: a tile that did not fit
             worst = (0, SimpleNamespace(status="infeasible", live_bytes=1, event=0, available_bytes=0, deficit=1,
-                                        request=-1))
+                                        request=-1, method="injected"))
         return support, addr, counts, worst, *rest
 
     monkeypatch.setattr(place_phase, "place_finalist", refuse)

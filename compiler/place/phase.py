@@ -201,7 +201,7 @@ _REGION_PROOF = {"bound-live-region1": "region 1", "bound-live-region0": "region
 def rejection_text(tile: int, s) -> str:
     """One line naming tile, event, live, available and deficit bytes (and the region
     when the proof is a region's)."""
-    r = _REGION_PROOF.get(getattr(s, "method", ""))       # tests pass duck-typed solutions
+    r = _REGION_PROOF.get(s.method)
     live = f"{s.live_bytes} B live" + (f" that only {r} can hold" if r else "")
     return (f"tile {tile} {s.status}: {live} at event {s.event}, {s.available_bytes} B "
             f"available{' in ' + r if r else ''} (deficit {s.deficit} B)"

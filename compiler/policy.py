@@ -32,6 +32,7 @@ class Policy:
     ring_homes: bool = True           # plan may home a weight on its matmul's grid, blocks in pieces over the gm tiles reading them (plan/ring.py)
     ring_copies: int = 2              # ring homes: plan may hold each piece on up to this many of the gm tiles (fewer bytes received, more held); 1 = once
     ring_in_place: bool = False       # ring homes: plan may also cut pieces in whole AMP channel groups that the MATMUL reads where they live (b in segments, isa.F_SEG_B): no local COPY (plan/ring.py); off until placement copes with it at depth (experiments/comm/README.md)
+    ring_units: bool = False          # ring homes: plan may also cut pieces in 2-D units (whole in-channel groups and panels x out-channel groups) that the MATMUL reads where they live as rectangles (isa.F_SEG_2D): no local COPY, pieces as even as the copying ring's (plan/ring.py unit_pieces, expand/ring2d.py)
     attn_variants: int = 1            # plan also hands expand the best candidate with each grouped (attention) matmul's next-best grids, in context and standalone (plan/attn.py); 0 = off
     row_calls: bool = True            # expand issues a LayerNorm / softmax over a tile's rows as the row chunks its cost says are cheapest (2-5 rows idle PopLibs' by-row workers; expand/rowcalls.py); the plan still prices one call
     flash_merge: bool = True          # split-key (flash) attention merges its key splits' partial states with one MERGE kernel (expand/flash_merge.py); off: ONLINE_SOFTMAX / ROWSCALE / ADD calls (flash_combine.py)

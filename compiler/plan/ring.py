@@ -76,7 +76,7 @@ def in_place_quantum(q: int, group: int) -> int:
 
 
 def with_ring(o, N: int, eb: int, q: int, count: int, home_blk: int, t, copies: int = 1, group: int = 0,
-              inplace: bool = False, K: int = 0, qk: int = 0):
+              inplace: bool = False, K: int = 0, qk: int = 0, units: bool = False):
     """The grids of o (plan/beam.py Options) twice or more: B gathered from its homes (ring 0),
     then from ring homes (ring 1), each piece held by c = 1 .. `copies` of the gm tiles
     (Options field `copies`; c < gm and c < the block's pieces: ring copies, policy.ring_copies).
@@ -89,10 +89,12 @@ def with_ring(o, N: int, eb: int, q: int, count: int, home_blk: int, t, copies: 
     (policy.ring_in_place) each ring choice also comes read in place (Options field
     `inplace`): 1, column pieces of whole out-channel groups (in_place_quantum, `group`);
     2, row pieces (along k, K rows) of whole in-channel groups and panels (`qk`); no local
-    COPY, and an operand buffer of the received pieces only."""
+    COPY, and an operand buffer of the received pieces only. With `units` (policy.ring_units)
+    also 3: pieces of whole (in-group × out-group) units read in place (unit_pieces)."""
     n = len(o)
     kinds = [(0, 1, 0)] + [(1, c, 0) for c in range(1, max(1, copies) + 1)]
     kinds += [(1, c, axis) for axis in (1, 2) for c in range(1, max(1, copies) + 1)] if inplace else []
+    kinds += [(1, c, 3) for c in range(1, max(1, copies) + 1)] if units else []
     a = {k: np.concatenate([v] * len(kinds)) for k, v in o.a.items()}
     ring, cop, inp = (np.repeat([k[i] for k in kinds], n) for i in (0, 1, 2))
     a["ring"], a["copies"], a["inplace"] = ring, cop, inp
@@ -114,6 +116,16 @@ def with_ring(o, N: int, eb: int, q: int, count: int, home_blk: int, t, copies: 
         own = np.maximum(own, k * (-(-piece // 16) * 16))
         own1 = np.maximum(own1, -(-piece // 16) * 16)
         copy = np.maximum(copy, np.where(inp > 0, 0, k * t.copy_cycles(piece)))
+    two = inp == 3                                                   # 2-D units: both blocks' extents
+    if two.any():
+        qu = in_place_quantum(q, group)
+        lastk, lastn = np.maximum(K - (gk - 1) * kb, 1), np.maximum(N - (gn - 1) * nb, 1)
+        for rk in (kb, lastk):
+            for cn in (nb, lastn):
+                r, s_, w, w1, ok = unit_pieces(rk[two], cn[two], gm[two], cop[two], max(qk, 1), qu, eb)
+                recv[two], send[two] = np.maximum(recv[two], r), np.maximum(send[two], s_)
+                own[two], own1[two] = np.maximum(own[two], w), np.maximum(own1[two], w1)
+                usable[two] &= ok
     on = ring == 1
     a["ring_recv"] = np.where(on, recv, 0)
     a["ring_send"] = np.where(on, send, 0)
@@ -126,6 +138,28 @@ def with_ring(o, N: int, eb: int, q: int, count: int, home_blk: int, t, copies: 
                            + -(-np.maximum(a["recv_a"] + a["ring_recv"], send) // bw), a["cycles"])
     keep = (~on | (a["mem"] <= t.tile_bytes)) & (~on | usable)      # plan/matmul.py's memory screen
     return type(o)(o.op, {k: v[keep] for k, v in a.items()})
+
+
+def unit_pieces(rows, cols, gm, cop, qk: int, qn: int, eb: int):
+    """Pieces of whole units (qk rows × qn columns: in-channel groups and panels × out-channel
+    groups; the block's last row and column of units may be narrower), policy.ring_units:
+    a rows × cols block's U units in column-major order cut into s = min(gm, U) runs of
+    U·p//s .. U·(p+1)//s (compiler/expand/ring2d.py), c = cop of them held per tile.
+    Returns, per grid: the bytes the busiest tile receives (the block less its c smallest
+    pieces; a tile may hold none), sends (each piece to its share of the gm − c tiles
+    without it), holds (c largest pieces, 16-byte padded per unit column), one piece's
+    hold, and whether c < pieces (or c = 1). Pieces are priced in proportion to their units."""
+    rows, cols, gm, cop = (np.asarray(x, np.int64) for x in (rows, cols, gm, cop))
+    U = -(-rows // qk) * -(-cols // qn)
+    s = np.minimum(gm, U)
+    k = np.minimum(cop, s)
+    block = rows * cols * eb
+    least, most = block * (U // s) // U, -(-block * -(-U // s) // U)
+    recv = block - np.where(s == gm, k * least, 0)
+    send = most * k * -(-(gm - k) // k)
+    strips = np.minimum(-(-cols // qn), -(-(-(-U // s)) // np.maximum(1, -(-rows // qk))) + 1)
+    one = most + 16 * strips
+    return recv, send, k * one, one, (cop == 1) | (cop < s)
 
 
 def ring_exchange(c, o, a_held: np.ndarray) -> np.ndarray:
@@ -170,13 +204,15 @@ def k_quantum(t, amp: str, P: int) -> int:
     return int(np.lcm(t.amp_in_group[amp], max(P, 1)))
 
 
-def with_rings(g, options: dict, t, panels: dict, copies: int = 1, inplace: bool = False) -> dict:
+def with_rings(g, options: dict, t, panels: dict, copies: int = 1, inplace: bool = False,
+               units: bool = False) -> dict:
     """options with a ring choice (with_ring, up to `copies` holders of each piece, and
-    with `inplace` each also read in place) for every matmul whose weight can have one."""
+    with `inplace` each also read in place, with `units` in 2-D units) for every matmul
+    whose weight can have one."""
     out = {}
     for n, o in options.items():
         r = ring_operand(g, n, t, panels)
-        out[n] = o if r is None else with_ring(o, t=t, copies=copies, inplace=inplace, **r)
+        out[n] = o if r is None else with_ring(o, t=t, copies=copies, inplace=inplace, units=units, **r)
     return out
 
 

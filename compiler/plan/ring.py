@@ -116,22 +116,22 @@ def with_ring(o, N: int, eb: int, q: int, count: int, home_blk: int, t, copies: 
         own = np.maximum(own, k * (-(-piece // 16) * 16))
         own1 = np.maximum(own1, -(-piece // 16) * 16)
         copy = np.maximum(copy, np.where(inp > 0, 0, k * t.copy_cycles(piece)))
-    two = inp == 3                                                   # 2-D units: both blocks' extents
+    two = inp == 3                       # 2-D units: both blocks' extents (own1 stays the word-cut piece)
     if two.any():
         qu = in_place_quantum(q, group)
         lastk, lastn = np.maximum(K - (gk - 1) * kb, 1), np.maximum(N - (gn - 1) * nb, 1)
-        for rk in (kb, lastk):
-            for cn in (nb, lastn):
-                r, s_, w, w1, ok = unit_pieces(rk[two], cn[two], gm[two], cop[two], max(qk, 1), qu, eb)
-                recv[two], send[two] = np.maximum(recv[two], r), np.maximum(send[two], s_)
-                own[two], own1[two] = np.maximum(own[two], w), np.maximum(own1[two], w1)
-                usable[two] &= ok
+        got = [unit_pieces(rk[two], cn[two], gm[two], cop[two], max(qk, 1), qu, eb)
+               for rk in (kb, lastk) for cn in (nb, lastn)]
+        recv[two], send[two], own[two] = (np.max([x[f] for x in got], 0) for f in range(3))
+        usable[two] = (cop[two] < np.maximum(gm[two], 2)) & np.all([x[4] for x in got], 0)
     on = ring == 1
     a["ring_recv"] = np.where(on, recv, 0)
     a["ring_send"] = np.where(on, send, 0)
     a["rest"] = a["rest"] + np.where(on, copy, 0)
     a["mem"] = a["mem"] + np.where(on, count * (own - home_blk), 0) - np.where(inp > 0, own, 0)
-    a["extra"] = np.where(on & (cop > 1), count * (own - own1), 0)         # what the copies add (beam.copies_over)
+    # what copies, or whole-unit pieces, add over one word-cut piece (beam.copies_over): the
+    # per-grid memory figure counts every other weight as its home block, about that piece
+    a["extra"] = np.where(on & ((cop > 1) | two), count * (own - own1), 0)
     a["r1"] = np.where(inp > 0, count * own, 0)       # in place: the pieces sit in region 1 (beam.py State.r1)
     bw = t.exchange_bytes_per_cycle
     a["cycles"] = np.where(on, a["rest"] + t.exchange_phase_cycles
@@ -230,6 +230,19 @@ def uncopied(cand):
     memory screen, leave some tile too full with the other weights' homes."""
     from dataclasses import replace
     return replace(cand, strategy=tuple((n, replace(g, copies=1)) for n, g in cand.strategy))
+
+
+def word_cut(cand):
+    """cand with every piece read in place in 2-D units (Grid.inplace 3, policy.ring_units)
+    cut in words and copied instead, its holders kept: expand's fallback when such pieces,
+    screened by plan's estimate, leave some tile or region 1 too full."""
+    from dataclasses import replace
+    return replace(cand, strategy=tuple((n, replace(g, inplace=0) if g.inplace == 3 else g) for n, g in cand.strategy))
+
+
+def in_units(cand) -> bool:
+    """Whether cand reads some ring piece in place in 2-D units."""
+    return any(g.ring and g.inplace == 3 for _, g in cand.strategy)
 
 
 def copied(cand) -> bool:

@@ -5,7 +5,6 @@ on a contiguous b (f16 row-major; fp8 micro-panels with a partial last panel and
 last column group), the cost equal to the unsegmented MATMUL's and the oracle's (which
 counts the groups from the table), a rectangle address relocated per REPEAT iteration, a
 wrong address caught as a wrong answer, and the machine's refusals."""
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -13,25 +12,16 @@ from compiler import exact, isa, sim
 from compiler.sim import MachineFault, oracle
 
 from .asm import R0_DATA, R0_DATA2, R1, TINY, Asm, get, put
-
-FP8 = ml_dtypes.float8_e4m3fn
-W = [0, 5]
-m = 8
+from .test_seg_b import W, contiguous_b, finish, m, operands, relocated
 
 
 def build(dtype, k, n, rects, order=None, table=None, flags=0, contiguous=False, a_addr=R0_DATA, seed=0):
     """a [m, k] f16 x b [k, n] (dtype), b as rectangles (r0, c0, rows, cols), stored in
     region 1 in `order` (default reverse), 4 KiB apart; `table` overrides the words."""
-    rng = np.random.default_rng(seed)
-    A = rng.standard_normal((m, k)).astype(np.float16)
-    B = (rng.standard_normal((k, n)) * 0.5).astype(np.float16 if dtype == "f16" else FP8)
-    P = TINY.amp_panel_elems.get(dtype, 0)
-    fl = flags | (isa.F_PANEL_B if P else 0)
-    asm = Asm()
-    s = {"a": put(W, a_addr, A, asm, "a")}
+    A, B, P, fl, asm, s = operands(dtype, k, n, a_addr, flags, seed)
+    addrs = None
     if contiguous:
-        s["b"] = put(W, R1, isa.panel_order(B, P) if P else B, asm, "b")
-        asm.matmul(W, a_addr, R1, R0_DATA2, m, k, n, dtype=dtype, dtype2="f16", flags=fl)
+        contiguous_b(asm, s, B, P, dtype, a_addr, fl)
     else:
         order = order or list(range(len(rects)))[::-1]
         addrs = [R1 + 0x1000 * (1 + order.index(i)) for i in range(len(rects))]
@@ -43,10 +33,7 @@ def build(dtype, k, n, rects, order=None, table=None, flags=0, contiguous=False,
             tab = asm.table_words(t, words)
             asm.matmul(t, a_addr, tab, R0_DATA2, m, k, n, dtype=dtype, dtype2="f16",
                        flags=fl | isa.F_SEG_B | isa.F_SEG_2D)
-    asm.sync()
-    asm.stream_out("out", len(W) * m * n * 2, [(i * m * n * 2, t, R0_DATA2, m * n * 2, 1, m * n * 2, m * n * 2)
-                                               for i, t in enumerate(W)])
-    return asm.build(), s, (A, B), addrs if not contiguous else None
+    return (*finish(asm, s, A, B), addrs)
 
 
 CASES = [  # (dtype, k, n, rectangles): a piece of 2-D units is a column strip, a partial one, ...
@@ -88,34 +75,9 @@ def test_relocated_rectangle_reads_member_i():
     addr word is relocated, so iteration i reads member i; rectangle 1 stays."""
     k, n, L = 48, 32, 3
     rng = np.random.default_rng(3)
-    A = rng.standard_normal((m, k)).astype(np.float16)
     seq = rng.standard_normal((L, 16, n)).astype(np.float16)
     B1 = rng.standard_normal((k - 16, n)).astype(np.float16)
-    stride, S0, S1 = 16 * n * 2, R1 + 0x4000, R1 + 0x1000
-    SO = m * n * 2
-    asm = Asm()
-    s = {"a": put(W, R0_DATA, A, asm, "a"), "s0": put(W, S0, seq, asm, "s0"), "s1": put(W, S1, B1, asm, "s1")}
-    for t in range(asm.T):
-        if t not in W:
-            asm.on(t, isa.REPEAT, L, 1, 0, 0)
-            continue
-        p = asm.pc(t)
-        asm.on(t, isa.REPEAT, L, 2, 0, 0)
-        tab = asm.table_words(t, [2, S0, 0, 0, 16, n, S1, 16, 0, k - 16, n])
-        rt = asm.reloc_table(t, [(tab + 4, stride), (asm.code_word(t, p + 1, 3), SO)])
-        asm.matmul(t, R0_DATA, tab, R0_DATA2, m, k, n, flags=isa.F_SEG_B | isa.F_SEG_2D)
-        asm.code[t][p] = isa.instr(isa.REPEAT, L, 2, rt, 2)
-    asm.sync()
-    asm.stream_out("out", len(W) * L * SO, [(i * L * SO, t, R0_DATA2, L * SO, 1, L * SO, L * SO)
-                                            for i, t in enumerate(W)])
-    prog = asm.build()
-    res = sim.run(prog, s)
-    out = get(res, "out", np.float16, (len(W), L, m, n))
-    for i in range(L):
-        B = np.concatenate([seq[i], B1], 0).astype(np.float32)
-        want = exact.matmul_f32(A.astype(np.float32), B).astype(np.float16)
-        assert np.array_equal(out[:, i], np.broadcast_to(want, out[:, i].shape)), i
-    assert np.array_equal(oracle.step_cycles(prog), res.step_cycles)
+    relocated(seq, B1, lambda S0, S1: [2, S0, 0, 0, 16, n, S1, 16, 0, k - 16, n], isa.F_SEG_B | isa.F_SEG_2D, axis=0)
 
 
 TWO = [(0, 0, 32, 16), (0, 16, 32, 16)]

@@ -337,6 +337,21 @@ def copies_over(states, base: np.ndarray, extra: np.ndarray, limit) -> np.ndarra
     return np.stack(out)
 
 
+# assumed: elements of region 1 that ring pieces read in place leave to the rest: one pair,
+# the pooled pieces' request rounded up to the element pairs it owns (expand/ring.py
+# pooled_homes); their operand buffers hold only received pieces. At 27 So400m layers
+# the sum of pieces plus one pair left 18 KB of region 1 where the two pairs of
+# region1_budget rejected the plan (experiments/comm/README.md, policy.ring_units)
+IN_PLACE_RESERVE_ELEMENTS = 2
+
+
+def in_place_budget(t: Target) -> int:
+    """Region-1 bytes ring pieces read in place may take on a tile, summed over weights
+    (policy.ring_in_place, ring_units): an estimate to prune with, expand's region-1
+    screen decides (and keeps the best candidate's word-cut twin, plan/ring.py)."""
+    return t.region1_bytes - IN_PLACE_RESERVE_ELEMENTS * t.element_bytes
+
+
 def region1_budget(t: Target) -> int:
     """Region-1 bytes resident weights, or weights read in place, may take on a tile: all
     of it but two element pairs (the other 128-bit operands, such as gathered b blocks, and
@@ -406,7 +421,7 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
             totals = np.where(copies_over(states, base, extra, target.tile_bytes - units * UNITS_MARGIN_ELEMENTS
                                           * target.element_bytes), np.inf, totals)
         if r1.any() or any(s.r1 for s in states):      # pieces read in place: region 1, summed over weights
-            totals = np.where(np.array([s.r1 for s in states])[:, None] + r1[None, :] > region1_budget(target),
+            totals = np.where(np.array([s.r1 for s in states])[:, None] + r1[None, :] > in_place_budget(target),
                               np.inf, totals)
         nxt = []
         for f in best(totals, max(width, keep) if n == last else width):

@@ -46,6 +46,13 @@ iteration). A segment must be whole AMP output-channel groups (the vertex reads 
 pointer per group), so such pieces are cut in multiples of the group (16 columns): coarser
 than words, so a narrow block has fewer pieces than tiles and some tile then receives all
 of it. The beam prices both kinds per matmul; a copy then nets w/4 per layer, not w/8 - 40.
+
+In 2-D units (policy.ring_units, Grid.inplace 3, label suffix `u`): a unit is one (in-channel
+group and panel) × (out-channel group) block, the vertex's weight-pointer granularity; a
+block's units in column-major order are cut into near-equal runs (unit_pieces), read as
+rectangles of b (isa.F_SEG_2D; compiler/expand/ring2d.py). fc1's 288 × 48 block at 27
+layers is 27 units (7, 7, 7, 6 over 4 tiles) where columns give 3 and k 9. Whole units
+hold a little more than word-cut pieces (the excess counts as `extra`, beam.copies_over).
 """
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ from compiler.phases import compile_trial
 from compiler.sim import oracle
 from compiler.target import Target
 from helpers import cfg, cost_term, set_cost_term, target_cfg, trial_ok
+from .test_reduce_vertices import _emulate_reduce_add
 from .asm import R0_DATA, R0_DATA2, R1, R1_B, Asm, get, put
 
 W, VB = 6, 8                                  # ipu21: 6 workers, 64-bit loads
@@ -36,21 +37,7 @@ IPU21 = target_cfg("ipu21")
 def _reduce_add_float_half(out_size: int, depth: int) -> int:
     """poplin getReduceCycleEstimate(outSize, depth, 64, isOutTypeFloat=false, isPartialsFloat=true,
     singleInput=false): accVectorWidth 4, 2 floats a 64-bit load, + 1 cycle a pointer."""
-    acc, per_load = 4, 2
-    cycles_per_loop = acc // min(acc, per_load) + 1
-    loops = out_size // acc
-    for bit in range(2):                      # ceilLog2(4) low bits
-        if out_size & (1 << bit):
-            loops += 1
-    each = loops // W
-    cycles = 32
-    if loops % W:
-        if out_size & (acc - 1):
-            cycles += 2 * depth + 13
-        else:
-            each += 1
-    cycles += (cycles_per_loop * depth + 6) * each
-    return cycles * W
+    return _emulate_reduce_add(out_size, depth, float_partials=True)
 
 
 def _strided_float_half(out_size: int, depth: int) -> int:

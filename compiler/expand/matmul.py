@@ -253,8 +253,8 @@ def _reduce(c, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_blk, gr
         sel = red & (gl < ng)
         tt = tile[sel]
         c.kernel(step=s, tile=tt, op=isa.ADD, dtype=F16 | (isa.DTYPES["f32"] << 8 if pe == 4 else 0),
-                 r0=out[tt], o0=(gl * sc)[sel], r1=p_blk[tt], o1=(gl * sp + r0 * nj * pe)[sel], r2=recv[tt], o2=(gl * (gk - 1) * slot)[sel],
-                 i0=gk - 1, i1=(rows * nj)[sel], i2=slot[sel])
+                 r0=out[tt], o0=(gl * sc)[sel], r1=p_blk[tt], o1=(gl * sp + r0 * nj * pe)[sel], r2=recv[tt],
+                 o2=(gl * (gk - 1) * slot)[sel], i0=gk - 1, i1=(rows * nj)[sel], i2=slot[sel])
         gi = gs[q[sel]] + gl
         cells.append((groups[gi, 4] + ms[i[sel]] + r0[sel], groups[gi, 5] + ns[j[sel]], tt, out[tt],
                       (gl * sc)[sel]))

@@ -61,6 +61,17 @@ def test_f32_reduction_cost_is_the_cheaper_popLibs_vertex_recounted():
     assert (got >= t.add_cycles(n.ravel(), k.ravel())).mean() > 0.9
 
 
+def test_f32_reduction_hand_values():
+    """Worked by hand from the two estimators (the half-partials figures: tests/sim/test_costs.py)."""
+    t = Target.from_dict(IPU21)
+    # fc1's 4-way split, 2304 outputs: ReduceAdd<half, float> 576 loops of 4 = 96 a worker:
+    # 96 x (3 x 4 + 6) + 32 = 1760, x 6 (strided: 192 loops of 14 + 15 = 2703, x 6; half partials 5952)
+    assert int(t.add_cycles(2304, 3, True)) == 10560
+    # 2 sources, 96 outputs: 24 loops = 4 a worker: 4 x (3 x 2 + 6) + 32 = 80, x 6 (strided: 8 loops
+    # of 12 + 15 = 111, x 6 = 666; half partials: BinaryOp1D 6 x (26 + 3 x 4) + 11 = 239)
+    assert int(t.add_cycles(96, 1, True)) == 480 and int(t.add_cycles(96, 1)) == 239
+
+
 def test_f32_out_matmul_drops_exactly_the_cast():
     t = Target.from_dict(IPU21)
     m, k, n = np.meshgrid(np.arange(1, 200, 7), [16, 72, 288], [16, 96, 216], indexing="ij")

@@ -236,9 +236,17 @@ def test_fp8_k_split_keeps_half_partials():
 TOWER = dict(name="vit", preset="custom", width=32, hidden=64, heads=2, tokens=16, layers=2)
 
 
-def test_tiny_vit_validates_with_the_flag():
-    r = compile_trial(dict(model=TOWER, target=target_cfg("tiny"), policy=dict(f32_partials=True)))
+@pytest.mark.parametrize("fp8", [False, True])
+def test_tiny_vit_validates_with_the_flag(fp8):
+    """FP8 activations: FP8 x FP8 k-splits keep half partials (f16 ones would not); either way
+    validated, op by op, with the oracle's cycles."""
+    model = dict(TOWER, fp8_activations=fp8, tokens=15 if fp8 else 16)
+    r = compile_trial(dict(model=model, target=target_cfg("tiny"), policy=dict(f32_partials=True)))
     assert trial_ok(r)
+    k = _kern(r)
+    f32o = (k["op"] == isa.MATMUL) & (((k["dtype"] >> 16) & isa.F_F32_OUT) != 0)
+    both_fp8 = (k["dtype"] & 0xFF == isa.DTYPES["fp8"]) & ((k["dtype"] >> 8) & 0xFF == 0)
+    assert not (f32o & both_fp8).any() and (fp8 or f32o.any())     # (this FP8 plan splits no f16 matmul)
     assert oracle.step_cycles(r["lower"].program).tolist() == r["run"].cycles_per_step
 
 

@@ -34,6 +34,7 @@ class Policy:
     ring_in_place: bool = False       # ring homes: plan may also cut pieces in whole AMP channel groups that the MATMUL reads where they live (b in segments, isa.F_SEG_B): no local COPY (plan/ring.py); off until placement copes with it at depth (experiments/comm/README.md)
     attn_variants: int = 1            # plan also hands expand the best candidate with each grouped (attention) matmul's next-best grids, in context and standalone (plan/attn.py); 0 = off
     row_calls: bool = True            # expand issues a LayerNorm / softmax over a tile's rows as the row chunks its cost says are cheapest (2-5 rows idle PopLibs' by-row workers; plan/rowcalls.py); the plan prices the same chunks
+    f32_partials: bool = False        # a k-split's MATMULs write f32 partials (no output cast), exchanged as f32 and reduced by one ADD that rounds once to f16 (PopLibs' float conv partials); plan prices it (plan/matmul.py partial_bytes)
     flash_merge: bool = True          # split-key (flash) attention merges its key splits' partial states with one MERGE kernel (expand/flash_merge.py); off: ONLINE_SOFTMAX / ROWSCALE / ADD calls (flash_combine.py)
     grid: str = ""                    # force one GEMM grid "GMxGNxGK[/SP]" (tests, studies); "" = search
     check: str = "rows"               # run's read-back op by op: rows (every iteration, sampled rows) | all | last_iteration | sampled

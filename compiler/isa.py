@@ -50,7 +50,11 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 #                                                  loads it as panels); other dtypes never are.
 #   ADD    out, src0, src1, nsrc1, nelem, stride   out = src0 + sum_{i<nsrc1} (nelem f16 at
 #                                                  src1 + i*stride), accumulated in f32;
-#                                                  stride in BYTES
+#                                                  stride in BYTES. dtype2 f32: src0 and the
+#                                                  partials are f32 (a k-split's, MATMUL
+#                                                  F_F32_OUT), summed in f32 in that order
+#                                                  (src0, then i = 0, 1, ..), rounded once to
+#                                                  the f16 out
 #   COPY   dst, src, row_bytes, rows, dst_stride, src_stride   local strided copy
 #   GELU   out, src, nelem                         f16; flags bit 0: erf form (else tanh form)
 #   LAYERNORM out, src, gamma, beta, rows, cols, eps(f32 bits)
@@ -88,6 +92,9 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 #          rectangle is whole (in-group, out-group) blocks, one weight pointer each in
 #          PopLibs' vertex, so it costs what one block does. A REPEAT may relocate an
 #          addr word (a ring piece cut as whole group x panel units, expand/ring2d.py).
+#          MATMUL flag F_F32_OUT: out is f32[m, n], each product's sum times the scale
+#          rounded once to f32 and stored (4 B an element, nothing rounded to f16): a
+#          k-split's partial, which an ADD with dtype2 f32 reduces (policy.f32_partials).
 #          MATMUL and CAST flag F_SCALE_TABLE: the scale word is instead the address of
 #          an f32 in this tile's table blob (it must lie there); `lower` writes a Repeat
 #          body's per-iteration scales there as one f32 per member and relocates the word
@@ -142,6 +149,7 @@ F_PANEL_B = 2           # MATMUL flags: b stored in AMP micro-panel order (panel
 F_SEG_B = 4             # MATMUL flags: the b word is a segment table's address in the table blob
 F_SEG_K = 8             # MATMUL flags, with F_SEG_B: the segments are ranges of b's rows (k), not columns
 F_SEG_2D = 0x10         # MATMUL flags, with F_SEG_B: the segments are rectangles (addr, r0, c0, rows, cols)
+F_F32_OUT = 0x40        # MATMUL flags: out is f32 (a k-split's partial), not f16
 F_SCALE_TABLE = 0x80    # MATMUL and CAST flags: the scale word is an f32's address in the table blob
 SCALE_BYTES = 4         # one f32 per Repeat member in a scale table
 SEG_WORDS = 2           # segment table entry: addr, len (after one word: nseg)

@@ -4,8 +4,9 @@ op_error(op, inputs, device output) -> (reference, bound, error).
 Bounds (u = 2^-11, f16's unit roundoff; e = 2^-24, f32's; t = 2^-25, half the
 smallest f16 subnormal; ulp = f16's spacing at the reference value):
   matmul      (3u + (2k+8)e) * sum|a||b| * |scale| + (k+1)t: the device's products exact
-              in f32, summed in f32 (k e), k-split partials rounded to f16 (u), their f32
-              sum rounded once (u), one u to spare; the reference is computed in f32 too
+              in f32, summed in f32 (k e), k-split partials rounded to f16 (u; to f32
+              with policy.f32_partials, within the e terms), their f32 sum rounded once
+              (u), one u to spare; the reference is computed in f32 too
               (inputs rounded to f32, k-term f32 sums: another (k+2)e). Each f16 rounding
               of a subnormal errs by up to t absolute, which no relative term covers:
               at most k partials (a k-split slice may hold one k) and the sum.

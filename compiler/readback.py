@@ -10,10 +10,10 @@ shows up in the op that reads it). The bound is one op's rounding, not the graph
 so FP8 rounding decisions that diverge over many layers cannot hide a real bug.
 
 Which ops (policy.check): `rows` (the default) checks every op of every Repeat iteration on
-sampled rows -- every ROW_STRIDE-th row, from an offset that moves with the iteration; a
+sampled rows -- every ROW_STRIDE-th row (readback_views.py), from an offset that moves with the iteration; a
 matmul's sampled rows map through its groups to rows of `a`, its `b` whole -- and every
 matmul also on column stripes: every row of one column in each tile's output block
-(col_plan; COLUMN_STRIPES), so a fault in any iteration fails the op it hits whether it
+(compiler/readback_views.py; COLUMN_STRIPES), so a fault in any iteration fails the op it hits whether it
 spans a column (a wrong weight member or scale word: the rows see it) or a few rows of one
 tile (a kernel skipping k terms: the stripes see it). Every row of every op costs +157 %
 run CPU at 4 So400m layers (experiments/readback_cost); `all` does that; `last_iteration`
@@ -39,36 +39,24 @@ from . import reference
 from .compare import real_rows
 from .exchange_check import ExchangeCheck
 from .ir import member
-from .policy import CHECKS
 from .models.gemm import FP8
 from .op_bounds import BOUNDS, op_error, ulp16
+from .readback_views import ROW_SAMPLED, Views, checked_iterations
 from .sim.memory import gather
 from .snapshot import Snapshot
 
 DTYPES = {"f16": np.float16, "fp8": FP8, "f32": np.float32}
 
 
-ROW_STRIDE = 32  # check=rows: every 32nd row of an op output, from a different row each iteration
-# check=rows: each matmul also checked on every row of a few columns (ReadBack.col_plan), so a
+# check=rows: each matmul also checked on every row of a few columns (readback_views.Views.cols), so a
 # fault confined to rows the sample skips (one tile's kernel, a stale received row) meets a check
 COLUMN_STRIPES = True
-ROW_SAMPLED = ("matmul", "add", "bias", "gelu", "layernorm", "softmax", "cast")   # row-wise, or matmul's rows
 # a layer output element may differ from the reference's by LAYER_FLOOR_ULPS f16 units of its
 # own value even where the reference's draws agree (tolerance.py): the layer's last ops (fc2's
 # bias, the residual add) round once each and a rounding flip earlier moves it a unit or two
 # (2 units seen at layer 0 of tests/test_tower.py's b16 batch, the draws 0.003 apart there)
 LAYER_FLOOR_ULPS = 4
 MAX_PENDING = 4  # checks queued on the worker at most (each holds its inputs' read-back values)
-
-
-def checked_iterations(check: str, count: int) -> set[int]:
-    if check not in CHECKS:
-        raise ValueError(f"run.check={check!r}: not one of {', '.join(CHECKS)}")
-    if check in ("all", "rows"):
-        return set(range(count))
-    if check == "last_iteration":
-        return {count - 1}
-    return {0, count // 2, count - 1}
 
 
 class ReadBack:
@@ -90,10 +78,9 @@ class ReadBack:
         self.seq = set(rep.sequences) if rep else set()
         self.carried = dict(rep.carried) if rep else {}          # body output -> body input
         self.check = checked_iterations(check, self.count)
-        self.sample_rows = check == "rows"        # every iteration, on sampled rows (plan)
-        self.plans: dict[tuple, tuple] = {}
-        self.col_width: dict[int, int] = {}
+        self.sample_rows = check == "rows"        # every iteration, on sampled rows (readback_views)
         self.rows = {n: np.flatnonzero(dump["op"] == n) for n in np.unique(dump["op"])} if len(dump.get("op", ())) else {}
+        self.views = Views(graph, lambda n: int(dump["cols"][self.rows[n]].min()))
         self.at_step: dict[int, list[int]] = {}
         for n, idx in sorted(self.rows.items()):
             self.at_step.setdefault(int(dump["step"][idx[0]]), []).append(int(n))
@@ -168,38 +155,6 @@ class ReadBack:
             v *= member(t.scale, i)
             return v
         return None
-
-    @staticmethod
-    def sample(m: int, i: int) -> np.ndarray:
-        """check=rows: the rows of an m-row output (or matmul group) read in iteration i."""
-        return np.arange(m) if m <= ROW_STRIDE else np.arange(i % ROW_STRIDE % m, m, ROW_STRIDE)
-
-    def plan(self, n: int, op, i: int):
-        """Row-sampled check of op n in iteration i (check=rows): (rows of each input to read,
-        None = all; output rows; attrs the op is checked with). Output rows: every
-        ROW_STRIDE-th row from offset i mod ROW_STRIDE (so successive iterations read other
-        rows, and other tiles' blocks); all rows of a tensor that has at most ROW_STRIDE. A
-        matmul samples its groups' rows alike (attention: the same tokens of every head) and
-        maps them to rows of `a` (its b whole); row-wise ops take the same rows of every
-        input with the output's rows."""
-        key = (n, i % ROW_STRIDE)
-        got = self.plans.get(key)
-        if got is not None:
-            return got
-        nrows, pick = self.g.tensors[op.outputs[0]].shape[0], lambda m: self.sample(m, i)
-        if op.kind == "matmul":
-            m, groups = op.attr("m"), op.attr("groups", ((0, 0, 0, 0, 0, 0),))
-            local = pick(m)
-            ars, crs = sorted({g[0] for g in groups}), sorted({g[4] for g in groups})
-            k = len(local)
-            regroup = tuple((ars.index(g[0]) * k, g[1], g[2], g[3], crs.index(g[4]) * k, g[5]) for g in groups)
-            got = ([np.concatenate([ar + local for ar in ars]), None], np.concatenate([cr + local for cr in crs]),
-                   {"m": k, "groups": regroup})
-        else:
-            R = pick(nrows)
-            got = ([R if self.g.tensors[x].shape[0] == nrows else None for x in op.inputs], R, {})
-        self.plans[key] = got
-        return got
 
     # ---- the callback --------------------------------------------------------------
     def static_step(self, step: int) -> tuple[int, int, bool]:
@@ -278,47 +233,18 @@ class ReadBack:
                                            row=row, col=int(c), error=float(err[r, c]), tolerance=float(tol[r, c]),
                                            elements=int((err > tol).sum()))
 
-    def col_plan(self, n: int, op, i: int):
-        """check=rows' column stripes of matmul n in iteration i: every row of a few output
-        columns, so that a fault confined to rows the row sample skips -- one tile's kernel
-        skipping k terms, a received row gone stale -- still meets a checked element. Columns:
-        every w-th of each group's n, w the narrowest output block a tile holds (so every
-        tile's block holds one), from offset i mod w; b's matching columns (its rows when
-        transposed), `a` whole. ([(rows, cols) per input], (rows, cols) of the output, attrs)."""
-        nn, groups, tb = op.attr("n"), op.attr("groups", ((0, 0, 0, 0, 0, 0),)), op.attr("transpose_b", False)
-        w = self.col_width.get(n)
-        if w is None:
-            w = self.col_width[n] = max(1, min(nn, int(self.d["cols"][self.rows[n]].min())))
-        key = ("cols", n, i % w)
-        if key in self.plans:
-            return self.plans[key]
-        local = np.arange(i % w, nn, w)
-        K, at = len(local), 2 if tb else 3                # b's offset: its rows when transposed, else its columns
-        bs, cs = sorted({g[at] for g in groups}), sorted({g[5] for g in groups})
-        regroup = tuple(tuple(g[:at]) + (bs.index(g[at]) * K,) + tuple(g[at + 1:5]) + (cs.index(g[5]) * K,)
-                        for g in groups)
-        bsel = np.concatenate([b + local for b in bs])
-        ins = [(None, None), (bsel, None) if tb else (None, bsel)] + [(None, None)] * (len(op.inputs) - 2)
-        osel = np.concatenate([c + local for c in cs])
-        # Snapshot.rows / cols read sorted, distinct indices: groups whose b (or output)
-        # ranges interleave get no stripes (none seen: heads' ranges are disjoint)
-        ok = (np.diff(bsel) > 0).all() and (np.diff(osel) > 0).all()
-        got = self.plans[key] = (ins, (None, osel), {"n": K, "groups": regroup}) if ok else None
-        return got
-
     def check_op(self, n: int, i: int, env: dict, carry: dict) -> None:
         """Op n of iteration i: whole (check=all ...), or on sampled rows (check=rows), a
-        matmul also on column stripes (col_plan); one failure counts the op failed."""
+        matmul also on column stripes (readback_views); one failure counts the op failed."""
         op = self.g.ops[n].at(i)
         if op.kind not in BOUNDS:
             self.unchecked += 1
             return
         views = [([(None, None)] * len(op.inputs), (None, None), {})]
         if self.sample_rows and op.kind in ROW_SAMPLED:
-            ins, out_rows, attrs = self.plan(n, op, i)
-            views = [([(r, None) for r in ins], (out_rows, None), attrs)]
-            if COLUMN_STRIPES and op.kind == "matmul" and self.col_plan(n, op, i) is not None:
-                views.append(self.col_plan(n, op, i))
+            views = [self.views.rows(n, op, i)]
+            if COLUMN_STRIPES and op.kind == "matmul" and self.views.cols(n, op, i) is not None:
+                views.append(self.views.cols(n, op, i))
         for ins, out, attrs in views:
             got = self.check_view(n, i, op, env, carry, ins, out, attrs)
             if got is None:

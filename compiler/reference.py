@@ -199,7 +199,8 @@ def reference_and_tolerance(g: Graph, data: dict) -> tuple[dict, float]:
     """The outputs and the max abs error allowed on any output element.
 
     One matmul: the device rounds to f16 at most twice (per-tile partials, then the
-    reduced sum) and the reference once; each rounding of a partial sum of a·b terms
+    reduced sum; once with policy.f32_partials, whose partials stay f32, so the bound
+    holds for both) and the reference once; each rounding of a partial sum of a·b terms
     errs by at most u·Σ|a||b| (u = 2^-11), so 3u·max(|A|·|B|) bounds the difference.
     Longer graphs: rounding noise is amplified by the ops after it, which the data
     shows directly: twice the largest difference between the f16-rounded and the

@@ -156,7 +156,8 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     if lower_res.rejection:
         return RunResult(rejection=lower_res.rejection)
     from . import sim      # here, not at the top: reading a RunResult (report) needs no simulator
-    from .readback import ReadBack, checked_iterations
+    from .readback import ReadBack
+    from .readback_views import checked_iterations
     from .compare import real_rows, rms_rel_error
     prog, g = lower_res.program, model.graph
     count = g.repeat.count if g.repeat else 1

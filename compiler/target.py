@@ -122,13 +122,13 @@ class Target:
         a = dtype_a or dtype
         return a if self.amp_macs_per_cycle[a] < self.amp_macs_per_cycle[dtype] else dtype
 
-    def matmul_cycles(self, m, k, n, dtype: str, dtype_a: str | None = None):
+    def matmul_cycles(self, m, k, n, dtype: str, dtype_a: str | None = None, f32_out=False):
         """PopLibs' estimate of the AMP vertex (ConvPartial1x1Out) for this product, term
         by term in compiler/costs/amp.py: 6 workers splitting the m rows, per-pass worker
         loops, partials zeroing, weight loads per pass over whole channel groups (a ragged
         block pays for the padding), supervisor loops, the f32 -> f16 output cast.
-        Accepts numpy arrays for m, k, n."""
-        return amp.matmul_cycles(self, m, k, n, self.amp_dtype(dtype, dtype_a))
+        Accepts numpy arrays for m, k, n. f32_out: f32 partials (no cast; isa.F_F32_OUT)."""
+        return amp.matmul_cycles(self, m, k, n, self.amp_dtype(dtype, dtype_a), f32_out)
 
     # Kernel costs below accept numpy arrays (the simulator applies them to whole batches).
     # Each is the sum of the popops / popnn vertex estimates for the kernel (the vertices:
@@ -168,10 +168,10 @@ class Target:
         vertices for the f32 statistics, a Cast1D, a by-row MULTIPLY, ADD's reduction, ROWSCALE)."""
         return merge.merge_cycles(rows, cols, splits, self.workers, self.vector_bytes_per_cycle, self.copy_cycles)
 
-    def add_cycles(self, nelem, nsrc1):
+    def add_cycles(self, nelem, nsrc1, f32_src=False):
         """ADD of 1 + nsrc1 f16 sources (compiler/costs/vector.py: popops' BinaryOp1D for two, its
-        strided reduction otherwise)."""
-        return vector.add_cycles(nelem, nsrc1, self.workers, self.vector_bytes_per_cycle)
+        strided reduction otherwise); f32_src: f32 partials to f16 (ReduceAdd<half, float>)."""
+        return vector.add_cycles(nelem, nsrc1, self.workers, self.vector_bytes_per_cycle, f32_src)
 
     def vector_cycles(self, nbytes):
         return self.kernel_overhead_cycles + -(-nbytes // self.vector_bytes_per_cycle)

@@ -114,11 +114,11 @@ def test_unequal_byte_counts_are_bad_input():
         ExchangeCheck(mv, 4096, 0)
 
 
-# ---- check=rows' column stripes (readback.ReadBack.col_plan) ---------------------------
+# ---- check=rows' column stripes (readback_views.Views.cols) ---------------------------
 
 @pytest.fixture(scope="module")
 def wide():
-    """A 2-layer tower of 64 tokens (more rows than readback.ROW_STRIDE)."""
+    """A 2-layer tower of 64 tokens (more rows than readback_views.ROW_STRIDE)."""
     return plants.trial(target_cfg("tiny"), False, model=dict(plants.TOWER, image=112, layers=2), check="rows")
 
 
@@ -128,9 +128,9 @@ def test_column_stripes_catch_a_kernel_fault_in_rows_the_sample_skips(wide, stri
     exchange check is quiet) in its first row only, the row sample confined to each output's
     last row: the row-sampled check alone misses it op by op; the column stripes (every row
     of a few columns) fail that op in the iteration planted, naming the view."""
-    from compiler import readback
+    from compiler import readback, readback_views
     monkeypatch.setattr(readback, "COLUMN_STRIPES", stripes)
-    monkeypatch.setattr(readback.ReadBack, "sample", staticmethod(lambda m, i: np.array([m - 1])))
+    monkeypatch.setattr(readback_views.Views, "sample", staticmethod(lambda m, i: np.array([m - 1])))
     clean = plants.outcome(wide, plants.Kind("clean", "device", lambda r, layer: plants.Plant()), 1)
     assert not clean["by"], clean
     one_row = plants.Kind("kernel k-group, one row", "device", lambda r, layer: plants.kernel_skips_k_group(r, layer, 1))

@@ -270,7 +270,7 @@ def test_row_sampled_checks_on_a_longer_sequence():
     the clean trial validates with every op of both iterations checked on sampled rows, and
     fc1's weight member of layer 0 with one element's exponent bit flipped (every row of one
     output column wrong) fails fc1.xw in iteration 0."""
-    from compiler.readback import ROW_STRIDE
+    from compiler.readback_views import ROW_STRIDE
     cfg = dict(model=dict(VIT, tokens=63), target=target_cfg("tiny"), policy={"check": "rows"})
     r = compile_trial(cfg)
     assert r["model"].graph.tensors["x"].shape[0] > ROW_STRIDE

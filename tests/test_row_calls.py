@@ -1,4 +1,4 @@
-"""policy.row_calls (compiler/expand/rowcalls.py): a LayerNorm / softmax over a tile's rows issued
+"""policy.row_calls (compiler/plan/rowcalls.py): a LayerNorm / softmax over a tile's rows issued
 as the row chunks whose summed cycles are least. The chunk chooser is held to a brute force
 over every composition of the rows (no shared code); the tiny ViT with a batch runs on the
 simulator with the flag on and validates, its LayerNorms split to single rows (the by-row
@@ -11,7 +11,7 @@ import pytest
 
 from compiler import isa
 from compiler.expand import graph as expand_graph_mod
-from compiler.expand.rowcalls import best_chunks, row_quantum, split_blocks
+from compiler.plan.rowcalls import best_chunks, chunked_cycles, row_quantum, split_blocks
 from compiler.phases import compile_trial, target_of
 from helpers import target_cfg
 
@@ -52,6 +52,19 @@ def test_best_chunks_is_the_least_total_over_every_composition(q):
             assert sum(c[x] for x in ch) == _brute(n, c, q), (n, q, ch)
 
 
+@pytest.mark.parametrize("q", [1, 2])
+def test_chunked_cycles_is_the_least_total_over_every_composition(q):
+    """The plan's price of a row-wise block (plan/rowcalls.chunked_cycles) against the brute force."""
+    rng = np.random.default_rng(11)
+    table = rng.integers(1, 1000, 9)
+    cost = lambda r: table[np.asarray(r) - 1]
+    c = {x: int(table[x - 1]) for x in range(1, 10)}
+    rows = rng.integers(1, 10, (3, 5))
+    got = chunked_cycles(rows, cost, q)
+    assert got.shape == rows.shape
+    assert got.tolist() == [[_brute(int(n), c, q) for n in row] for row in rows]
+
+
 def test_split_blocks_and_quantum():
     i, first, n = split_blocks(np.asarray([3, 1, 3]), lambda r: np.where(np.asarray(r) == 1, 1, 100), 1)
     assert i.tolist() == [0, 0, 0, 1, 2, 2, 2] and first.tolist() == [0, 1, 2, 0, 0, 1, 2] and set(n) == {1}
@@ -71,6 +84,18 @@ def test_row_calls_tiny_vit_batch_validates_with_fewer_cycles():
     assert _ln_rows(on).sum() == _ln_rows(off).sum()
     assert on["run"].validated, on["run"].failed
     assert on["run"].metrics()["cycles"] == on["expand"].metrics()["cycles"] < off["expand"].metrics()["cycles"]
+
+
+def test_plan_prices_the_row_chunks_expand_issues():
+    """With the flag on, plan's estimate falls by what expand's exact cycles fall, on the same grids
+    (the tiny tower with a batch: its LayerNorm blocks split into rows in both)."""
+    def trial(on):
+        r = compile_trial(dict(model=TOWER, target=target_cfg("tiny"), policy=dict(row_calls=on)))
+        cand = r["plan"].candidates[0]
+        return cand.cycles, r["expand"].metrics()["cycles"], [(n, g.label) for n, g in cand.strategy]
+    (p0, e0, g0), (p1, e1, g1) = trial(False), trial(True)
+    assert g0 == g1 and e1 < e0
+    assert p0 - p1 == e0 - e1
 
 
 def test_row_calls_fault_every_chunk_at_its_block_start_is_caught(monkeypatch):

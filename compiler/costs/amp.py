@@ -146,9 +146,12 @@ def amp_output_cast_cycles(m, n, workers: int, vector_bytes: int):
     return (np.maximum(read, write) + 26) * workers
 
 
-def matmul_cycles(t, m, k, n, dtype: str):
+def matmul_cycles(t, m, k, n, dtype: str, f32_out=False):
     """The AMP estimate for an m x k x n product whose activations run as `dtype`
-    (the slower operand's, Target.amp_dtype); `t` the Target."""
+    (the slower operand's, Target.amp_dtype); `t` the Target. f32_out (MATMUL flag
+    F_F32_OUT, a k-split's f32 partials: policy.f32_partials): no output cast, as
+    estimateConvReduceCycles charges none where a reduction follows (the reduction
+    reads float partials and writes half once)."""
     W = t.workers
     gi_n, go_n = t.amp_in_group[dtype], t.amp_out_group[dtype]
     core = gi_n * go_n // t.amp_macs_per_cycle[dtype]
@@ -162,5 +165,5 @@ def matmul_cycles(t, m, k, n, dtype: str):
     fa = dtype == "f32"
     inner_z = amp_pass_cycles(amp_worker_cycles_half_float(rows, True, fa, go_n, core), W)
     inner_nz = amp_pass_cycles(amp_worker_cycles_half_float(rows, False, fa, go_n, core), W)
-    return (amp_supervisor_half_float(in_groups, out_groups, loads, inner_z, inner_nz, W, fa)
-            + amp_output_cast_cycles(m, n, W, t.vector_bytes_per_cycle))
+    cast = amp_output_cast_cycles(m, n, W, t.vector_bytes_per_cycle) * (1 - np.asarray(f32_out, np.int64))
+    return amp_supervisor_half_float(in_groups, out_groups, loads, inner_z, inner_nz, W, fa) + cast

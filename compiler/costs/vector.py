@@ -11,16 +11,26 @@ from __future__ import annotations
 import numpy as np
 
 from . import DTYPE_BYTES, _i64
-from .vertices import (GELU_OP_CYCLES_HALF, PERF, add_binary_cycles, add_conv_reduce_cycles, add_reduce_cycles,
+from .vertices import (GELU_OP_CYCLES_HALF, PERF, add_binary_cycles, add_conv_reduce_cycles, add_f32_reduce_cycles,
+                       add_reduce_cycles,
                        bias_cycles, binary_op_1d_cycles, broadcast_inner_mul_cycles, broadcast_outer_by_row_cycles,
                        broadcast_scalar_1d_cycles, cast_cycles, nonlinearity_cycles, reduce_rows_cycles,
                        unary_op_1d_cycles)
 
 
-def add_cycles(nelem, nsrc1, workers: int, vector_bytes: int):
+def add_cycles(nelem, nsrc1, workers: int, vector_bytes: int, f32_src=False):
     """Two sources: popops' BinaryOp1D ADD; one: the strided reduction; three or more (a k-split's
     partials): the cheaper of popops' strided reduction and poplin's ReduceAdd (the deeper the
-    reduction, the more the strided one's 1 cycle a source per 4 outputs beats ReduceAdd's 3 per 8)."""
+    reduction, the more the strided one's 1 cycle a source per 4 outputs beats ReduceAdd's 3 per 8).
+    f32_src (ADD's dtype2 f32: a k-split's f32 partials, policy.f32_partials): any number of
+    sources is the float-partials reduction to half (vertices.add_f32_reduce_cycles); BinaryOp1D
+    takes one type, so it has no such form. Arrays broadcast together."""
+    f32_src = np.asarray(f32_src, bool)
+    if f32_src.all():
+        return add_f32_reduce_cycles(nelem, _i64(nsrc1) + 1, workers, vector_bytes)
+    if f32_src.any():
+        return np.where(f32_src, add_f32_reduce_cycles(nelem, _i64(nsrc1) + 1, workers, vector_bytes),
+                        add_cycles(nelem, nsrc1, workers, vector_bytes))
     sources = _i64(nsrc1) + 1
     strided = add_reduce_cycles(nelem, sources, workers, vector_bytes)
     many = np.minimum(strided, add_conv_reduce_cycles(nelem, sources, workers, vector_bytes))

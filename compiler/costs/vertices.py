@@ -3,7 +3,8 @@ transcribed from PopLibs' cycle estimators and generic in its perf-table entry, 
 figures live in one place whichever kernel runs it (the kernels' recipes: vector.py; MATMUL's
 AMP vertex: amp.py).
 
-Map of the file: ADD's vertices (add_binary_cycles, add_reduce_cycles, add_conv_reduce_cycles;
+Map of the file: ADD's vertices (add_binary_cycles, add_reduce_cycles, add_conv_reduce_cycles,
+add_f32_reduce_cycles (f32 partials, policy.f32_partials);
 which one an ADD runs: vector.add_cycles); BIAS's vertex, BroadcastVectorInner1D ADD
 (bias_core_cycles, bias_cycles); PERF, the perf-table entries, and GELU's op cycles; the
 element-wise and broadcast vertices (binary_op_1d_cycles, unary_op_1d_cycles,
@@ -64,6 +65,36 @@ def add_conv_reduce_cycles(nelem, sources, workers: int, vector_bytes: int):
     each = each + ((left > 0) & ~ragged)
     per_loop = acc // min(acc, vector_bytes // 2) + 1
     return (cycles + (per_loop * S + 8) * each) * workers
+
+
+def add_f32_reduce_cycles(nelem, sources, workers: int, vector_bytes: int):
+    """A k-split's reduction of `sources` f32 partials to half out (policy.f32_partials): the
+    cheaper of poplin's ReduceAdd<half, float> and popops' strided reduction of float partials.
+
+    ReduceAdd (poplin PerformanceEstimation.hpp getReduceCycleEstimate, isPartialsFloat, not
+    isOutTypeFloat, not single-input, as estimateConvReduceCycles calls it for the last stage
+    of a conv's reduction): accVectorWidth 4 floats, 2 floats per 64-bit load, so a loop of 4
+    outputs costs 4 / 2 + 1 (next pointer) = 3 cycles a source + 6; loops = outSize / 4 + 1
+    for each set bit below 4; each worker loops // workers; the left-over loops one more each
+    (whole) or, with a ragged tail, 2 x sources + 13 once; + 32; x workers.
+    Strided (popops reduction/CycleEstimationFunctions.cpp getCyclesEstimateForStridedReduce,
+    float partials, half out, ADD, not update, one outer stride): entry/exit 4 + loop setup
+    11, then per loop of 2 outputs (gcd(min(4 accumulator floats, 2 per 64-bit path), stride))
+    3 + (3 inner-loop completion + 2 half store) + 3 + (sources - 1); one worker vertex per
+    context taking ceil(n / workers) outputs (the even split add_reduce_cycles assumes).
+    popops' single-input ReduceAdd variant (partials in one region, outSize a multiple of 4)
+    is not modelled: Tessera's local partial and the received ones are separate buffers."""
+    n, S = _i64(nelem), _i64(sources)
+    acc = 4 * (vector_bytes // 8)                                # 4 floats: the 128-bit accumulators
+    loops = n // acc + sum((n >> i) & 1 for i in range(int(np.log2(acc))))
+    each, left = loops // workers, loops % workers
+    ragged = (n % acc) != 0
+    per_loop = acc // min(acc, vector_bytes // 4) + 1
+    conv = (32 + np.where((left > 0) & ragged, 2 * S + 13, 0)
+            + (per_loop * S + 6) * (each + ((left > 0) & ~ragged))) * workers
+    per_worker = -(-n // workers)
+    strided = workers * (4 + 11 + -(-per_worker // (vector_bytes // 4)) * (3 + 5 + 3 + (S - 1)))
+    return np.minimum(conv, strided)
 
 
 # ---- BIAS: out[r, c] = src[r, c] + bias[c], f16 ---------------------------------------------------

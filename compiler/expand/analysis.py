@@ -31,14 +31,15 @@ def kernel_cycles(tg: TileGraph, t: Target) -> np.ndarray:
     k = tg.kern
     cyc = np.zeros(len(k["tile"]), np.int64)
     dt, dt2 = k["dtype"] & 0xFF, (k["dtype"] >> 8) & 0xFF
+    f32o = ((k["dtype"] >> 16) & isa.F_F32_OUT) != 0          # MATMUL: f32 partials, no cast
     for code, name in isa.DTYPE_NAMES.items():
         for code2, name2 in [(0, name)] + list(isa.DTYPE_NAMES.items()):
             mm = (k["op"] == isa.MATMUL) & (dt == code) & (dt2 == code2)
             if mm.any():
-                cyc[mm] = t.matmul_cycles(k["i0"][mm], k["i1"][mm], k["i2"][mm], name, name2)
+                cyc[mm] = t.matmul_cycles(k["i0"][mm], k["i1"][mm], k["i2"][mm], name, name2, f32o[mm])
     on = lambda op: k["op"] == op
     add = on(isa.ADD)
-    cyc[add] = t.add_cycles(k["i1"][add], k["i0"][add])     # nelem, nsrc1
+    cyc[add] = t.add_cycles(k["i1"][add], k["i0"][add], dt2[add] == isa.DTYPES["f32"])   # nelem, nsrc1
     g = on(isa.GELU)
     cyc[g] = t.gelu_cycles(k["i0"][g])
     cast = on(isa.CAST)

@@ -23,7 +23,7 @@ from .matmul import expand_matmul, resident_weights
 from .balance import fixed_load, vector_load, vector_rotation, vector_shards, vector_tiles
 from .early import early_gathers
 from .ring import ring_homes, ring_weights
-from .rowcalls import row_quantum, split_blocks
+from ..plan.rowcalls import row_quantum, split_blocks
 from .tilegraph import DUMP, END, Builder, TileGraph, concat, soa
 
 F16 = isa.DTYPES["f16"]
@@ -242,7 +242,7 @@ def _rows_layout(c: Ctx, name: str, x: Layout, step_of):
 def _row_calls(c: Ctx, op, r, k, ebytes: int):
     """The calls of a row-wise op over blocks of r x k: (block index, first row, rows) each.
     One per block, or with policy.row_calls the row chunks whose summed cycles (the target's
-    own estimate of the kernel) are least (expand/rowcalls.py)."""
+    own estimate of the kernel) are least (plan/rowcalls.py)."""
     one = np.arange(len(r))
     if not c.policy.row_calls or len(np.unique(k)) != 1:
         return one, np.zeros_like(r), r

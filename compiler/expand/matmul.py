@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import isa
 from ..plan.homes import panel_elems
-from ..plan.matmul import OUT_BYTES, Grid, reduce_rows
+from ..plan.matmul import OUT_BYTES, Grid, partial_bytes, reduce_rows
 from ..plan.relay import relay_pieces
 from ..target import DTYPE_BYTES, STANDARD
 from .layout import Layout, gather, host_rects, pad
@@ -133,8 +133,9 @@ def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows
     mlen = np.diff(np.append(ms, r0 + rows))
     ng, mi, kl, nj = glen[q], mlen[i], gt.klen[l], gt.nlen[j]
     b_blk, b_off, b_reloc, sb = (v[tile] for v in b)        # b's request, offset, stride per tile id
+    pe = int(partial_bytes(c.policy.f32_partials, gk, c.t.amp_dtype(B.dtype, A.dtype)))   # 4: f32 partials
     # per-group strides inside each tile's buffers, padded to the kernel alignment
-    sa, so = pad(mi * kl * ea, 8), pad(mi * nj * OUT_BYTES, 8)
+    sa, so = pad(mi * kl * ea, 8), pad(mi * nj * pe, 8)
     spec = isa.OPERANDS[isa.MATMUL]
     a_blk = bld.alloc(f"{op.outputs[0]}.a", tile, ng * sa, *spec["a"], x)
     has_b = b_blk >= 0                                      # in place: a tile may receive nothing
@@ -159,6 +160,7 @@ def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows
     sc, sseq = bld.scale_of(scale * np.asarray(A.scale) * np.asarray(B.scale))   # per layer: a table
     dt2 = 0 if A.dtype == B.dtype else isa.DTYPES[A.dtype]          # 0: same as b's
     flags = isa.F_TRANSPOSE_B if tb else isa.F_PANEL_B if panel_elems(c.t, B.dtype) else 0
+    flags |= isa.F_F32_OUT if pe == 4 else 0
     for gl in range(int(glen.max())):
         has = gl < ng
         tt = tile[has]
@@ -180,7 +182,7 @@ def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows
             gi = gs[q[has]] + gl
             cells.append((groups[gi, 4] + ms[i[has]], groups[gi, 5] + ns[j[has]], tt, p_blk[tt], gl * so[has]))
     if gk > 1:
-        cells = _reduce(c, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, so, p_blk, groups, glen)
+        cells = _reduce(c, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, so, p_blk, groups, glen, pe)
     return cells
 
 
@@ -219,17 +221,19 @@ def resident_weights(c, strategy: dict):
         c.resident[n] = (req, o, stride)
 
 
-def _reduce(c, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_blk, groups, glen):
-    """k-split: tile l of each block sums rows [l·rr, (l+1)·rr) of the gk partials."""
+def _reduce(c, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_blk, groups, glen, pe=OUT_BYTES):
+    """k-split: tile l of each block sums rows [l·rr, (l+1)·rr) of the gk partials, of pe
+    bytes an element (4: f32 partials, received as f32 and summed by an ADD of f32
+    sources that rounds once to f16, policy.f32_partials)."""
     bld, gk, gn = c.bld, grid.gk, len(ns)
     gm = grid.gm                                             # per pass: a short last pass has fewer
     rr = reduce_rows(grid.mb, gk, grid.nb, op.attr("n"))
     r0 = l * rr
     rows = np.clip(mi - r0, 0, rr)
     red = rows > 0
-    nbytes = rows * nj * OUT_BYTES
+    nbytes = rows * nj * pe
     slot = pad(nbytes, 8)                                    # received slices start 8-byte aligned
-    sc = pad(nbytes, 8)
+    sc = pad(rows * nj * OUT_BYTES, 8)
     x = c.exchange_step()
     t = tile[red]
     recv = bld.alloc(f"{op.outputs[0]}.recv", t, (ng * (gk - 1) * slot)[red], 8, STANDARD, x)
@@ -239,7 +243,7 @@ def _reduce(c, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_blk, gr
             sel = red & (gl < ng)
             peer = (((q * gm + i) * gn + j) * gk + (l + d) % gk + grid.rot) % c.t.tiles
             bld.add("xfer", step=x, src=peer[sel], dst=tile[sel], sreq=p_blk[peer[sel]],
-                    soff=(gl * sp + r0 * nj * OUT_BYTES)[sel], dreq=recv[tile[sel]],
+                    soff=(gl * sp + r0 * nj * pe)[sel], dreq=recv[tile[sel]],
                     doff=((gl * (gk - 1) + d - 1) * slot)[sel], s_row_bytes=nbytes[sel], s_rows=1, s_stride=0,
                     d_row_bytes=nbytes[sel], d_rows=1, d_stride=0)
     s = c.compute_step()
@@ -250,9 +254,9 @@ def _reduce(c, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_blk, gr
     for gl in range(int(glen.max())):
         sel = red & (gl < ng)
         tt = tile[sel]
-        c.kernel(step=s, tile=tt, op=isa.ADD, dtype=F16, r0=out[tt], o0=(gl * sc)[sel], r1=p_blk[tt],
-                 o1=(gl * sp + r0 * nj * OUT_BYTES)[sel], r2=recv[tt], o2=(gl * (gk - 1) * slot)[sel],
-                 i0=gk - 1, i1=(rows * nj)[sel], i2=slot[sel])
+        c.kernel(step=s, tile=tt, op=isa.ADD, dtype=F16 | (isa.DTYPES["f32"] << 8 if pe == 4 else 0),
+                 r0=out[tt], o0=(gl * sc)[sel], r1=p_blk[tt], o1=(gl * sp + r0 * nj * pe)[sel], r2=recv[tt],
+                 o2=(gl * (gk - 1) * slot)[sel], i0=gk - 1, i1=(rows * nj)[sel], i2=slot[sel])
         gi = gs[q[sel]] + gl
         cells.append((groups[gi, 4] + ms[i[sel]] + r0[sel], groups[gi, 5] + ns[j[sel]], tt, out[tt],
                       (gl * sc)[sel]))

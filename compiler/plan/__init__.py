@@ -32,7 +32,7 @@ from ..policy import Policy
 from ..result import Rejection
 from ..target import DTYPE_BYTES, Target
 from .attn import group_variants
-from .beam import GRID_FIELDS, Costs, Options, Residency, beam_search, region1_budget, with_relay, with_resident
+from .beam import GRID_FIELDS, Costs, Options, Pricing, Residency, beam_search, region1_budget, with_relay, with_resident
 from .homes import home_bytes, panel_elems, panel_weights
 from .matmul import enumerate_grids, stationary_weights
 from .ring import with_rings
@@ -102,7 +102,7 @@ def matmul_options(g, n: int, target: Target, policy: Policy, homes: int, homes_
     G = len(op.attr("groups", ((0,) * 6,)))
     e = enumerate_grids(G, op.attr("m"), op.attr("k"), op.attr("n"), A.dtype, B.dtype,
                         bool(op.attr("transpose_b", False)), target, homes, policy.passes,
-                        panel_elems(target, B.dtype), homes_r1)
+                        panel_elems(target, B.dtype), homes_r1, policy.f32_partials)
     ok = e["reason"] == ""
     forced = policy.grid_dims
     if forced:   # a forced grid (gm, gn, gk, sp): every other grid is set aside (not counted as rejected)
@@ -183,6 +183,11 @@ def rank_aligned(options: dict, keep: int) -> list:
     return out
 
 
+def pricing_of(policy: Policy) -> Pricing:
+    """The policy flags the beam's costs follow (beam.Pricing)."""
+    return Pricing(policy.broadcast_sends, policy.row_calls)
+
+
 def support_reserve(t: Target) -> int:
     """Bytes of a tile the lean candidates leave for support (SUPPORT_ELEMENTS elements)."""
     return SUPPORT_ELEMENTS * t.element_bytes
@@ -215,7 +220,7 @@ def with_lean(g, target: Target, policy: Policy, homes: int, panels: dict, found
         lean = with_rings(g, lean, target, panels, policy.ring_copies, policy.ring_in_place,
                            policy.ring_units)
     more = [(*f, lean) for f in beam_search(g, target, lean, policy.plan_beam, max(1, k // 4), panels=panels,
-                                                  bcast=policy.broadcast_sends)]
+                                                  pricing=pricing_of(policy))]
     grids = lambda f: tuple((n, f[2][n].grid(i).label, rot) for n, i, rot in f[1])
     seen = {grids(f) for f in found}
     more = [f for f in more if grids(f) not in seen]
@@ -270,7 +275,7 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
     else:
         still = stationary_counts(g, options) if policy.weight_stationary else {}
         mixed = {n: with_resident(o) if n in still else o for n, o in options.items()}
-        found, costs = [], Costs(g, target, mixed, panels, policy.broadcast_sends)
+        found, costs = [], Costs(g, target, mixed, panels, pricing_of(policy))
         for shared in (True, False) if still else ():     # proportional split, then first-come
             res = residency(g, target, still, homes, shared, policy)
             for f in beam_search(g, target, mixed, policy.plan_beam, max(1, k // 4), res, panels, costs):
@@ -278,14 +283,14 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
                         all(f[1] != h[1] for h in found):
                     found.append((*f, mixed))
         found += [(*f, options) for f in beam_search(g, target, options, policy.plan_beam, k - len(found),
-                                                     panels=panels, bcast=policy.broadcast_sends)]
+                                                     panels=panels, pricing=pricing_of(policy))]
         found.sort(key=lambda f: f[0])                                      # stable: ties keep homes last
         if policy.lean_candidates:
             found = with_lean(g, target, policy, homes, panels, found, k, max(leanest.values(), default=0),
                               homes_r1)
         if policy.attn_variants:      # the attention matmuls' grids re-ranked in context (plan/attn.py)
             found = sorted(found + group_variants(g, target, found, policy.attn_variants, panels,
-                                                          policy.broadcast_sends),
+                                                          pricing_of(policy)),
                            key=lambda f: f[0])                               # stable: the beam's own first
     cands = [Candidate(tuple((n, replace(opts[n].grid(i), rot=rot)) for n, i, rot in choice), int(cyc),
                        frozenset(n for n, i, _ in choice if "still" in opts[n].a and opts[n].a["still"][i]))

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..target import Target
-from .beam import beam_search
+from .beam import Pricing, beam_search
 from .layouts import groups_of
 
 
@@ -48,7 +48,7 @@ def standalone_order(o) -> list[int]:
     return idx[np.lexsort((idx, o.a["cycles"][idx]))].tolist()
 
 
-def group_variants(g, target: Target, found: list, count: int, panels: dict, bcast: bool = False) -> list:
+def group_variants(g, target: Target, found: list, count: int, panels: dict, pricing: Pricing = Pricing()) -> list:
     """Entries (cycles, choice, options) like plan's `found`: for each grouped matmul of
     found[0] (the best state), its `count` best other grids by the beam with every other
     matmul held at found[0]'s grid (rotations kept), then its `count` best by the
@@ -72,7 +72,7 @@ def group_variants(g, target: Target, found: list, count: int, panels: dict, bca
         return True
     for n in grouped_matmuls(g, choice):
         narrowed = {m: (o if m == n else o.take(np.array([held[m][0]]))) for m, o in opts.items()}
-        ranked = beam_search(g, target, narrowed, count + 1, count + 1, panels=panels, bcast=bcast)
+        ranked = beam_search(g, target, narrowed, count + 1, count + 1, panels=panels, pricing=pricing)
         context = {dict((m, j) for m, j, _ in ch)[n]: cyc for cyc, ch in ranked}
         mine = 0
         for i, cyc in context.items():

@@ -39,6 +39,7 @@ layouts it depends on, so the search costs a few array operations per state and 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -47,6 +48,7 @@ from .homes import home_blocks, panel_elems
 from .layouts import groups_of, rotated, full_rows, operand_windows, tile_elems, word_aligned, pareto, per_tile_cost
 from .matmul import OUT_BYTES, Grid, reduce_rows
 from .relay import relay_blocks
+from .rowcalls import chunked_cycles, row_quantum
 from .ring import ring_exchange
 
 ROWS = ("rows",)          # layout descriptor: whole rows over all tiles
@@ -96,12 +98,19 @@ def out_blocks(op, o: Options, i: int):
 
 
 # the search -----------------------------------------------------------------------
+class Pricing(NamedTuple):
+    """The policy flags that change what the beam charges (plan passes the trial's policy's)."""
+    bcast: bool = False        # policy.broadcast_sends: a block sent to several tiles costs its sender once
+    row_calls: bool = False    # policy.row_calls: a LayerNorm / softmax block costs its cheapest row chunks
+
+
 class Costs:
     """Cost terms of a graph on a target, cached by the layouts they depend on."""
 
-    def __init__(self, graph, target: Target, options: dict[int, Options], panels: dict, bcast: bool = False):
+    def __init__(self, graph, target: Target, options: dict[int, Options], panels: dict, pricing: Pricing = Pricing()):
         self.g, self.t, self.opt, self.panels = graph, target, options, panels
-        self.bcast = bcast      # policy.broadcast_sends: a block sent to several tiles costs its sender once
+        self.bcast = pricing.bcast
+        self.row_calls = pricing.row_calls
         self.cache = {}
 
     def _memo(self, key, fn):
@@ -204,13 +213,20 @@ class Costs:
         def make():
             op, t = self.g.ops[n], self.t
             y = self.g.tensors[op.outputs[0]]
+            scaled = op.attr("scale", 1.0) != 1.0
             fns = {"bias": t.bias_cycles,
                    "gelu": lambda r, k: t.gelu_cycles(r * k),
                    "cast": lambda r, k: t.cast_cycles(r * k, OUT_BYTES, DTYPE_BYTES[y.dtype]),
                    "add": lambda r, k: t.add_cycles(r * k, 1),
                    "layernorm": t.layernorm_cycles,
-                   "softmax": lambda r, k: t.softmax_cycles(r, k, op.attr("scale", 1.0) != 1.0)}
-            return per_tile_cost(self.blocks(op.inputs[0], desc), fns[op.kind], t.tiles)
+                   "softmax": lambda r, k: t.softmax_cycles(r, k, scaled)}
+            blocks = self.blocks(op.inputs[0], desc)
+            fn, cols = fns[op.kind], np.unique(blocks[3])
+            if self.row_calls and op.kind in ("layernorm", "softmax") and len(cols) == 1:
+                k = int(cols[0])                     # expand issues these blocks as row chunks: price them so
+                e = min(DTYPE_BYTES[self.g.tensors[op.inputs[0]].dtype], OUT_BYTES)
+                fn = lambda r, _k, f=fns[op.kind]: chunked_cycles(r, lambda m: f(m, k), row_quantum(k * e))
+            return per_tile_cost(blocks, fn, t.tiles)
         return self._memo(("compute", n, desc), make)
 
 
@@ -361,7 +377,7 @@ def region1_budget(t: Target) -> int:
 
 def beam_search(graph, target: Target, options: dict[int, Options], width: int, keep: int,
                 res: Residency | None = None, panels: dict | None = None, costs: Costs | None = None,
-                bcast: bool = False):
+                pricing: Pricing = Pricing()):
     """The `keep` cheapest complete states of a beam of `width` (best first), each as
     (estimated cycles, ((op index, grid index, rotation), ...)).
 
@@ -375,7 +391,7 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
     panel_weights); `costs`: a Costs of the same options to reuse (its cache)."""
     panels = panels or {}
     T = target.tiles
-    c = costs or Costs(graph, target, options, panels, bcast)
+    c = costs or Costs(graph, target, options, panels, pricing)
     counts = res.counts if res else {}
     lay = {n: PANELS if n in panels else ROWS for n, t in graph.tensors.items() if t.kind in ("input", "param")}
     states = [State(0, (), lay, np.zeros(T, np.int64) if counts else None, 0,

@@ -58,6 +58,15 @@ class Grid:
                 + ({1: "i", 2: "k", 3: "u"}.get(self.inplace, "") if self.ring else ""))
 
 
+def partial_bytes(f32: bool, gk, amp: str):
+    """Bytes of an element of a matmul's partials: 4 where a k-split (gk > 1) keeps them
+    in f32 (policy.f32_partials: MATMUL F_F32_OUT, no output cast, exchanged as f32, an
+    ADD of f32 sources rounding once to f16, as PopLibs' conv partials with a reduction),
+    else OUT_BYTES. Not for an FP8 x FP8 product (`amp` fp8): PopLibs' QUARTER AMP vertex
+    has only half partials. Accepts numpy arrays for gk."""
+    return np.where(np.asarray(gk) > 1, 4 if f32 and amp != "fp8" else OUT_BYTES, OUT_BYTES)
+
+
 def reduce_rows(mb, gk, nb=2, n=2):
     """Rows each of the gk reducers of a block sums: ⌈mb / gk⌉ rounded up to the row
     quantum that keeps every reducer's slice of an f16 partial 8-byte aligned, as ADD
@@ -87,7 +96,7 @@ def word_elems(dtype: str) -> int:
 
 
 def _grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose_b: bool,
-           t: Target, home_bytes: int, sp: int, panel: int, home_r1: int = 0):
+           t: Target, home_bytes: int, sp: int, panel: int, home_r1: int = 0, f32_partials: bool = False):
     """The grids of `sp` serial passes (see enumerate_grids)."""
     if panel:   # b in micro-panels: k blocks of whole panels, any (even: f16 outputs) n
         qk, qn = max(panel, word_elems(a_dtype)), 2
@@ -103,17 +112,18 @@ def _grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose
     gb, mb, kb, nb, gg, gm, gk, gn = (x[fits] for x in (gb, mb, kb, nb, gg, gm, gk, gn))
     ea, eb = DTYPE_BYTES[a_dtype], DTYPE_BYTES[b_dtype]
     T, bw = t.tiles, t.exchange_bytes_per_cycle
-    a_blk, b_blk, p_blk = gb * mb * kb * ea, gb * kb * nb * eb, gb * mb * nb * OUT_BYTES
+    pe = partial_bytes(f32_partials, gk, t.amp_dtype(b_dtype, a_dtype))    # 4: f32 partials
+    a_blk, b_blk, p_blk = gb * mb * kb * ea, gb * kb * nb * eb, gb * mb * nb * pe
     recv_in = a_blk + b_blk
     send_in = -(-(gg * gm * gn * gk * recv_in) // T)
     ex_in = t.exchange_phase_cycles + -(-np.maximum(recv_in, send_in) // bw)
     ex_later = (sp - 1) * (t.exchange_phase_cycles + -(-np.maximum(a_blk, -(-(gg * gm * gn * gk * a_blk) // T)) // bw))
-    mm = gb * t.matmul_cycles(mb, kb, nb, b_dtype, a_dtype)
+    mm = gb * t.matmul_cycles(mb, kb, nb, b_dtype, a_dtype, pe == 4)      # f32 partials: no cast
     rr = reduce_rows(mb, gk, nb, N)
-    red = gb * (gk - 1) * rr * nb * OUT_BYTES
+    red = gb * (gk - 1) * rr * nb * pe
     reducing = gk > 1
     ex_red = reducing * (t.exchange_phase_cycles + -(-red // bw))
-    add = reducing * gb * t.add_cycles(rr * nb, gk - 1)      # src0 + gk - 1 partials
+    add = reducing * gb * t.add_cycles(rr * nb, gk - 1, pe == 4)      # src0 + gk - 1 partials
     steps = np.where(reducing, 4, 2)
     cycles = ex_in + ex_later + sp * (mm + ex_red + add + steps * t.sync_cycles)
     c_blk = gb * rr * nb * OUT_BYTES
@@ -147,15 +157,17 @@ def region1_live(t: Target, sp: int, home_r1: int, a_blk, b_blk, p_blk, red, c_b
 
 
 def enumerate_grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose_b: bool,
-                    t: Target, home_bytes: int = 0, passes: tuple = (1,), panel: int = 0, home_r1: int = 0):
+                    t: Target, home_bytes: int = 0, passes: tuple = (1,), panel: int = 0, home_r1: int = 0,
+                    f32_partials: bool = False):
     """Every grid (for each serial pass count of `passes`; ungrouped matmuls only) with
     estimated cycles, peak memory and rejection reason. With `panel` (the AMP reads b as
     micro-panels of that height) k blocks are whole panels (the last may end at K). `cycles` assumes the operand
     sends balanced over all tiles; `recv` (operand bytes a tile receives in the first
     exchange) and `rest` (cycles besides it) let the beam cost that exchange from the
     producers' layouts instead. `home_r1`: bytes of homes only region 1 can hold (the
-    region-1 screen's, plan/homes.py home_bytes with over = region 0's size)."""
-    parts = [_grids(G, M, K, N, a_dtype, b_dtype, transpose_b, t, home_bytes, sp, panel, home_r1)
+    region-1 screen's, plan/homes.py home_bytes with over = region 0's size). `f32_partials`:
+    k-splits keep their partials in f32 (partial_bytes), priced so."""
+    parts = [_grids(G, M, K, N, a_dtype, b_dtype, transpose_b, t, home_bytes, sp, panel, home_r1, f32_partials)
              for sp in passes if sp == 1 or (G == 1 and M >= 2 * sp)]
     out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "rejected_grid"}
     out["rejected_grid"] = sum(p["rejected_grid"] for p in parts)

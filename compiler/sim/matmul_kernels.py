@@ -31,9 +31,10 @@ class MatmulKernels:
         self._dims(isa.MATMUL, step, tiles, pcs, {"m": M, "k": K, "n": N})
         sizes = np.array([0] + [DTYPE_BYTES[isa.DTYPE_NAMES[c]] for c in (1, 2, 3)], I64)
         seg = (fl & isa.F_SEG_B) != 0              # b in segments: each checked as a b of its own
+        f32o = (fl & isa.F_F32_OUT) != 0           # out f32: a k-split's partial (policy.f32_partials)
         self.check_operands(isa.MATMUL, step, tiles, pcs,
                             {"a": (a, M * K * sizes[dta], None), "b": (b, K * N * sizes[dt], ~seg),
-                             "out": (out, M * N * 2, None)})
+                             "out": (out, M * N * np.where(f32o, 4, 2), None)})
         scale = scale_word(self, step, tiles, pcs, w[:, 7], fl, isa.MATMUL)
         tr = (fl & isa.F_TRANSPOSE_B) != 0
         pan = (fl & isa.F_PANEL_B) != 0
@@ -56,18 +57,19 @@ class MatmulKernels:
            lambda i: f"MATMUL b of {decode.dtype_name(dt[i])} is read only as micro-panels of "
                      f"{panel_h[dt[i]]} on this target: F_PANEL_B is required")
         cycles = np.zeros(len(tiles), I64)
-        for grp in groups(np.stack([dt, dta, tr, pan, M, K, N, sig], 1)):
+        for grp in groups(np.stack([dt, dta, tr, pan, M, K, N, sig, f32o], 1)):
             g0 = grp[0]
             db, da = isa.DTYPE_NAMES[int(dt[g0])], isa.DTYPE_NAMES[int(dta[g0])]
             mm, kk, nn = int(M[g0]), int(K[g0]), int(N[g0])
             # the panel layout and segments cost nothing extra (segments are whole
             # output-channel groups, one weight pointer each: compiler/costs/amp.py)
-            cycles[grp] = self.t.matmul_cycles(mm, kk, nn, db, da)
+            f32_out = bool(f32o[g0])
+            cycles[grp] = self.t.matmul_cycles(mm, kk, nn, db, da, f32_out)
             P = int(panel_h[dt[g0]]) if pan[g0] else 0
             def body(g):
                 bs = b[g] if not sig[g0] else (int(segs[3][g0]), [(segs[0][g, s], tuple(map(int, segs[1][g0, s])))
                                                                   for s in range(segs[2][g0])])
-                self._matmul(tiles[g], a[g], bs, out[g], scale[g], mm, kk, nn, da, db, bool(tr[g0]), P)
+                self._matmul(tiles[g], a[g], bs, out[g], scale[g], mm, kk, nn, da, db, bool(tr[g0]), P, f32_out)
             self.each(self.slices(grp, 4 * (mm * kk + kk * nn + mm * nn)), body)
         return cycles
 
@@ -127,8 +129,9 @@ class MatmulKernels:
                            return_inverse=True)
         return np.where(seg, sig.reshape(-1) + 1, 0), (A, Ln, n_all, kind)
 
-    def _matmul(self, tg, a, b, out, scale, mm, kk, nn, da, db, transpose_b, panel):
+    def _matmul(self, tg, a, b, out, scale, mm, kk, nn, da, db, transpose_b, panel, f32_out=False):
         """panel: micro-panel height P of b (0: b is plain row-major / transposed).
+        f32_out (F_F32_OUT): C times the scale, each rounded once to f32, stored as f32.
         A, B and C live in this thread's scratch buffer where the compiled loads apply.
         C is each product's exact sum rounded once to f32 (exact.matmul_f32: the AMP's
         f32 accumulation, defined as the exact sum so that no host's BLAS kernel, thread
@@ -154,7 +157,10 @@ class MatmulKernels:
             B = self._load_b(tg, b, kk, nn, db, panel, buf[sa:sa + sb])
         B = B.reshape(-1, nn, kk).transpose(0, 2, 1) if transpose_b else B.reshape(-1, kk, nn)
         C = exact.matmul_f32(A.reshape(-1, mm, kk), B, out=buf[sa + sb:sa + sb + sc].reshape(n, mm, nn))
-        self._store16(tg, out, C, scale)
+        if f32_out:
+            self._store(tg, out, (C.reshape(n, -1) * np.asarray(scale, np.float32)[:, None]).astype("<f4"))
+        else:
+            self._store16(tg, out, C, scale)
 
     def _load_b(self, tg, b, kk, nn, db, panel, out):
         """b operands [kk, nn] at (tg, b) widened to float32 (into `out`, n·kk·nn
@@ -176,6 +182,7 @@ class MatmulKernels:
     def add(self, step, tiles, pcs, w):
         m = self.m
         out, s0, s1, ns, ne, st = (w[:, j] for j in range(1, 7))
+        f32s = decode.fields(w[:, 0])[2] == isa.DTYPES["f32"]     # dtype2 f32: f32 sources, f16 out
         self._dims(isa.ADD, step, tiles, pcs, {"nelem": ne})
         first_fault((ns < 0) | (ns > m.tile_bytes) | (st > m.tile_bytes),
                     lambda i: f"ADD nsrc1 = {ns[i]}, stride = {st[i]} is not a valid shape", tiles, step, pcs)
@@ -184,16 +191,22 @@ class MatmulKernels:
         # every partial src1 + i*stride is an aligned vector read, so the stride is too
         first_fault((ns > 1) & (st % a1 != 0),
                     lambda i: f"ADD operand src1 stride {st[i]} is not {a1}-byte aligned", tiles, step, pcs)
-        nb = ne * 2
+        nb, sb = ne * 2, ne * np.where(f32s, 4, 2)
         self.check_operands(isa.ADD, step, tiles, pcs,
-                            {"out": (out, nb, None), "src0": (s0, nb, None),
-                             "src1": (s1, extent(nb, ns, st), has1)})
+                            {"out": (out, nb, None), "src0": (s0, sb, None),
+                             "src1": (s1, extent(sb, ns, st), has1)})
         cycles = np.zeros(len(tiles), I64)
-        for grp in groups(np.stack([ns, ne], 1)):
-            k, n = int(ns[grp[0]]), int(ne[grp[0]])
-            cycles[grp] = self.t.add_cycles(n, k)
+        for grp in groups(np.stack([ns, ne, f32s], 1)):
+            k, n, f32 = int(ns[grp[0]]), int(ne[grp[0]]), bool(f32s[grp[0]])
+            cycles[grp] = self.t.add_cycles(n, k, f32)
             def body(g):
                 tg = tiles[g]
+                if f32:                  # f32 partials: summed in f32 in order, one rounding to f16
+                    acc = self._load(tg, s0[g], 4 * n, "f32")
+                    for i in range(k):
+                        acc += self._load(tg, s1[g] + i * st[g], 4 * n, "f32")
+                    self._store16(tg, out[g], acc)
+                    return
                 p0, p1 = m.pos(tg, s0[g]), m.pos(tg, s1[g])
                 if k > 0 and not ((p0 | p1 | st[g]) & 1).any():   # aligned operands: compiled sum
                     acc = np.empty((len(g), n), np.float32)

@@ -31,11 +31,14 @@ The machine, as docs/architecture.md §2 states it:
   loop overheads per k and n group; half/float activations accumulate f32 partials and
   pay a separate f32 -> f16 cast (ConvPlan.cpp estimateCastCycles, with the 64-bit
   `vector_bytes_per_cycle`); FP8 x FP8 runs the QUARTER vertex (half partials, no cast);
+  flagged F_F32_OUT (a k-split's f32 partials) it pays no cast: a reduction follows;
 - an ADD of two f16 sources costs what popops estimates for BinaryOp1D ADD (per worker 26 +
   3 cycles per 4-half vector of its ceil(n/W) elements, x W, + 11); of one or three and more
   sources, its strided reduction (getCyclesEstimateForStridedReduce: per worker 15 + per vector
   of 4 outputs 13 + sources, x W), or with three or more, poplin's ReduceAdd where cheaper
-  (getReduceCycleEstimate: 32 + per 8-output loop 3 x sources + 8, x W);
+  (getReduceCycleEstimate: 32 + per 8-output loop 3 x sources + 8, x W); with dtype2 f32
+  (f32 partials to f16) the cheaper of ReduceAdd<half, float> (32 + per 4-output loop
+  3 x sources + 6, x W) and the float-partials strided reduction (per 2 outputs 10 + sources);
 - a BIAS costs popops' BroadcastVectorInner1D ADD estimate (vectorInnerMultiVertexAddCycles
   + its preamble; see bias_cycles);
 - GELU, SOFTMAX, ONLINE_SOFTMAX, LAYERNORM, ROWSCALE and CAST cost the sum of the popops /

@@ -53,11 +53,12 @@ def _worker_time(rows, name, first, row_cycles, units):
     return np.where(r >= 3, big, np.choose(np.minimum(r, 2), [21 + nz, 32 + nz, 41 + nz])) - 7
 
 
-def mm_cycles(m, k, n, name, f: _Figures, seg=None) -> np.ndarray:
+def mm_cycles(m, k, n, name, f: _Figures, seg=None, f32_out=None) -> np.ndarray:
     """The ConvPartial1x1Out estimate (module docstring) of MATMULs m x k x n run as `name`;
     seg (int64[n, 2], where > 0): the output- and input-channel groups a segmented b
     (F_SEG_B) holds, each segment its own groups (the vertex's weights are one pointer
-    per group)."""
+    per group); f32_out (bool[n], where true): F_F32_OUT, a k-split's f32 partials, no cast
+    (a reduction reads them and writes half)."""
     m, k, n = (np.asarray(x, np.int64) for x in (m, k, n))
     W = f.workers
     gi, go, rate = f.amp_in_group[name], f.amp_out_group[name], f.amp_macs_per_cycle[name]
@@ -83,7 +84,23 @@ def mm_cycles(m, k, n, name, f: _Figures, seg=None) -> np.ndarray:
         + (k_groups - 1) * (15 + n_groups * (25 + load + pass_))
     share = _up(m * n, W)                            # ConvPlan.cpp estimateCastCycles
     cast = W * (26 + np.maximum(_up(share, f.vector_bytes_per_cycle // 4), _up(share, f.vector_bytes_per_cycle // 2)))
-    return sup + cast
+    return sup + np.where(np.zeros(len(m), bool) if f32_out is None else f32_out, 0, cast)
+
+
+def add_f32_cycles(nelem, nsrc1, f: _Figures) -> np.ndarray:
+    """ADD of f32 src0 and nsrc1 f32 partials to f16 (dtype2 f32): the cheaper of poplin's
+    ReduceAdd<half, float> (4-float accumulator loops, a loop 2 loads + 1 pointer a source
+    + 6, + 32, ragged left-over 2·sources + 13 once) and popops' strided reduction of float
+    partials (2 outputs a loop: 3 + 3 + 2 + 3 + sources - 1; 15 set-up), x W."""
+    W = f.workers
+    n, S = np.asarray(nelem, np.int64), np.asarray(nsrc1, np.int64) + 1
+    floats = f.vector_bytes_per_cycle // 4                        # floats a 64-bit load
+    lp = n // 4 + (n & 1) + ((n >> 1) & 1)
+    tail = (n % 4 != 0) & (lp % W != 0)
+    whole = lp // W + ((lp % W != 0) & ~tail)
+    ra = W * (32 + np.where(tail, 2 * S + 13, 0) + ((4 // floats + 1) * S + 6) * whole)
+    strided = W * (15 + _up(_up(n, W), floats) * (10 + S))
+    return np.minimum(ra, strided)
 
 
 def add_cycles(nelem, nsrc1, f: _Figures) -> np.ndarray:
@@ -291,11 +308,12 @@ def kernel_cycles(op, w, f: _Figures, seg_groups=None) -> np.ndarray:
         for c in np.unique(d):
             s = i[d == c]
             out[s] = mm_cycles(w[s, 4], w[s, 5], w[s, 6], DNAME[int(c)], f,
-                               None if seg_groups is None else seg_groups[s])
+                               None if seg_groups is None else seg_groups[s], (fl[s] & isa.F_F32_OUT) != 0)
     i = at(isa.COPY)
     out[i] = K + _up(w[i, 3] * w[i, 4], f.copy_bytes_per_cycle)
     i = at(isa.ADD)
-    out[i] = add_cycles(w[i, 5], w[i, 4], f)
+    f32 = dt2[i] == isa.DTYPES["f32"]
+    out[i] = np.where(f32, add_f32_cycles(w[i, 5], w[i, 4], f), add_cycles(w[i, 5], w[i, 4], f))
     i = at(isa.GELU)
     out[i] = vector_cycles(isa.GELU, w[i, 3], 1, 0, f)
     i = at(isa.BIAS)

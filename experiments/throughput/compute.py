@@ -27,7 +27,8 @@ sync each step pays). Each kernel is charged to the graph op whose output it wri
                per-pass loop overheads (amp_worker_cycles_*, amp_supervisor_*)
   loads        weight loads, every pass (amp_weight_load_cycles)
   per call     the supervisor's fixed per-vertex cost (amp_supervisor_* at one pass)
-  cast         the f32 -> f16 output cast (amp_output_cast_cycles; f16 products only)
+  cast         the f32 -> f16 output cast (amp_output_cast_cycles; f16 products only, none for
+               f32 partials, policy.f32_partials)
   partials     the k-split's partial-sum ADD kernels (writing the op's output)
   vector       every other kernel of the op on those tiles (bias, GELU, LayerNorm, ...)
 """
@@ -51,9 +52,10 @@ from compiler.schedule import out_request  # noqa: E402
 TERMS = ("spread", "ragged", "workers", "per_pass", "loads", "per_call", "cast", "partials", "vector")
 
 
-def matmul_terms(t, m, k, n, d: str) -> dict:
+def matmul_terms(t, m, k, n, d: str, f32_out: bool = False) -> dict:
     """amp.matmul_cycles(t, m, k, n, d) split into its terms (arrays over kernels), by the same
-    term functions amp.matmul_cycles combines."""
+    term functions amp.matmul_cycles combines; f32_out (isa.F_F32_OUT, policy.f32_partials):
+    a k-split's f32 partials, no cast."""
     W, gi, go = t.workers, t.amp_in_group[d], t.amp_out_group[d]
     core = gi * go // t.amp_macs_per_cycle[d]
     IG, OG = -(-k // gi), -(-n // go)
@@ -68,9 +70,9 @@ def matmul_terms(t, m, k, n, d: str) -> dict:
         fa = d == "f32"
         wz, wnz = (amp.amp_worker_cycles_half_float(rows, z, fa, go, core) for z in (True, False))
         call = amp.amp_supervisor_half_float(1, 1, 0, 0, 0, W, fa)
-        cast = amp.amp_output_cast_cycles(m, n, W, t.vector_bytes_per_cycle)
+        cast = amp.amp_output_cast_cycles(m, n, W, t.vector_bytes_per_cycle) * (not f32_out)
     passes = OG * amp.amp_pass_cycles(wz, W) + (IG - 1) * OG * amp.amp_pass_cycles(wnz, W)
-    total = amp.matmul_cycles(t, m, k, n, d)
+    total = amp.matmul_cycles(t, m, k, n, d, f32_out)
     slow = rows.max(-1)
     real = m * k * n / t.amp_macs_per_cycle[d]
     supervisor = total - passes - P * loads - cast          # amp_supervisor_*: its loops and fixed part
@@ -109,7 +111,8 @@ def breakdown(res: dict, cfg: dict, b: int) -> tuple[list, dict]:
                 names = (isa.DTYPE_NAMES[k["dtype"][i] & 0xFF], isa.DTYPE_NAMES.get((k["dtype"][i] >> 8) & 0xFF))
                 d = t.amp_dtype(*names)
                 shapes[int(kop[i])][(int(k["i0"][i]), int(k["i1"][i]), int(k["i2"][i]))] += 1
-                parts = matmul_terms(t, np.int64(k["i0"][i]), np.int64(k["i1"][i]), np.int64(k["i2"][i]), d)
+                parts = matmul_terms(t, np.int64(k["i0"][i]), np.int64(k["i1"][i]), np.int64(k["i2"][i]), d,
+                                     bool((k["dtype"][i] >> 16) & isa.F_F32_OUT))
                 assert np.isclose(sum(parts.values()), kc[i])
                 for key, v in parts.items():
                     r[key] += float(v)

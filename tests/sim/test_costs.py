@@ -185,7 +185,7 @@ ADD_MUTANTS = {
     "ReduceAdd: 2 cycles a source a loop": ("add_conv_reduce_cycles", lambda n, s, W, v: _orig_add[
         "add_conv_reduce_cycles"](n, s, W, v) - W * np.asarray(s) * (-(-np.asarray(n) // 8) // W)),
     "ReduceAdd never chosen": ("add_conv_reduce_cycles", lambda n, s, W, v: _orig_add["add_reduce_cycles"](n, s, W, v)),
-    "every ADD a reduction": ("add_cycles", lambda n, k, W, v: _orig_add["add_reduce_cycles"](n, np.asarray(k) + 1, W, v)),
+    "every ADD a reduction": ("add_cycles", lambda n, k, W, v, f32=False: _orig_add["add_reduce_cycles"](n, np.asarray(k) + 1, W, v)),
 }
 _orig_add = {name: cost_term(name) for name in ("add_binary_cycles", "add_reduce_cycles", "add_conv_reduce_cycles",
                                                      "add_cycles")}

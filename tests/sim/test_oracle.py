@@ -77,7 +77,7 @@ def _supertile_exchange(self, send, recv):       # the old model: a pair of tile
     return self.exchange_phase_cycles + math.ceil(worst / self.exchange_bytes_per_cycle)
 
 
-def _groups_only(self, m, k, n, d, da=None):   # whole channel groups, rows streamed at the peak rate
+def _groups_only(self, m, k, n, d, da=None, f32_out=False):   # whole channel groups, rows streamed at the peak rate
     d = self.amp_dtype(d, da)
     gi, go = self.amp_in_group[d], self.amp_out_group[d]
     load = -(-(gi * go * {"f16": 2, "fp8": 1, "f32": 4}[d]) // self.amp_weight_load_bytes_per_cycle)
@@ -89,7 +89,7 @@ MUTANTS = {
                                                 40 + -(-(10 * r * c) // 8) + -(-r // 2)),
     "GELU per byte (the previous model)": ("gelu_cycles", lambda self, n: 40 + -(-(4 * n) // 8) + -(-n // 2)),
     "supertile pair bonus": ("exchange_cycles", _supertile_exchange),
-    "no AMP channel groups": ("matmul_cycles", lambda self, m, k, n, d, da=None:
+    "no AMP channel groups": ("matmul_cycles", lambda self, m, k, n, d, da=None, f32_out=False:
                               50 + -(-(m * k * n) // self.amp_macs_per_cycle[self.amp_dtype(d, da)])),
     "no worker split (the previous model)": ("matmul_cycles", _groups_only),
 }

@@ -67,22 +67,23 @@ def _emulate_rows(r: int, c: int) -> int:
     return W * (first + second)
 
 
-def _emulate_reduce_add(out_size: int, depth: int) -> int:
-    """getReduceCycleEstimate(outSize, depth, 64, half out, half partials, not single input)."""
-    acc, per_load = 8, 4
+def _emulate_reduce_add(out_size: int, depth: int, float_partials: bool = False) -> int:
+    """getReduceCycleEstimate(outSize, depth, 64, half out, half partials (or float:
+    policy.f32_partials), not single input)."""
+    acc, per_load = (4, 2) if float_partials else (8, 4)     # accVectorWidth, partials a 64-bit load
     cycles = 32
     per_loop = acc // min(acc, per_load) + 1
     loops = out_size // acc
-    for bit in range(3):                       # ceilLog2(8) low bits, one loop each if set
+    for bit in range(acc.bit_length() - 1):    # ceilLog2(acc) low bits, one loop each if set
         if out_size & (1 << bit):
             loops += 1
     each = loops // W
     if loops % W:
         if out_size & (acc - 1):
-            cycles += 2 * depth + 11
+            cycles += 2 * depth + (13 if float_partials else 11)
         else:
             each += 1
-    cycles += (per_loop * depth + 8) * each
+    cycles += (per_loop * depth + (6 if float_partials else 8)) * each
     return cycles * W
 
 

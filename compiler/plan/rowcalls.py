@@ -61,3 +61,12 @@ def split_blocks(rows: np.ndarray, cost, quantum: int) -> tuple[np.ndarray, np.n
             n.append(ch)
             start += ch
     return np.asarray(idx, np.int64), np.asarray(first, np.int64), np.asarray(n, np.int64)
+
+
+def chunked_cycles(rows: np.ndarray, cost, quantum: int) -> np.ndarray:
+    """Cycles of each block of `rows` rows issued as its best_chunks (what expand issues):
+    the plan's price of a row-wise op under policy.row_calls."""
+    rows = np.asarray(rows, np.int64)
+    u, inv = np.unique(rows, return_inverse=True)
+    per = [int(np.sum(cost(np.asarray(best_chunks(int(r), cost, quantum), np.int64)))) for r in u]
+    return np.asarray(per, np.int64)[inv.reshape(rows.shape)]

@@ -82,6 +82,16 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 #          groups, and whole micro-panels with F_PANEL_B). Not with F_TRANSPOSE_B. A REPEAT
 #          may relocate a segment's addr word (a Repeat sequence member read in place:
 #          a ring piece, compiler/expand/ring.py).
+#          MATMUL flag F_SEG_2D, with F_SEG_B (not F_SEG_K): the segments are rectangles
+#          of b: entries (addr, r0, c0, rows, cols) of SEG2_WORDS words; segment s is
+#          b[r0:r0+rows, c0:c0+cols] stored at addr as a [rows, cols] b operand of its
+#          own (row-major, or micro-panel order with F_PANEL_B), under b's operand rules.
+#          The rectangles tile b exactly (each element in one), every r0 a whole number
+#          of in-channel groups (and micro-panels with F_PANEL_B), every c0 of
+#          out-channel groups, and each rectangle ends on such an edge or at k (n): a
+#          rectangle is whole (in-group, out-group) blocks, one weight pointer each in
+#          PopLibs' vertex, so it costs what one block does. A REPEAT may relocate an
+#          addr word (a ring piece cut as whole group x panel units, expand/ring2d.py).
 #          MATMUL flag F_F32_OUT: out is f32[m, n], each product's sum times the scale
 #          rounded once to f32 and stored (4 B an element, nothing rounded to f16): a
 #          k-split's partial, which an ADD with dtype2 f32 reduces (policy.f32_partials).
@@ -138,10 +148,12 @@ F_TRANSPOSE_B = 1       # MATMUL flags: b stored [n, k] row-major, out = a @ b.T
 F_PANEL_B = 2           # MATMUL flags: b stored in AMP micro-panel order (panel_order)
 F_SEG_B = 4             # MATMUL flags: the b word is a segment table's address in the table blob
 F_SEG_K = 8             # MATMUL flags, with F_SEG_B: the segments are ranges of b's rows (k), not columns
+F_SEG_2D = 0x10         # MATMUL flags, with F_SEG_B: the segments are rectangles (addr, r0, c0, rows, cols)
 F_F32_OUT = 0x40        # MATMUL flags: out is f32 (a k-split's partial), not f16
 F_SCALE_TABLE = 0x80    # MATMUL and CAST flags: the scale word is an f32's address in the table blob
 SCALE_BYTES = 4         # one f32 per Repeat member in a scale table
 SEG_WORDS = 2           # segment table entry: addr, len (after one word: nseg)
+SEG2_WORDS = 5          # F_SEG_2D segment table entry: addr, r0, c0, rows, cols
 # Operand pairs read in the same cycle: they must sit in distinct memory elements.
 BANK_SEPARATED = {MATMUL: [("a", "b")]}
 COPY_WORD = 4  # a local copy moves whole aligned 32-bit words (else: unencodable)
@@ -193,9 +205,10 @@ def mcast_list_bytes(k) -> np.ndarray:
     return 4 * (1 + np.asarray(k))
 
 
-def seg_table_bytes(nseg) -> np.ndarray:
-    """Bytes of F_SEG_B segment tables of nseg segments each."""
-    return 4 * (1 + SEG_WORDS * np.asarray(nseg))
+def seg_table_bytes(nseg, words=SEG_WORDS) -> np.ndarray:
+    """Bytes of F_SEG_B segment tables of nseg segments each, of `words` words a segment
+    (SEG_WORDS; SEG2_WORDS with F_SEG_2D)."""
+    return 4 * (1 + np.asarray(words) * np.asarray(nseg))
 
 
 def panel_order(x: np.ndarray, P: int) -> np.ndarray:

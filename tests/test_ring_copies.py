@@ -16,7 +16,7 @@ from helpers import target_cfg, trial_ok as ok, finalist_grids as grids
 def cfg(dtype: str = "fp8", grid: str = "4x2x2", **policy):
     return dict(model=dict(name="mlp", tokens=64, width=256, hidden=256, weight_dtype=dtype, repeat=2),
                 target=target_cfg("tiny"),
-                policy=dict(dict(grid=grid, weight_stationary=False, ring_in_place=False), **policy))   # copied pieces
+                policy=dict(dict(grid=grid, weight_stationary=False, ring_in_place=False, ring_units=False), **policy))   # copied pieces
 
 
 def b_received(tg, op_out: str) -> np.ndarray:

@@ -20,7 +20,7 @@ from helpers import target_cfg, trial_ok as ok, finalist_grids as grids
 def cfg(dtype: str = "fp8", grid: str = "4x2x2", **policy):
     return dict(model=dict(name="mlp", tokens=64, width=256, hidden=256, weight_dtype=dtype, repeat=2),
                 target=target_cfg("tiny"),
-                policy=dict(dict(grid=grid, weight_stationary=False, ring_in_place=True), **policy))
+                policy=dict(dict(grid=grid, weight_stationary=False, ring_in_place=True, ring_units=False), **policy))
 
 
 # 4x2x2: 128-column blocks, cut by columns (8 out-channel groups); 4x8x1: 32 columns but

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from .. import mapper as mappers
 from ..plan import all_resident
 from ..plan.matmul import stationary_weights
-from ..plan.ring import concentrated, copied, uncopied, unringed
+from ..plan.ring import concentrated, copied, in_units, uncopied, unringed, word_cut
 from ..policy import Policy
 from ..result import Rejection
 from ..target import Target
@@ -133,6 +133,9 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
         cands += [twin] if all(twin.strategy != c.strategy for c in cands) else []
     for twin in [uncopied(c) for c in cands if copied(c)][:1]:  # ring copies priced on plan's estimate: the
         if all(twin.strategy != c.strategy for c in cands):       # best copied candidate's twin, pieces once
+            cands.append(twin)
+    for twin in [word_cut(c) for c in cands if in_units(c)][:1]:  # 2-D unit pieces (policy.ring_units), too:
+        if all(twin.strategy != c.strategy for c in cands):       # the best one's twin with copying rings
             cands.append(twin)
     still = stationary_weights(model.graph)
     every = frozenset(n for n, op in enumerate(model.graph.ops) if op.kind == "matmul" and op.inputs[1] in still)

@@ -209,20 +209,21 @@ def scale_tables(tg: TileGraph) -> tuple[np.ndarray, np.ndarray]:
     return key // (len(tg.scale_seqs) + 1), key % (len(tg.scale_seqs) + 1)
 
 
-def seg_tables(tg: TileGraph) -> tuple[np.ndarray, np.ndarray]:
-    """The segmented MATMULs (kernel rows, ascending) and their segment counts."""
-    kern, nseg = np.unique(tg.bseg["kern"], return_counts=True)
-    return kern, nseg
+def seg_tables(tg: TileGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The segmented MATMULs (kernel rows, ascending), their segment counts and words a
+    segment (isa.SEG_WORDS, or SEG2_WORDS for rectangles: bseg rows > 0)."""
+    kern, first, nseg = np.unique(tg.bseg["kern"], return_index=True, return_counts=True)
+    return kern, nseg, np.where(tg.bseg["rows"][first] > 0, isa.SEG2_WORDS, isa.SEG_WORDS)
 
 
 def table_blob_bytes(tg: TileGraph) -> np.ndarray:
     """The tile's table blob: exchange entries and multicast receiver lists, its Repeat
     relocation entries, its scale tables, then its MATMULs' b segment tables (isa.F_SEG_B)."""
     tile, _ = scale_tables(tg)
-    kern, nseg = seg_tables(tg)
+    kern, nseg, wps = seg_tables(tg)
     return (isa.table_bytes(table_entries(tg)) + list_bytes(tg) + reloc_entries(tg) * isa.RELOC_BYTES
             + _per_tile(tg.tiles, tile) * tg.count * isa.SCALE_BYTES
-            + _per_tile(tg.tiles, tg.kern["tile"][kern], isa.seg_table_bytes(nseg)))
+            + _per_tile(tg.tiles, tg.kern["tile"][kern], isa.seg_table_bytes(nseg, wps)))
 
 
 def _span(r: dict) -> np.ndarray:

@@ -49,6 +49,8 @@ class Ctx:
         self.done: dict[str, int] = {}                 # op output -> the step count when it is complete
         self.movable: list[tuple] = []                 # B gathers early_gathers may move (expand/early.py)
         self.ring_rows: dict[str, list] = {}           # ring copies: weight -> the layout each grid row gathers from
+        self.ring_units: dict[str, dict] = {}          # 2-D unit pieces (expand/ring2d.py): weight -> unit grid
+        self.ring_reps: dict[str, list] = {}           # ... and its replicas' layouts
 
     # supersteps ---------------------------------------------------------------
     def exchange_step(self) -> int:

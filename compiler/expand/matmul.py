@@ -12,6 +12,7 @@ from ..plan.relay import relay_pieces
 from ..target import DTYPE_BYTES, STANDARD
 from .layout import Layout, gather, host_rects, pad
 from .ring import gather_b, in_place, local_pieces
+from .ring2d import in_place_units
 from .tilegraph import END
 
 F16 = isa.DTYPES["f16"]
@@ -62,7 +63,7 @@ def expand_matmul(c, op, grid: Grid, scale: float):
         b = (b_blk, off, stride, sb_of)                     # per tile id
     elif grid.ring and grid.inplace:                        # ring pieces read where they live (F_SEG_B)
         first = len(bld.xfer)
-        b_blk, segs = in_place(c, op, grid, gt, x, P)
+        b_blk, segs = in_place_units(c, op, grid, gt, x) if grid.inplace == 3 else in_place(c, op, grid, gt, x, P)
         b = (b_blk, np.zeros(T, np.int64), np.zeros(T, np.int64), sb_of)
         c.may_move(B.name, first, b_blk[tile][b_blk[tile] >= 0], x)
     else:
@@ -164,7 +165,7 @@ def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows
         has = gl < ng
         tt = tile[has]
         k0 = bld.nkern
-        seg_flags = isa.F_SEG_B | (isa.F_SEG_K if grid.inplace == 2 else 0)
+        seg_flags = isa.F_SEG_B | {2: isa.F_SEG_K, 3: isa.F_SEG_2D}.get(grid.inplace, 0)
         c.kernel(step=s, tile=tt, op=isa.MATMUL,
                  dtype=isa.DTYPES[B.dtype] | dt2 << 8 | (flags | np.where(seg_of[tt], seg_flags, 0)) << 16,
                  r0=a_blk[tt], o0=gl * sa[has], r1=b_blk[has], o1=(gl * sb + b_off)[has], r2=p_blk[tt],
@@ -174,8 +175,9 @@ def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows
             kern = np.full(c.t.tiles, -1, np.int64)
             kern[tt] = k0 + np.arange(len(tt))
             o = np.lexsort((segs["start"], kern[segs["tile"]]))
+            rect = {f: segs[f][o] for f in ("row", "col", "rows") if f in segs}    # F_SEG_2D rectangles
             bld.add("bseg", kern=kern[segs["tile"]][o], req=segs["req"][o], off=segs["off"][o],
-                    len=segs["len"][o], reloc=segs["reloc"][o])
+                    len=segs["len"][o], reloc=segs["reloc"][o], **rect)
         if gk == 1:
             gi = gs[q[has]] + gl
             cells.append((groups[gi, 4] + ms[i[has]], groups[gi, 5] + ns[j[has]], tt, p_blk[tt], gl * so[has]))

@@ -19,6 +19,7 @@ from ..plan.matmul import word_elems
 from ..plan.ring import in_place_quantum, k_quantum, ring_starts
 from ..target import DTYPE_BYTES, STANDARD
 from .layout import Layout, gather, host_rects, pad
+from .ring2d import unit_home
 from .tilegraph import END, concat, take
 
 
@@ -51,6 +52,8 @@ def ring_home(c, name: str, stream: int, grid, count: int, pool: list | None = N
     (1), or along k (2: piece p of k block l of n block j on grid tile (0, p, j, l), in
     whole in-channel groups and panels); with a `pool` its blocks are only listed there
     (pooled_homes allocates them)."""
+    if grid.inplace == 3:           # 2-D units (expand/ring2d.py)
+        return unit_home(c, name, stream, grid, count, pool)
     t = c.g.tensors[name]
     P = panel_elems(c.t, t.dtype) if name in c.panels else 0
     if P:
@@ -103,15 +106,16 @@ def pooled_homes(c, pool: list) -> None:
     for count in sorted({p[3] for p in pool}):
         group = [p for p in pool if p[3] == count]
         used, offs = np.zeros(T, np.int64), []
-        for name, _, _, _, ks, cs, tiles, P, _, _ in group:
+        for name, _, _, _, ks, cs, tiles, P, _, _, *order in group:
             K, N = c.g.tensors[name].shape
             size = np.outer(np.diff(np.append(ks, K)), np.diff(np.append(cs, N))) * DTYPE_BYTES[c.g.tensors[name].dtype]
-            offs.append([_stack(used, tl.ravel(), pad(size, align).ravel()).reshape(tl.shape) for tl in tiles])
+            o = order[0] if order else np.arange(size.size)             # 2-D units: piece order (ring2d.py)
+            offs.append([_stack_in(used, tl.ravel(), pad(size, align).ravel(), o).reshape(tl.shape) for tl in tiles])
         has = np.flatnonzero(used)
         stride = pad(used, align) * (count > 1)
         req = np.full(T, -1, np.int64)
         req[has] = c.bld.alloc_rows("weights.ring", has, used[has], align, region, 0, END, count, stride[has])
-        for (name, stream, grid, _, ks, cs, tiles, P, ps, ss), off in zip(group, offs):
+        for (name, stream, grid, _, ks, cs, tiles, P, ps, ss, *_), off in zip(group, offs):
             t = c.g.tensors[name]
             reps = []
             for tl, o in zip(tiles, off):
@@ -122,6 +126,13 @@ def pooled_homes(c, pool: list) -> None:
                            lay.off[A, B], lay.istride[A, B], r0, c0, k)
                 reps.append(lay)
             _replicas(c, name, grid, reps, ps, ss)
+
+
+def _stack_in(used, tiles, sizes, order) -> np.ndarray:
+    """_stack of the blocks taken in `order` (a permutation), offsets in the original order."""
+    off = np.empty_like(tiles)
+    off[order] = _stack(used, tiles[order], sizes[order])
+    return off
 
 
 def _stack(used: np.ndarray, tiles: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -142,6 +153,9 @@ def _replicas(c, name: str, grid, reps: list, ps, ss) -> None:
     the layout's columns, or its rows (Grid.inplace 2)."""
     C = len(reps)
     c.lay[name] = reps[0]
+    if grid.inplace == 3:           # 2-D units: ring2d.py reads the replicas by piece
+        c.ring_reps[name] = reps
+        return
     if C == 1:
         return
     rows = []

@@ -19,8 +19,9 @@ superstep s; event S+1 the host reading outputs. Lifetimes are [start, end) in e
   bseg  a MATMUL's b in segments (flag F_SEG_B, isa.py), rows in column order (row order
         with F_SEG_K): kern (its row in kern), request + offset, len (columns or rows),
         reloc (bytes added per Repeat iteration: a
-        ring piece read in place, compiler/expand/ring.py); lower writes each kernel's
-        segment table into the tile's table blob and points the b word at it
+        ring piece read in place, compiler/expand/ring.py); with rows > 0 a rectangle
+        (flag F_SEG_2D, expand/ring2d.py): b[row:row+rows, col:col+len]; lower writes each
+        kernel's segment table into the tile's table blob and points the b word at it
   hin/hout host stream rows: stream, host_off, req, off, row_bytes, rows, host_stride, tile_stride
   dump  where each op's output can be read back (host-side only, the simulator never sees
         it): op index, the superstep completing it, and per block its tile, request +
@@ -42,7 +43,7 @@ XFER = ("step", "src", "dst", "sreq", "soff", "dreq", "doff",
 END = -1   # request end placeholder: live to the end of the program
 DUMP = ("op", "step", "tile", "req", "off", "r0", "rows", "c0", "cols", "ebytes")
 HOST = ("stream", "host_off", "req", "off", "row_bytes", "rows", "host_stride", "tile_stride")
-BSEG = ("kern", "req", "off", "len", "reloc")
+BSEG = ("kern", "req", "off", "len", "reloc", "row", "col", "rows")
 
 
 def soa(fields: tuple[str, ...], rows=None) -> dict[str, np.ndarray]:

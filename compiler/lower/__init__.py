@@ -142,7 +142,7 @@ def scale_rows(tg, table_addr: np.ndarray, ex_off, nreloc: np.ndarray):
 
 def seg_rows(tg, addr: np.ndarray, base: np.ndarray):
     """MATMULs with b in segments (isa.F_SEG_B, tilegraph bseg): each tile's segment
-    tables (nseg, then addr and len per segment), in kernel order, from `base` (per
+    tables (nseg, then addr and len per segment; F_SEG_2D: addr, r0, c0, rows, cols), in kernel order, from `base` (per
     tile: where they start in its table blob). Returns each kernel row's table address
     (0 elsewhere), the tables' blob and offsets, and the relocation rows (tile, word
     address, stride) of the addr words of segments read in place from a sequence."""
@@ -154,7 +154,8 @@ def seg_rows(tg, addr: np.ndarray, base: np.ndarray):
     tile = k["tile"][kern]
     order = np.lexsort((kern, tile))                      # per tile, kernel order
     kern, first, nseg, tile = kern[order], first[order], nseg[order], tile[order]
-    size = isa.seg_table_bytes(nseg)
+    wps = np.where(b["rows"][first] > 0, isa.SEG2_WORDS, isa.SEG_WORDS)    # words a segment (F_SEG_2D: 5)
+    size = isa.seg_table_bytes(nseg, wps)
     csum = np.cumsum(size) - size
     start = np.searchsorted(tile, np.arange(T))           # each tile's first table
     pos = csum - csum[np.minimum(start[tile], len(csum) - 1)]
@@ -165,13 +166,16 @@ def seg_rows(tg, addr: np.ndarray, base: np.ndarray):
     words = np.zeros(int(size.sum()) // 4, np.int64)
     wpos = np.cumsum(size // 4) - size // 4
     words[wpos] = nseg
-    w = wpos[rows] + 1 + j * isa.SEG_WORDS
+    w = wpos[rows] + 1 + j * wps[rows]
     words[w] = addr[b["req"][seg]] + b["off"][seg]
-    words[w + 1] = b["len"][seg]
+    rect = wps[rows] == isa.SEG2_WORDS
+    words[w + 1] = np.where(rect, b["row"][seg], b["len"][seg])
+    wr = w[rect]
+    words[wr + 2], words[wr + 3], words[wr + 4] = b["col"][seg][rect], b["rows"][seg][rect], b["len"][seg][rect]
     blob = words.astype("<u4").view(np.uint8)
     off = np.concatenate([[0], np.cumsum(np.bincount(tile, size, T))]).astype(np.int64)
     r = b["reloc"][seg] != 0
-    rl = np.stack([tile[rows][r], (at[kern][rows] + 4 + j * 4 * isa.SEG_WORDS)[r], b["reloc"][seg][r]], 1)
+    rl = np.stack([tile[rows][r], (at[kern][rows] + 4 + j * 4 * wps[rows])[r], b["reloc"][seg][r]], 1)
     return at, (blob, off), rl
 
 

@@ -217,7 +217,8 @@ def with_lean(g, target: Target, policy: Policy, homes: int, panels: dict, found
         o = with_relay(o) if policy.operand_relay and policy.plan_beam else o
         lean[n] = Options(o.op, {**o.a, "mem": o.a["mem"] - reserve})   # Grid.mem_bytes: without the reserve
     if policy.ring_homes and policy.plan_beam:
-        lean = with_rings(g, lean, target, panels, policy.ring_copies, policy.ring_in_place)
+        lean = with_rings(g, lean, target, panels, policy.ring_copies, policy.ring_in_place,
+                           policy.ring_units)
     more = [(*f, lean) for f in beam_search(g, target, lean, policy.plan_beam, max(1, k // 4), panels=panels,
                                                   pricing=pricing_of(policy))]
     grids = lambda f: tuple((n, f[2][n].grid(i).label, rot) for n, i, rot in f[1])
@@ -266,7 +267,8 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
         options[n] = with_relay(opts) if policy.operand_relay and policy.plan_beam else opts
         leanest[n] = int(opts.a["mem"].min())
     if policy.ring_homes and policy.plan_beam:
-        options = with_rings(g, options, target, panels, policy.ring_copies, policy.ring_in_place)
+        options = with_rings(g, options, target, panels, policy.ring_copies, policy.ring_in_place,
+                           policy.ring_units)
     k = policy.plan_candidates
     if not policy.plan_beam:
         found = [(*f, options) for f in rank_aligned(options, k)]

@@ -329,18 +329,43 @@ def _windows(load: np.ndarray, cursor: int):
     return pre, post
 
 
-def copies_over(states, base: np.ndarray, extra: np.ndarray, limit: int) -> np.ndarray:
+# assumed: the slack (memory elements) a state holding ring pieces read in place keeps under
+# copies_over's limit: its pieces sit in one bank-separated region-1 request (rounded up to
+# the element pairs it owns) and whole-unit pieces pad each unit column to 16 B, neither in
+# plan's per-grid figure; at 27 So400m layers expand's footprint exceeded that figure plus
+# the extras by 15-19 KB (experiments/comm/README.md, policy.ring_units)
+UNITS_MARGIN_ELEMENTS = 1
+
+
+def copies_over(states, base: np.ndarray, extra: np.ndarray, limit) -> np.ndarray:
     """[states, grids]: where ring copies (policy.ring_copies) would overfill a tile: the
     fullest grid's memory figure so far or this grid's (plan/matmul.py: the homes of
     every weight plus its working set), plus the bytes every copy chosen adds, over
     `limit`. Only states holding some copy are judged (the others passed the per-grid
     screen). The figure is plan's estimate; expand's exact screen decides (and keeps
-    each candidate's twin without copies: plan/ring.py uncopied)."""
+    each candidate's twin without copies: plan/ring.py uncopied). `limit`: one figure,
+    or [states, grids]."""
     out = []
-    for s in states:
+    limit = np.broadcast_to(limit, (len(states), len(base)))
+    for k, s in enumerate(states):
         held = s.extra + extra
-        out.append((held > 0) & (np.maximum(s.peak0, base) + held > limit))
+        out.append((held > 0) & (np.maximum(s.peak0, base) + held > limit[k]))
     return np.stack(out)
+
+
+# assumed: elements of region 1 that ring pieces read in place leave to the rest: one pair,
+# the pooled pieces' request rounded up to the element pairs it owns (expand/ring.py
+# pooled_homes); their operand buffers hold only received pieces. At 27 So400m layers
+# the sum of pieces plus one pair left 18 KB of region 1 where the two pairs of
+# region1_budget rejected the plan (experiments/comm/README.md, policy.ring_units)
+IN_PLACE_RESERVE_ELEMENTS = 2
+
+
+def in_place_budget(t: Target) -> int:
+    """Region-1 bytes ring pieces read in place may take on a tile, summed over weights
+    (policy.ring_in_place, ring_units): an estimate to prune with, expand's region-1
+    screen decides (and keeps the best candidate's word-cut twin, plan/ring.py)."""
+    return t.region1_bytes - IN_PLACE_RESERVE_ELEMENTS * t.element_bytes
 
 
 def region1_budget(t: Target) -> int:
@@ -406,11 +431,13 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
                               np.inf, totals)
         extra = o.a["extra"] if "extra" in o.a else np.zeros(N, np.int64)
         base = o.a["mem"] - extra
-        if extra.any() or any(s.extra for s in states):
-            totals = np.where(copies_over(states, base, extra, target.tile_bytes), np.inf, totals)
         r1 = o.a["r1"] if "r1" in o.a else np.zeros(N, np.int64)
+        if extra.any() or any(s.extra for s in states):
+            units = (np.array([s.r1 for s in states])[:, None] + r1[None, :]) > 0
+            totals = np.where(copies_over(states, base, extra, target.tile_bytes - units * UNITS_MARGIN_ELEMENTS
+                                          * target.element_bytes), np.inf, totals)
         if r1.any() or any(s.r1 for s in states):      # pieces read in place: region 1, summed over weights
-            totals = np.where(np.array([s.r1 for s in states])[:, None] + r1[None, :] > region1_budget(target),
+            totals = np.where(np.array([s.r1 for s in states])[:, None] + r1[None, :] > in_place_budget(target),
                               np.inf, totals)
         nxt = []
         for f in best(totals, max(width, keep) if n == last else width):

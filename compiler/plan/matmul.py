@@ -42,7 +42,8 @@ class Grid:
     copies: int = 1  # ring: each piece held by this many of the gm tiles (policy.ring_copies)
     inplace: int = 0  # ring: pieces each read where it lives by a MATMUL with b in segments (no
     #                   local COPY; policy.ring_in_place): 1 column pieces of whole out-channel
-    #                   groups, 2 row pieces (along k) of whole in-channel groups and panels
+    #                   groups, 2 row pieces (along k) of whole in-channel groups and panels,
+    #                   3 pieces of whole (in-group x out-group) units (policy.ring_units)
 
     @property
     def tiles(self) -> int:
@@ -54,7 +55,7 @@ class Grid:
         return (f"{g}{self.gm}x{self.gn}x{self.gk}" + (f"/{self.sp}" if self.sp > 1 else "")
                 + (f"@{self.rot}" if self.rot else "") + ("~relay" if self.relay else "")
                 + ("~ring" if self.ring else "") + (str(self.copies) if self.ring and self.copies > 1 else "")
-                + ({1: "i", 2: "k"}.get(self.inplace, "") if self.ring else ""))
+                + ({1: "i", 2: "k", 3: "u"}.get(self.inplace, "") if self.ring else ""))
 
 
 def partial_bytes(f32: bool, gk, amp: str):

@@ -46,6 +46,13 @@ iteration). A segment must be whole AMP output-channel groups (the vertex reads 
 pointer per group), so such pieces are cut in multiples of the group (16 columns): coarser
 than words, so a narrow block has fewer pieces than tiles and some tile then receives all
 of it. The beam prices both kinds per matmul; a copy then nets w/4 per layer, not w/8 - 40.
+
+In 2-D units (policy.ring_units, Grid.inplace 3, label suffix `u`): a unit is one (in-channel
+group and panel) × (out-channel group) block, the vertex's weight-pointer granularity; a
+block's units in column-major order are cut into near-equal runs (unit_pieces), read as
+rectangles of b (isa.F_SEG_2D; compiler/expand/ring2d.py). fc1's 288 × 48 block at 27
+layers is 27 units (7, 7, 7, 6 over 4 tiles) where columns give 3 and k 9. Whole units
+hold a little more than word-cut pieces (the excess counts as `extra`, beam.copies_over).
 """
 from __future__ import annotations
 
@@ -76,7 +83,7 @@ def in_place_quantum(q: int, group: int) -> int:
 
 
 def with_ring(o, N: int, eb: int, q: int, count: int, home_blk: int, t, copies: int = 1, group: int = 0,
-              inplace: bool = False, K: int = 0, qk: int = 0):
+              inplace: bool = False, K: int = 0, qk: int = 0, units: bool = False):
     """The grids of o (plan/beam.py Options) twice or more: B gathered from its homes (ring 0),
     then from ring homes (ring 1), each piece held by c = 1 .. `copies` of the gm tiles
     (Options field `copies`; c < gm and c < the block's pieces: ring copies, policy.ring_copies).
@@ -89,10 +96,12 @@ def with_ring(o, N: int, eb: int, q: int, count: int, home_blk: int, t, copies: 
     (policy.ring_in_place) each ring choice also comes read in place (Options field
     `inplace`): 1, column pieces of whole out-channel groups (in_place_quantum, `group`);
     2, row pieces (along k, K rows) of whole in-channel groups and panels (`qk`); no local
-    COPY, and an operand buffer of the received pieces only."""
+    COPY, and an operand buffer of the received pieces only. With `units` (policy.ring_units)
+    also 3: pieces of whole (in-group × out-group) units read in place (unit_pieces)."""
     n = len(o)
     kinds = [(0, 1, 0)] + [(1, c, 0) for c in range(1, max(1, copies) + 1)]
     kinds += [(1, c, axis) for axis in (1, 2) for c in range(1, max(1, copies) + 1)] if inplace else []
+    kinds += [(1, c, 3) for c in range(1, max(1, copies) + 1)] if units else []
     a = {k: np.concatenate([v] * len(kinds)) for k, v in o.a.items()}
     ring, cop, inp = (np.repeat([k[i] for k in kinds], n) for i in (0, 1, 2))
     a["ring"], a["copies"], a["inplace"] = ring, cop, inp
@@ -114,18 +123,50 @@ def with_ring(o, N: int, eb: int, q: int, count: int, home_blk: int, t, copies: 
         own = np.maximum(own, k * (-(-piece // 16) * 16))
         own1 = np.maximum(own1, -(-piece // 16) * 16)
         copy = np.maximum(copy, np.where(inp > 0, 0, k * t.copy_cycles(piece)))
+    two = inp == 3                       # 2-D units: both blocks' extents (own1 stays the word-cut piece)
+    if two.any():
+        qu = in_place_quantum(q, group)
+        lastk, lastn = np.maximum(K - (gk - 1) * kb, 1), np.maximum(N - (gn - 1) * nb, 1)
+        got = [unit_pieces(rk[two], cn[two], gm[two], cop[two], max(qk, 1), qu, eb)
+               for rk in (kb, lastk) for cn in (nb, lastn)]
+        recv[two], send[two], own[two] = (np.max([x[f] for x in got], 0) for f in range(3))
+        usable[two] = (cop[two] < np.maximum(gm[two], 2)) & np.all([x[4] for x in got], 0)
     on = ring == 1
     a["ring_recv"] = np.where(on, recv, 0)
     a["ring_send"] = np.where(on, send, 0)
     a["rest"] = a["rest"] + np.where(on, copy, 0)
     a["mem"] = a["mem"] + np.where(on, count * (own - home_blk), 0) - np.where(inp > 0, own, 0)
-    a["extra"] = np.where(on & (cop > 1), count * (own - own1), 0)         # what the copies add (beam.copies_over)
+    # what copies, or whole-unit pieces, add over one word-cut piece (beam.copies_over): the
+    # per-grid memory figure counts every other weight as its home block, about that piece
+    a["extra"] = np.where(on & ((cop > 1) | two), count * (own - own1), 0)
     a["r1"] = np.where(inp > 0, count * own, 0)       # in place: the pieces sit in region 1 (beam.py State.r1)
     bw = t.exchange_bytes_per_cycle
     a["cycles"] = np.where(on, a["rest"] + t.exchange_phase_cycles
                            + -(-np.maximum(a["recv_a"] + a["ring_recv"], send) // bw), a["cycles"])
     keep = (~on | (a["mem"] <= t.tile_bytes)) & (~on | usable)      # plan/matmul.py's memory screen
     return type(o)(o.op, {k: v[keep] for k, v in a.items()})
+
+
+def unit_pieces(rows, cols, gm, cop, qk: int, qn: int, eb: int):
+    """Pieces of whole units (qk rows × qn columns: in-channel groups and panels × out-channel
+    groups; the block's last row and column of units may be narrower), policy.ring_units:
+    a rows × cols block's U units in column-major order cut into s = min(gm, U) runs of
+    U·p//s .. U·(p+1)//s (compiler/expand/ring2d.py), c = cop of them held per tile.
+    Returns, per grid: the bytes the busiest tile receives (the block less its c smallest
+    pieces; a tile may hold none), sends (each piece to its share of the gm − c tiles
+    without it), holds (c largest pieces, 16-byte padded per unit column), one piece's
+    hold, and whether c < pieces (or c = 1). Pieces are priced in proportion to their units."""
+    rows, cols, gm, cop = (np.asarray(x, np.int64) for x in (rows, cols, gm, cop))
+    U = -(-rows // qk) * -(-cols // qn)
+    s = np.minimum(gm, U)
+    k = np.minimum(cop, s)
+    block = rows * cols * eb
+    least, most = block * (U // s) // U, -(-block * -(-U // s) // U)
+    recv = block - np.where(s == gm, k * least, 0)
+    send = most * k * -(-(gm - k) // k)
+    strips = np.minimum(-(-cols // qn), -(-(-(-U // s)) // np.maximum(1, -(-rows // qk))) + 1)
+    one = most + 16 * strips
+    return recv, send, k * one, one, (cop == 1) | (cop < s)
 
 
 def ring_exchange(c, o, a_held: np.ndarray) -> np.ndarray:
@@ -170,13 +211,15 @@ def k_quantum(t, amp: str, P: int) -> int:
     return int(np.lcm(t.amp_in_group[amp], max(P, 1)))
 
 
-def with_rings(g, options: dict, t, panels: dict, copies: int = 1, inplace: bool = False) -> dict:
+def with_rings(g, options: dict, t, panels: dict, copies: int = 1, inplace: bool = False,
+               units: bool = False) -> dict:
     """options with a ring choice (with_ring, up to `copies` holders of each piece, and
-    with `inplace` each also read in place) for every matmul whose weight can have one."""
+    with `inplace` each also read in place, with `units` in 2-D units) for every matmul
+    whose weight can have one."""
     out = {}
     for n, o in options.items():
         r = ring_operand(g, n, t, panels)
-        out[n] = o if r is None else with_ring(o, t=t, copies=copies, inplace=inplace, **r)
+        out[n] = o if r is None else with_ring(o, t=t, copies=copies, inplace=inplace, units=units, **r)
     return out
 
 
@@ -194,6 +237,19 @@ def uncopied(cand):
     memory screen, leave some tile too full with the other weights' homes."""
     from dataclasses import replace
     return replace(cand, strategy=tuple((n, replace(g, copies=1)) for n, g in cand.strategy))
+
+
+def word_cut(cand):
+    """cand with every piece read in place in 2-D units (Grid.inplace 3, policy.ring_units)
+    cut in words and copied instead, its holders kept: expand's fallback when such pieces,
+    screened by plan's estimate, leave some tile or region 1 too full."""
+    from dataclasses import replace
+    return replace(cand, strategy=tuple((n, replace(g, inplace=0) if g.inplace == 3 else g) for n, g in cand.strategy))
+
+
+def in_units(cand) -> bool:
+    """Whether cand reads some ring piece in place in 2-D units."""
+    return any(g.ring and g.inplace == 3 for _, g in cand.strategy)
 
 
 def copied(cand) -> bool:

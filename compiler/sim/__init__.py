@@ -11,7 +11,7 @@ placed addresses; every tile fetches its instructions from its own memory.
   decode.py    word 0 (op | dtype << 8 | dtype2 << 16 | flags << 24) rules per opcode
   kernels.py   the kernels, batched across tiles: worker slices, operand rules, loads and
                stores, the dispatch (Kernels), its opcodes in two mixins:
-  matmul_kernels.py  MATMUL / ADD / COPY (segments.py: MATMUL's b in segments, F_SEG_B)
+  matmul_kernels.py  MATMUL / ADD / COPY (segments.py: MATMUL's b in segments, F_SEG_B, or rectangles, F_SEG_2D)
   vector_kernels.py  GELU / BIAS / LAYERNORM / SOFTMAX / CAST / ONLINE_SOFTMAX / ROWSCALE
   merge_kernel.py    MERGE (split-key attention's merge of partial states)
   operands.py  grouping of identical instances, operand widening, f16 rounding, scratch
@@ -77,6 +77,11 @@ Decisions the machine takes where isa.py is silent (the lowering must match):
     relocate a segment's addr word (read through the loop's relocation, as EXCH table
     words are). F_SEG_K without F_SEG_B, or F_SEG_B with F_TRANSPOSE_B, is refused. Cost:
     the unsegmented MATMUL's (segments.py, compiler/costs/amp.py).
+    With F_SEG_2D too the entries are rectangles (addr, r0, c0, rows, cols): each edge on
+    a whole in-channel group (and micro-panel with F_PANEL_B) or out-channel group, or at
+    k (n); together they tile b exactly (a group block covered twice is refused); each a
+    b operand of its own as above. F_SEG_2D without F_SEG_B, or with F_SEG_K or
+    F_TRANSPOSE_B, is refused. Cost: the unsegmented MATMUL's.
   * F_SCALE_TABLE (MATMUL, CAST): the scale word, as fetched (relocated in a REPEAT
     body), is the address of the f32 scale; it must be 4-byte aligned and lie in
     the tile's own table blob [table_addr, table_addr + its length), else refused

@@ -25,7 +25,8 @@ RULES = {
     isa.REPEAT: ({0}, {0}, 0),
     isa.ADD: ({0, F16}, {0, F32}, 0),          # dtype2 f32: f32 sources (a k-split's partials)
     isa.MATMUL: ({F16, FP8, F32}, {0, F16, FP8, F32},
-                 isa.F_TRANSPOSE_B | isa.F_PANEL_B | isa.F_SEG_B | isa.F_SEG_K | isa.F_SCALE_TABLE | isa.F_F32_OUT),
+                 isa.F_TRANSPOSE_B | isa.F_PANEL_B | isa.F_SEG_B | isa.F_SEG_K | isa.F_SEG_2D
+                 | isa.F_SCALE_TABLE | isa.F_F32_OUT),
     isa.GELU: ({0, F16}, {0}, isa.F_ERF),
     isa.LAYERNORM: _F16_ONLY,
     isa.SOFTMAX: _F16_ONLY,

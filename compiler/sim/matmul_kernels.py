@@ -15,7 +15,7 @@ from .fault import first_fault
 from .memory import I64, extent, gather, move_within, plan_chunks
 from .operands import _WIDEN, NP_DTYPES, groups, scratch, widen
 from .scales import scale_word
-from .segments import read_segments
+from .segments import read_rects, read_segments
 
 
 class MatmulKernels:
@@ -50,6 +50,7 @@ class MatmulKernels:
         ff = lambda bad, msg: first_fault(bad, msg, tiles, step, pcs)
         ff(pan & tr, lambda i: "MATMUL b cannot be both micro-panel (F_PANEL_B) and transposed (F_TRANSPOSE_B)")
         ff(((fl & isa.F_SEG_K) != 0) & ~seg, lambda i: "MATMUL flag F_SEG_K without F_SEG_B (rows of which segments?)")
+        ff(((fl & isa.F_SEG_2D) != 0) & ~seg, lambda i: "MATMUL flag F_SEG_2D without F_SEG_B")
         ff(pan & ~listed,
            lambda i: f"MATMUL b of {decode.dtype_name(dt[i])} has no micro-panel mode on this target")
         ff(listed & ~pan,
@@ -66,8 +67,8 @@ class MatmulKernels:
             cycles[grp] = self.t.matmul_cycles(mm, kk, nn, db, da, f32_out)
             P = int(panel_h[dt[g0]]) if pan[g0] else 0
             def body(g):
-                bs = b[g] if not sig[g0] else (bool(segs[3][g0]), [(segs[0][g, s], int(segs[1][g0, s]))
-                                                                   for s in range(segs[2][g0])])
+                bs = b[g] if not sig[g0] else (int(segs[3][g0]), [(segs[0][g, s], tuple(map(int, segs[1][g0, s])))
+                                                                  for s in range(segs[2][g0])])
                 self._matmul(tiles[g], a[g], bs, out[g], scale[g], mm, kk, nn, da, db, bool(tr[g0]), P, f32_out)
             self.each(self.slices(grp, 4 * (mm * kk + kk * nn + mm * nn)), body)
         return cycles
@@ -76,17 +77,30 @@ class MatmulKernels:
         """F_SEG_B (sim/segments.py): read and check the segment tables of the flagged
         instances, then each segment under b's operand rules. Returns a signature per
         instance (0: not segmented; equal signatures, equal axis and segment lengths) and
-        (addr[n, S], lengths[n, S], nseg[n], along k[n])."""
+        (addr[n, S], geometry[n, S, 4] (length, 0, 0, 0; F_SEG_2D: r0, c0, rows, cols), nseg[n],
+        kind[n]: 0 columns, 1 rows (F_SEG_K), 2 rectangles (F_SEG_2D))."""
         t, panel_h = self.t, self.panel_h
         along_k = (fl & isa.F_SEG_K) != 0
-        A, Ln = np.zeros((len(tiles), 0), I64), np.zeros((len(tiles), 0), I64)
+        rect = (fl & isa.F_SEG_2D) != 0
+        first_fault(seg & rect & (along_k | ((fl & isa.F_TRANSPOSE_B) != 0)),
+                    lambda i: "MATMUL flag F_SEG_2D with F_SEG_K or F_TRANSPOSE_B (rectangles of a plain b only)",
+                    tiles, step, pcs)
+        A, Ln = np.zeros((len(tiles), 0), I64), np.zeros((len(tiles), 0, 4), I64)   # Ln[.., 0]: length
         n_all = np.zeros(len(tiles), I64)
-        for k_axis in (False, True):
-            s = np.flatnonzero(seg & (along_k == k_axis))
+        for k_axis in (False, True, None):
+            s = np.flatnonzero(seg & (rect if k_axis is None else ~rect & (along_k == k_axis)))
             if not len(s):
                 continue
             amp = [t.amp_dtype(isa.DTYPE_NAMES[int(dt[i])], isa.DTYPE_NAMES[int(dta[i])]) for i in s]
-            if k_axis:          # whole in-channel groups, and whole micro-panels of a panel b
+            if k_axis is None:  # rectangles: (row, col) per segment packed into one key column
+                pan = (fl[s] & isa.F_PANEL_B) != 0
+                qk = np.array([np.lcm(t.amp_in_group[d], panel_h[dt[i]] if p else 1) for d, i, p in zip(amp, s, pan)],
+                              I64)
+                qn = np.array([t.amp_out_group[d] for d in amp], I64)
+                inst, r0, c0, rl, cl, addr = read_rects(self, step, tiles[s], pcs[s], word[s], K[s], N[s], qk, qn)
+                ln = np.stack([r0, c0, rl, cl], 1)
+                unit = rl * cl * eb[s][inst]
+            elif k_axis:          # whole in-channel groups, and whole micro-panels of a panel b
                 pan = (fl[s] & isa.F_PANEL_B) != 0
                 group = np.array([np.lcm(t.amp_in_group[d], panel_h[dt[i]] if p else 1)
                                   for d, i, p in zip(amp, s, pan)], I64)
@@ -94,21 +108,26 @@ class MatmulKernels:
             else:
                 group = np.array([t.amp_out_group[d] for d in amp], I64)
                 length, unit = N[s], K[s] * eb[s]
-            inst, start, ln, addr = read_segments(self, step, tiles[s], pcs[s], word[s], length, group,
-                                                  (fl[s] & isa.F_TRANSPOSE_B) != 0, "row" if k_axis else "column")
+            if k_axis is not None:
+                inst, start, ln, addr = read_segments(self, step, tiles[s], pcs[s], word[s], length, group,
+                                                      (fl[s] & isa.F_TRANSPOSE_B) != 0, "row" if k_axis else "column")
+                unit = unit[inst] * ln
+                ln = np.stack([ln, 0 * ln, 0 * ln, 0 * ln], 1)
             it, ip = s[inst], pcs[s][inst]
             self.check_operands(isa.MATMUL, step, tiles[it], ip, {"a": (a[it], a_bytes[it], None),
-                                                                  "b": (addr, unit[inst] * ln, None)},
+                                                                  "b": (addr, unit, None)},
                                 note=" (a segment of b, F_SEG_B)")
             nseg = np.bincount(inst, minlength=len(s))
             S = int(nseg.max())
             if S > A.shape[1]:
-                A, Ln = (np.pad(x, ((0, 0), (0, S - x.shape[1]))) for x in (A, Ln))
+                A, Ln = np.pad(A, ((0, 0), (0, S - A.shape[1]))), np.pad(Ln, ((0, 0), (0, S - Ln.shape[1]), (0, 0)))
             j = np.arange(len(inst)) - np.repeat(np.cumsum(nseg) - nseg, nseg)
             A[it, j], Ln[it, j] = addr, ln
             n_all[s] = nseg
-        _, sig = np.unique(np.concatenate([along_k[:, None], Ln], 1), axis=0, return_inverse=True)
-        return np.where(seg, sig.reshape(-1) + 1, 0), (A, Ln, n_all, along_k)
+        kind = along_k.astype(I64) + 2 * rect            # 0 columns, 1 rows, 2 rectangles
+        _, sig = np.unique(np.concatenate([kind[:, None], Ln.reshape(len(tiles), -1)], 1), axis=0,
+                           return_inverse=True)
+        return np.where(seg, sig.reshape(-1) + 1, 0), (A, Ln, n_all, kind)
 
     def _matmul(self, tg, a, b, out, scale, mm, kk, nn, da, db, transpose_b, panel, f32_out=False):
         """panel: micro-panel height P of b (0: b is plain row-major / transposed).
@@ -121,12 +140,15 @@ class MatmulKernels:
         sa, sb, sc = n * mm * kk, n * kk * nn, n * mm * nn
         buf = scratch(4 * (sa + sb + sc)).view(np.float32)
         A = self._load_into(tg, a, mm * kk, da, buf[:sa].reshape(n, mm * kk))
-        if isinstance(b, tuple):        # F_SEG_B: (along k, [(addresses, length)]) side by side
-            along_k, parts = b
+        if isinstance(b, tuple):        # F_SEG_B: (kind, [(addresses, length)]) side by side
+            kind, parts = b
             B = buf[sa:sa + sb].reshape(n, kk, nn)
             c = 0
-            for addr, w in parts:
-                if along_k:
+            for addr, (w, *rc) in parts:
+                if kind == 2:           # F_SEG_2D: rectangle (r0, c0, rows, cols)
+                    r0, c0, rl, cl = w, *rc
+                    B[:, r0:r0 + rl, c0:c0 + cl] = self._load_b(tg, addr, rl, cl, db, panel, None)
+                elif kind == 1:
                     B[:, c:c + w, :] = self._load_b(tg, addr, w, nn, db, panel, None)
                 else:
                     B[:, :, c:c + w] = self._load_b(tg, addr, kk, w, db, panel, None)

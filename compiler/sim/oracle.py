@@ -66,6 +66,8 @@ The machine, as docs/architecture.md §2 states it:
   pointer per (conv group, in-channel group, out-channel group), so each segment pays
   for its own whole groups (the oracle counts them from the segment table; the machine
   admits only whole groups but in the last segment, so this is the unsegmented figure);
+  with F_SEG_2D the segments are rectangles (addr, r0, c0, rows, cols): out-channel groups
+  counted along the rectangles at row 0, in-channel groups along those at column 0;
 - a MATMUL or CAST flagged F_SCALE_TABLE reads its scale from an f32 of its own tile's
   table instead of the instruction word: no cost of its own, but the address, in every
   iteration the relocation table gives it, must lie in that table (checked here);
@@ -158,6 +160,12 @@ class Oracle:
         i = np.flatnonzero((op == isa.MATMUL) & ((fl & isa.F_SEG_B) != 0))
         if not len(i):
             return out
+        rect = (fl[i] & isa.F_SEG_2D) != 0
+        if rect.any():
+            out[i[rect]] = self._rect_groups(words[i[rect]], self.tile[i[rect]], table)
+            i = i[~rect]
+            if not len(i):
+                return out
         rows = (fl[i] & isa.F_SEG_K) != 0
         base = self.table_index(self.tile[i], words[i, 2])
         nseg = table[base]
@@ -176,6 +184,31 @@ class Oracle:
         g = np.where(rows, fig("amp_in_group"), fig("amp_out_group"))
         out[i, rows.astype(np.int64)] = np.bincount(inst, -(-length // g[inst]), len(i)).astype(np.int64)
         return out
+
+    def _rect_groups(self, words, tiles, table) -> np.ndarray:
+        """[n, 2] out- and in-channel groups of F_SEG_2D MATMULs (isa.py): each rectangle's
+        own whole groups, columns counted along the rectangles at row 0, rows along those at
+        column 0 (the rectangles tile b; the machine checks that)."""
+        base = self.table_index(tiles, words[:, 2])
+        nseg = table[base]
+        if (nseg < 1).any():
+            raise ValueError("a segmented MATMUL's table holds no rectangles")
+        inst = np.repeat(np.arange(len(words)), nseg)
+        j = np.arange(len(inst)) - np.repeat(np.cumsum(nseg) - nseg, nseg)
+        e = base[inst] + 1 + j * isa.SEG2_WORDS
+        r0, c0, rl, cl = (table[e + x] for x in (1, 2, 3, 4))
+        dt, da = amp_type(words)
+        rate = lambda c: np.vectorize(lambda x: self.f.amp_macs_per_cycle[isa.DTYPE_NAMES[int(x)]])(c)
+        code = np.where(rate(da) < rate(dt), da, dt)
+        fig = lambda key: np.vectorize(lambda x: getattr(self.f, key)[isa.DTYPE_NAMES[int(x)]])(code)[inst]
+        og, ig = fig("amp_out_group"), fig("amp_in_group")
+        n = len(words)
+        cols = np.bincount(inst, np.where(r0 == 0, cl, 0), n).astype(np.int64)
+        rows = np.bincount(inst, np.where(c0 == 0, rl, 0), n).astype(np.int64)
+        if not (np.array_equal(cols, words[:, 6]) and np.array_equal(rows, words[:, 5])):
+            raise ValueError("a segmented MATMUL's rectangles do not span its k and n")
+        return np.stack([np.bincount(inst, np.where(r0 == 0, -(-cl // og), 0), n),
+                         np.bincount(inst, np.where(c0 == 0, -(-rl // ig), 0), n)], 1).astype(np.int64)
 
     def check_scales(self, count: int = 1, code_s=None):
         """F_SCALE_TABLE words address an f32 of their tile's table, first and last

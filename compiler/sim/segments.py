@@ -24,31 +24,39 @@ def _hex(x) -> str:
     return hex(int(x))
 
 
+def _entries(k, step, tiles, pcs, word, most, words: int, where, of: str, what: str = "segments"):
+    """A round's segment tables: word 0 = nseg (1 .. `most`), then nseg entries of `words`
+    words, in the tile's table blob; entries read through the running loop's relocation.
+    Returns (inst, j, nseg, entry words [.., words])."""
+    m = k.m
+    ff = lambda bad, msg: first_fault(bad, msg, tiles, step, pcs)
+    t0, tl = k.tables
+    lo, hi = t0[tiles], t0[tiles] + tl[tiles]
+    ff((word % 4 != 0) | (word < lo) | (word + 4 > hi),
+       lambda i: f"{where(i)} is not an aligned word of the tile's table blob [{_hex(lo[i])}, {_hex(hi[i])})")
+    nseg = m.read_words(tiles, word, 1)[:, 0]
+    ff((nseg < 1) | (nseg > most), lambda i: f"{where(i)} holds {nseg[i]} {what} for {most[i]} {of}")
+    ff(word + isa.seg_table_bytes(nseg, words) > hi,
+       lambda i: f"{where(i)}: its {nseg[i]} entries run past the tile's table blob ({_hex(hi[i])})")
+    inst = np.repeat(np.arange(len(tiles)), nseg)
+    j = np.arange(len(inst)) - np.repeat(np.cumsum(nseg) - nseg, nseg)
+    at = word[inst] + 4 + j * 4 * words
+    w = m.read_words(tiles[inst], at, words)
+    loop = getattr(k, "loop", None)
+    if loop is not None:       # a relocated addr word reads as stored + i * stride
+        w = loop.fix_table(m.pos(tiles[inst][:, None], at[:, None] + 4 * np.arange(words)), w)
+    return inst, j, nseg, w
+
+
 def read_segments(k, step, tiles, pcs, word, N, group, transpose, axis="column"):
     """Segments of a round of F_SEG_B MATMULs (b words `word`, length `N` along the
     segmented axis (n, or k with F_SEG_K), the quantum `group` of every segment but the
     last, per instance). Returns (inst, start, len, addr) per segment, in instance then
     axis order (int64 arrays)."""
-    m = k.m
     ff = lambda bad, msg: first_fault(bad, msg, tiles, step, pcs)
     ff(transpose, lambda i: "MATMUL b cannot be both segmented (F_SEG_B) and transposed (F_TRANSPOSE_B)")
-    t0, tl = k.tables
-    lo, hi = t0[tiles], t0[tiles] + tl[tiles]
     where = lambda i: f"MATMUL segment table at {_hex(word[i])} (F_SEG_B)"
-    ff((word % 4 != 0) | (word < lo) | (word + 4 > hi),
-       lambda i: f"{where(i)} is not an aligned word of the tile's table blob [{_hex(lo[i])}, {_hex(hi[i])})")
-    nseg = m.read_words(tiles, word, 1)[:, 0]
-    ff((nseg < 1) | (nseg > N),
-       lambda i: f"{where(i)} holds {nseg[i]} segments for {N[i]} {axis}s")
-    end = word + isa.seg_table_bytes(nseg)
-    ff(end > hi, lambda i: f"{where(i)}: its {nseg[i]} entries run past the tile's table blob ({_hex(hi[i])})")
-    inst = np.repeat(np.arange(len(tiles)), nseg)
-    j = np.arange(len(inst)) - np.repeat(np.cumsum(nseg) - nseg, nseg)
-    at = word[inst] + 4 + j * 4 * isa.SEG_WORDS
-    w = m.read_words(tiles[inst], at, isa.SEG_WORDS)
-    loop = getattr(k, "loop", None)
-    if loop is not None:       # a relocated addr word reads as stored + i * stride
-        w = loop.fix_table(m.pos(tiles[inst][:, None], at[:, None] + 4 * np.arange(isa.SEG_WORDS)), w)
+    inst, j, nseg, w = _entries(k, step, tiles, pcs, word, N, isa.SEG_WORDS, where, f"{axis}s")
     addr, ncols = w[:, 0], w[:, 1]
     last = j == nseg[inst] - 1
     sf = lambda bad, msg: first_fault(bad, msg, tiles[inst], step, pcs[inst])
@@ -61,3 +69,41 @@ def read_segments(k, step, tiles, pcs, word, N, group, transpose, axis="column")
     total = np.bincount(inst, ncols, len(tiles)).astype(I64)
     ff(total != N, lambda i: f"{where(i)}: its segments hold {total[i]} {axis}s, the MATMUL has {N[i]}")
     return inst, col, ncols, addr
+
+
+def read_rects(k, step, tiles, pcs, word, K, N, qk, qn):
+    """Segments of a round of F_SEG_B | F_SEG_2D MATMULs (isa.py): rectangles (addr, r0,
+    c0, rows, cols) of each instance's b [K, N]; every edge on a multiple of the quanta
+    (qk rows: in-channel groups and panels; qn columns: out-channel groups) or at K (N),
+    tiling b exactly. Returns (inst, r0, c0, rows, cols, addr) per segment, in table order."""
+    ff = lambda bad, msg: first_fault(bad, msg, tiles, step, pcs)
+    where = lambda i: f"MATMUL segment table at {_hex(word[i])} (F_SEG_2D)"
+    units = -(-K // qk) * -(-N // qn)
+    inst, j, nseg, w = _entries(k, step, tiles, pcs, word, units, isa.SEG2_WORDS, where, "group blocks",
+                                "rectangles")
+    addr, r0, c0, rl, cl = (w[:, x].astype(I64) for x in range(5))
+    Ki, Ni, gk, gn = K[inst], N[inst], qk[inst], qn[inst]
+    sf = lambda bad, msg: first_fault(bad, msg, tiles[inst], step, pcs[inst])
+    box = lambda s: f"MATMUL segment {j[s]} (rows {r0[s]}+{rl[s]}, columns {c0[s]}+{cl[s]}) of the table at " \
+                    f"{_hex(word[inst[s]])}"
+    sf((rl < 1) | (cl < 1) | (r0 + rl > Ki) | (c0 + cl > Ni), lambda s: f"{box(s)} is empty or outside b "
+                                                                         f"[{Ki[s]}, {Ni[s]}]")
+    sf((r0 % gk != 0) | (c0 % gn != 0) | (((r0 + rl) % gk != 0) & (r0 + rl != Ki))
+       | (((c0 + cl) % gn != 0) & (c0 + cl != Ni)),
+       lambda s: f"{box(s)} is not whole channel-group blocks of {gk[s]} x {gn[s]}: the AMP reads one weight "
+                 f"pointer per (in-group, out-group) block")
+    area = np.bincount(inst, rl * cl, len(tiles)).astype(I64)
+    ff(area != K * N, lambda i: f"{where(i)}: its rectangles hold {area[i]} elements, b has {K[i] * N[i]}")
+    # equal area and aligned edges: tiling exactly <=> no group block covered twice
+    un = -(-N // qn)
+    base = np.cumsum(units) - units
+    nk, nn = -(-rl // gk), -(-cl // gn)
+    cnt = nk * nn
+    s_of = np.repeat(np.arange(len(inst)), cnt)
+    e = np.arange(cnt.sum()) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    cell = base[inst][s_of] + (r0[s_of] // gk[s_of] + e // nn[s_of]) * un[inst][s_of] + c0[s_of] // gn[s_of] \
+        + e % nn[s_of]
+    hits = np.bincount(cell, minlength=int(units.sum()))
+    twice = np.bincount(inst[s_of][hits[cell] > 1], minlength=len(tiles)) > 0
+    ff(twice, lambda i: f"{where(i)}: its rectangles overlap (a group block read twice, another never)")
+    return inst, r0, c0, rl, cl, addr

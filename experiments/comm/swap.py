@@ -37,7 +37,7 @@ def options(g, n, t, pol, panels, homes):
     o = matmul_options(g, n, t, pol, homes)[0]
     o = with_relay(o) if pol.operand_relay and pol.plan_beam else o
     if pol.ring_homes and pol.plan_beam:
-        o = with_rings(g, {n: o}, t, panels, pol.ring_copies, pol.ring_in_place)[n]
+        o = with_rings(g, {n: o}, t, panels, pol.ring_copies, pol.ring_in_place, pol.ring_units)[n]
     return o
 
 

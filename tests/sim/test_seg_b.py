@@ -33,18 +33,11 @@ def build(dtype="f16", k=32, widths=(16, 16, 8), addrs=None, table=None, a_addr=
     """MATMUL a [m, k] f16 x b [k, sum(widths)] (dtype) -> out, b in segments at `addrs`
     (default: region 1, 4 KiB apart, in reverse column order), or contiguous. With
     `n` (and flags F_SEG_K) the segments are row ranges of b [sum(widths), n]."""
-    rng = np.random.default_rng(seed)
     along_k = n is not None
     k, n = (sum(widths), n) if along_k else (k, sum(widths))
-    A = rng.standard_normal((m, k)).astype(np.float16)
-    B = (rng.standard_normal((k, n)) * 0.5).astype(np.float16 if dtype == "f16" else FP8)
-    P = TINY.amp_panel_elems.get(dtype, 0)
-    fl = flags | (isa.F_PANEL_B if P else 0)
-    asm = Asm()
-    s = {"a": put(W, a_addr, A, asm, "a")}
+    A, B, P, fl, asm, s = operands(dtype, k, n, a_addr, flags, seed)
     if contiguous:
-        s["b"] = put(W, R1, isa.panel_order(B, P) if P else B, asm, "b")
-        asm.matmul(W, a_addr, R1, R0_DATA2, m, k, n, dtype=dtype, dtype2="f16", flags=fl & ~isa.F_SEG_K)
+        contiguous_b(asm, s, B, P, dtype, a_addr, fl & ~isa.F_SEG_K)
     else:
         addrs = addrs or [R1 + 0x1000 * (len(widths) - i) for i in range(len(widths))]
         for i, (blk, at) in enumerate(zip(_blocks(B, widths, P, along_k), addrs)):
@@ -53,6 +46,29 @@ def build(dtype="f16", k=32, widths=(16, 16, 8), addrs=None, table=None, a_addr=
             words = [len(widths)] + [x for at, w in zip(addrs, widths) for x in (at, w)] if table is None else table
             tab = asm.table_words(t, words)
             asm.matmul(t, a_addr, tab, R0_DATA2, m, k, n, dtype=dtype, dtype2="f16", flags=fl | isa.F_SEG_B)
+    return finish(asm, s, A, B)
+
+
+def operands(dtype, k, n, a_addr, flags, seed):
+    """a [m, k] f16 (placed at a_addr on the tiles W) and b [k, n] of `dtype`; b's panel
+    height P and the flags with F_PANEL_B where b is read as panels."""
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((m, k)).astype(np.float16)
+    B = (rng.standard_normal((k, n)) * 0.5).astype(np.float16 if dtype == "f16" else FP8)
+    P = TINY.amp_panel_elems.get(dtype, 0)
+    asm = Asm()
+    return A, B, P, flags | (isa.F_PANEL_B if P else 0), asm, {"a": put(W, a_addr, A, asm, "a")}
+
+
+def contiguous_b(asm, s, B, P, dtype, a_addr, fl):
+    """The reference MATMUL: b whole at R1."""
+    s["b"] = put(W, R1, isa.panel_order(B, P) if P else B, asm, "b")
+    asm.matmul(W, a_addr, R1, R0_DATA2, m, *B.shape, dtype=dtype, dtype2="f16", flags=fl)
+
+
+def finish(asm, s, A, B):
+    """SYNC, each tile's output streamed out; (program, stream inputs, (A, B))."""
+    n = B.shape[1]
     asm.sync()
     asm.stream_out("out", len(W) * m * n * 2, [(i * m * n * 2, t, R0_DATA2, m * n * 2, 1, m * n * 2, m * n * 2)
                                                for i, t in enumerate(W)])
@@ -104,11 +120,19 @@ def test_relocated_segment_reads_member_i():
     writes out_i); segment 1 stays."""
     k, w0, w1, L = 32, 16, 16, 3
     rng = np.random.default_rng(3)
-    A = rng.standard_normal((m, k)).astype(np.float16)
     seq = rng.standard_normal((L, k, w0)).astype(np.float16)
     B1 = rng.standard_normal((k, w1)).astype(np.float16)
-    stride, S0, S1 = k * w0 * 2, R1 + 0x4000, R1 + 0x1000
-    SO = m * (w0 + w1) * 2
+    relocated(seq, B1, lambda S0, S1: [2, S0, w0, S1, w1], isa.F_SEG_B, axis=1)
+
+
+def relocated(seq, B1, words, flags, axis):
+    """REPEAT L = len(seq): b = seq[i] beside B1 (along `axis`), seq a sequence at a stride
+    whose segment-table addr word (the first entry's, from words(S0, S1)) the loop
+    relocates; every iteration's output against numpy, the cycles against the oracle."""
+    L, k, n = len(seq), *np.concatenate([seq[0], B1], axis).shape
+    A = np.random.default_rng(4).standard_normal((m, k)).astype(np.float16)
+    stride, S0, S1 = seq[0].size * 2, R1 + 0x4000, R1 + 0x1000
+    SO = m * n * 2
     asm = Asm()
     s = {"a": put(W, R0_DATA, A, asm, "a"), "s0": put(W, S0, seq, asm, "s0"), "s1": put(W, S1, B1, asm, "s1")}
     for t in range(asm.T):
@@ -117,18 +141,18 @@ def test_relocated_segment_reads_member_i():
             continue
         p = asm.pc(t)
         asm.on(t, isa.REPEAT, L, 2, 0, 0)
-        tab = asm.table_words(t, [2, S0, w0, S1, w1])
+        tab = asm.table_words(t, words(S0, S1))
         rt = asm.reloc_table(t, [(tab + 4, stride), (asm.code_word(t, p + 1, 3), SO)])
-        asm.matmul(t, R0_DATA, tab, R0_DATA2, m, k, w0 + w1, flags=isa.F_SEG_B)
+        asm.matmul(t, R0_DATA, tab, R0_DATA2, m, k, n, flags=flags)
         asm.code[t][p] = isa.instr(isa.REPEAT, L, 2, rt, 2)
     asm.sync()
     asm.stream_out("out", len(W) * L * SO, [(i * L * SO, t, R0_DATA2, L * SO, 1, L * SO, L * SO)
                                             for i, t in enumerate(W)])
     prog = asm.build()
     res = sim.run(prog, s)
-    out = get(res, "out", np.float16, (len(W), L, m, w0 + w1))
+    out = get(res, "out", np.float16, (len(W), L, m, n))
     for i in range(L):
-        B = np.concatenate([seq[i], B1], 1).astype(np.float32)
+        B = np.concatenate([seq[i], B1], axis).astype(np.float32)
         want = exact.matmul_f32(A.astype(np.float32), B).astype(np.float16)
         assert np.array_equal(out[:, i], np.broadcast_to(want, out[:, i].shape)), i
     assert np.array_equal(oracle.step_cycles(prog), res.step_cycles)

@@ -245,8 +245,8 @@ def test_word0_flags_on_old_opcodes():
         _fault(a.build(), match="invalid instruction word 0")
     _fault(_mm_f32_mixed(), match="mixes f32 with f16")
     a = Asm()
-    a.matmul(5, R0_DATA, R1, R0_DATA2, M, K, N, flags=16).sync()  # 1, 2, 4, 8: TRANSPOSE_B, PANEL_B, SEG_B, SEG_K
-    _fault(a.build(), match="MATMUL has unknown flag bits 0x10")
+    a.matmul(5, R0_DATA, R1, R0_DATA2, M, K, N, flags=0x20).sync()  # 1-0x10, 0x40, 0x80: TRANSPOSE_B, PANEL_B, SEG_B, SEG_K, SEG_2D, F32_OUT, SCALE_TABLE
+    _fault(a.build(), match="MATMUL has unknown flag bits 0x20")
 
 
 def _mm_f32_mixed():

@@ -64,22 +64,14 @@ def model_phase(cfg, mapper=mappers.serial):
 
 
 def reference_phase(m: ModelResult) -> ReferenceResult:
-    from concurrent.futures import ThreadPoolExecutor
     from . import compare, model_check, tolerance as checkpoints
     g, tower = m.graph, model_check.applies(m.graph)
     fp8 = checkpoints.casts(g)
     unrounded = {} if tower and not fp8 else None
-    # the independent model and the weights check read only the model's data: they run beside
-    # the graph's evaluations (each its own bytes whatever runs with it), filling the cores the
-    # evaluations leave idle (the unrounded one ends first; the weights check is one thread)
-    with ThreadPoolExecutor(2, thread_name_prefix="reference-side") as side:
-        model_f = side.submit(model_check.model_outputs, g, m.data)
-        weights_f = side.submit(model_check.weights_check, g, m.data) if tower else None
-        outputs, tolerance, layers = checkpoints.reference_checkpoints(g, m.data, unrounded)
-        fp16 = compare.fp16_activations(g, m.data)
-        err = None if fp16 is None else round(compare.rms_rel_error(g, outputs, fp16), 9)
-        model = model_f.result()
-        weights = weights_f.result() if weights_f is not None else None
+    outputs, tolerance, layers = checkpoints.reference_checkpoints(g, m.data, unrounded)
+    fp16 = compare.fp16_activations(g, m.data)
+    err = None if fp16 is None else round(compare.rms_rel_error(g, outputs, fp16), 9)
+    model = model_check.model_outputs(g, m.data)
     figs = None
     if model is not None:       # the FP16-activation evaluation against the model (model_check.py)
         r, u = model_check.fp16_evaluations(g, m.data, *((None, None) if fp8 else (outputs, unrounded)))
@@ -90,7 +82,7 @@ def reference_phase(m: ModelResult) -> ReferenceResult:
         clip = clipping(g, m.data)[0]
     return ReferenceResult(outputs, tolerance, fp16_outputs=fp16, fp8_activation_error=err, layers=layers,
                            model_outputs=model, model_figures=figs, fp8_clipping=clip,
-                           model_weights=weights)
+                           model_weights=model_check.weights_check(g, m.data) if tower else None)
 
 
 def target_of(cfg) -> Target:

@@ -260,26 +260,65 @@ def _qexp(x):
 
 
 @njit(**_JIT)
-def _quanta(a, b):
-    """(qa [bs, m], qb [bs, n]): the least _qexp in each row of float32 a [bs, m, k] and in
-    each column of b [bs, k, n]: every product a[i, l] b[l, j] is a multiple of
-    2^(qa[i] + qb[j])."""
+def _widen_rows(a, a64, ss, qa):
+    """One pass over float32 a [bs, m, k] (any strides): a64 its float64 copy (C order, for
+    BLAS), ss [bs, m] each row's sum of squares (four partial sums: the norm is an upper
+    bound only, computed in any order, its rounding inside the doubled gamma_k and _certify's
+    2^-20), qa [bs, m] each row's least _qexp (every product a[i, l] b[l, j]
+    is a multiple of 2^(qa[i] + qb[j]))."""
     bs, m, k = a.shape
-    n = b.shape[2]
-    qa, qb = np.empty((bs, m), np.int64), np.empty((bs, n), np.int64)
-    col = np.empty(n, np.int64)
     for t in range(bs):
         for i in range(m):
             q = NONE
             for l in range(k):
-                q = min(q, _qexp(a[t, i, l]))
+                x = a[t, i, l]
+                a64[t, i, l] = np.float64(x)
+                q = min(q, _qexp(x))
             qa[t, i] = q
-        col[:] = NONE
-        for l in range(k):
+            s0, s1, s2, s3 = 0.0, 0.0, 0.0, 0.0
+            r = a64[t, i]
+            k4 = k - k % 4
+            for l in range(0, k4, 4):
+                s0 += r[l] * r[l]
+                s1 += r[l + 1] * r[l + 1]
+                s2 += r[l + 2] * r[l + 2]
+                s3 += r[l + 3] * r[l + 3]
+            for l in range(k4, k):
+                s0 += r[l] * r[l]
+            ss[t, i] = (s0 + s1) + (s2 + s3)
+
+
+@njit(**_JIT)
+def _widen_cols(b, b64, ss, qb):
+    """_widen_rows for the columns of float32 b [bs, k, n]: b64, ss [bs, n], qb [bs, n]
+    (row by row, each column's sum in k order: the j loop vectorises)."""
+    bs, k, n = b.shape
+    for t in range(bs):
+        for j in range(n):
+            ss[t, j] = 0.0
+            qb[t, j] = NONE
+        for l in range(k):                # three plain loops: each vectorises (one did not)
+            row, wide, s, q = b[t, l], b64[t, l], ss[t], qb[t]
             for j in range(n):
-                col[j] = min(col[j], _qexp(b[t, l, j]))
-        qb[t, :] = col
-    return qa, qb
+                wide[j] = np.float64(row[j])
+            for j in range(n):
+                s[j] += wide[j] * wide[j]
+            for j in range(n):
+                q[j] = min(q[j], _qexp(row[j]))
+
+
+def widened(a3: np.ndarray, b3: np.ndarray):
+    """(a64, b64, na, nb, qa, qb) of float32 a3 [bs, m, k] and b3 [bs, k, n]: the operands in
+    float64 (C order), a's row and b's column norms, and their quanta (_widen_rows), each
+    operand read once."""
+    bs, m, k = a3.shape
+    n = b3.shape[2]
+    a64, b64 = np.empty((bs, m, k)), np.empty((bs, k, n))
+    sa, sb = np.empty((bs, m)), np.empty((bs, n))
+    qa, qb = np.empty((bs, m), np.int64), np.empty((bs, n), np.int64)
+    _widen_rows(a3, a64, sa, qa)
+    _widen_cols(b3, b64, sb, qb)
+    return a64, b64, np.sqrt(sa), np.sqrt(sb), qa, qb
 
 
 TWO53 = 2.0 ** 53
@@ -385,13 +424,6 @@ def _exact(p: np.ndarray) -> np.float32:
     return np.float32(r + np.float32(0.0))
 
 
-def norms(x: np.ndarray, axis: int) -> np.ndarray:
-    """Euclidean norms along `axis` of a float64 array (an upper bound only: computed in any
-    order, its rounding is inside the doubled gamma_k and _certify's 2^-20)."""
-    y = np.moveaxis(x, axis, -1)
-    return np.sqrt(np.einsum("...i,...i->...", y, y))
-
-
 def _blas(a64: np.ndarray, b64: np.ndarray) -> np.ndarray:
     """The float64 products by BLAS, in whatever order it likes (a test swaps this for one
     that errs anywhere within the bound, tests/test_exact.py)."""
@@ -419,11 +451,9 @@ def matmul_f32(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> n
         res[...] = 0
         return _shaped(res, lead, out)
     # C order: numpy hands a stack of C-contiguous matrices to BLAS (others to its own loop)
-    a64, b64 = a3.astype(np.float64, order="C"), b3.astype(np.float64, order="C")
+    a64, b64, na, nb, qa, qb = widened(a3, b3)
     with np.errstate(invalid="ignore", over="ignore"):      # inf/NaN operands: settled below
         c = _blas(a64, b64).reshape(bs, m, n)
-        na, nb = norms(a64, 2), norms(b64, 1)
-    qa, qb = _quanta(a3, b3)
     ra, rb = _scaled(na, qa), _scaled(nb, qb)
     # gamma_k, doubled: covers the float64 norms' own rounding and c +- e's
     g = 2.0 * k * U / (1.0 - k * U) * (1.0 + 2.0 ** -20)

@@ -205,3 +205,57 @@ def test_qexp_is_the_lowest_set_bit():
     q = np.empty(5, np.int64)
     _qexps(special, q)
     assert q.tolist() == [exact.NONE] * 2 + [exact.NAN] * 3
+
+
+def _lowest_bit_exponent(v: float) -> int:
+    """log2 of the lowest set bit's weight of a finite nonzero float, by Fractions alone."""
+    f = Fraction(v)
+    num, den = abs(f.numerator), f.denominator
+    return (num & -num).bit_length() - 1 - (den.bit_length() - 1)
+
+
+def test_widened_operands_norms_and_quanta():
+    """matmul_f32's one pass over each operand (exact.widened): the float64 copies equal
+    numpy's widening, the norms the Euclidean norms to rounding (an upper bound's slack is
+    2^-20), the quanta the least lowest-set-bit exponent of each row of a and column of b
+    (Fractions), zero rows NONE and a NaN / inf anywhere NAN; b as a transposed view too."""
+    rng = np.random.default_rng(31)
+    a = rng.standard_normal((3, 9, 70)).astype(np.float16).astype(np.float32)
+    b = (rng.standard_normal((3, 50, 70)) * 8).astype(ml_dtypes.float8_e4m3fn).astype(np.float32).transpose(0, 2, 1)
+    a[0, 2] = 0
+    a[1, 3, 5], b[2, 7, 4] = np.nan, np.inf
+    a[2, 1, :5] = np.float32(2.0 ** -140)          # subnormals
+    a64, b64, na, nb, qa, qb = exact.widened(a, b)
+    assert a64.dtype == b64.dtype == np.float64 and a64.flags.c_contiguous and b64.flags.c_contiguous
+    assert a64.tobytes() == a.astype(np.float64).tobytes() and b64.tobytes() == b.astype(np.float64).tobytes()
+    want_na = np.sqrt((a.astype(np.float64) ** 2).sum(2))
+    want_nb = np.sqrt((b.astype(np.float64) ** 2).sum(1))
+    for got, want in ((na, want_na), (nb, want_nb)):
+        fin = np.isfinite(want)
+        assert (np.abs(got[fin] - want[fin]) <= 1e-12 * want[fin]).all()
+        assert (np.isnan(got) == np.isnan(want)).all() and (np.isinf(got) == np.isinf(want)).all()
+
+    def quanta(vals):
+        vals = [float(v) for v in vals]
+        if any(not math.isfinite(v) for v in vals):
+            return exact.NAN
+        nz = [_lowest_bit_exponent(v) for v in vals if v != 0]
+        return min(nz) if nz else exact.NONE
+    assert qa.tolist() == [[quanta(a[t, i]) for i in range(a.shape[1])] for t in range(a.shape[0])]
+    assert qb.tolist() == [[quanta(b[t, :, j]) for j in range(b.shape[2])] for t in range(b.shape[0])]
+
+
+def test_every_element_through_the_compensated_fallback(monkeypatch):
+    """With _certify settling nothing (every element flagged), the compensated and exact
+    fallbacks alone give the brute-force bits, on f16 x FP8 operands and exact ties: the
+    fallback is what a future fast path of the certified one must agree with."""
+    real = exact._certify
+
+    def none_settled(c, na, nb, ra, rb, g, out, flagged):
+        real(c, na, nb, ra, rb, g, out, flagged)
+        flagged[:c.size] = np.arange(c.size)
+        out[...] = np.nan
+        return c.size
+    monkeypatch.setattr(exact, "_certify", none_settled)
+    for name, a, b in list(cases())[:3]:
+        assert exact.matmul_f32(a, b).tobytes() == brute(a, b).tobytes(), name

@@ -244,6 +244,28 @@ def live_peak(tg: TileGraph, sz: np.ndarray | None = None) -> tuple[np.ndarray, 
     return live.max(1), live.argmax(1)
 
 
+def unit_waste(tg: TileGraph, t, region0_free: np.ndarray, prof_bytes: int) -> np.ndarray:
+    """Per request: bytes beyond its extent that a bank-separated sequence (count > 1 with a
+    bank edge: policy.ring_units' pooled `weights.ring` pieces) denies every request live
+    beside it. It owns every unit its extent touches (an element pair in region 1, an
+    element in region 0), so at least ceil(extent / unit) units; only a reservation may
+    share them (region 1: the profile samples; region 0: code and exchange table), so the
+    waste is the padding less those bytes, and a standard sequence's the lesser of the two
+    regions'. The footprint screen adds it: without it the tiny 8-layer batch-4 trial with
+    ring_units passed expand with six tiles 92-1,668 B over (a 90,112 B sequence = 2.75 of
+    region 1's four pairs), and placement sent every such tile to CP-SAT (#26). The place
+    phase proves the same rule independently (place/bound.py unit_waste)."""
+    r = tg.req
+    owns = np.zeros(len(r["size"]), bool)
+    owns[tg.bank.ravel()] = True
+    owns &= r["count"] > 1
+    extent = r["stride"] * (r["count"] - 1) + r["size"]
+    w1 = np.maximum(0, pad(extent, 2 * t.element_bytes) - extent - prof_bytes)
+    w0 = np.maximum(0, pad(extent, t.element_bytes) - extent - (t.region0_bytes - region0_free[r["tile"]]))
+    w = np.where(r["region"] == INTERLEAVED, w1, np.where(r["region"] == STANDARD, np.minimum(w0, w1), w0))
+    return np.where(owns, w, 0)
+
+
 def region1_peak(tg: TileGraph, t, region0_free: np.ndarray) -> np.ndarray:
     """Peak live bytes per tile that must sit in region 1: 128-bit operands (interleaved),
     and every other request whose extent exceeds its tile's free region 0
@@ -284,13 +306,13 @@ def profile_bytes(tg: TileGraph) -> int:
 
 def analyse(tg: TileGraph, t: Target) -> dict:
     cyc, per_tile = step_cycles(tg, t)
-    peak, event = live_peak(tg)
     code = isa.code_bytes(code_instructions(tg))
     table = table_blob_bytes(tg)
     support = code + table + profile_bytes(tg) + 3 * 16
-    worst = int(np.argmax(peak + support))
     region1 = t.region1_bytes - profile_bytes(tg)
     region0_free = t.region0_bytes - code - table     # place.phase reserve_support
+    peak, event = live_peak(tg, _span(tg.req) + unit_waste(tg, t, region0_free, profile_bytes(tg)))
+    worst = int(np.argmax(peak + support))
     nbytes = tg.xfer["s_row_bytes"] * tg.xfer["s_rows"]
     b0, b1 = tg.body_steps()
     return dict(cycles=int((cyc * tg.step_runs()).sum()), body_cycles=int(cyc[b0:b1].sum()), step_cycles=cyc,

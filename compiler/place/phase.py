@@ -200,9 +200,12 @@ _REGION_PROOF = {"bound-live-region1": "region 1", "bound-live-region0": "region
 
 def rejection_text(tile: int, s) -> str:
     """One line naming tile, event, live, available and deficit bytes (and the region
-    when the proof is a region's)."""
-    r = _REGION_PROOF.get(s.method)
-    live = f"{s.live_bytes} B live" + (f" that only {r} can hold" if r else "")
+    when the proof is a region's; bound.py's unit proofs count bank-separated sequences
+    in whole units)."""
+    units = s.method.endswith("-units")
+    r = _REGION_PROOF.get(s.method.removesuffix("-units"))
+    live = (f"{s.live_bytes} B live" + (" counting bank-separated sequences in whole units" if units else "")
+            + (f" that only {r} can hold" if r else ""))
     return (f"tile {tile} {s.status}: {live} at event {s.event}, {s.available_bytes} B "
             f"available{' in ' + r if r else ''} (deficit {s.deficit} B)"
             + (f", request {s.request}" if s.request >= 0 else ""))

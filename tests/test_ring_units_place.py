@@ -37,7 +37,7 @@ def _units_candidate():
 def test_pooled_pieces_rejected_by_expand_and_proved_by_the_place_bound():
     g, cand, t, pol = _units_candidate()
     e = expand_one(cand, g, t, pol)
-    assert e.reason == "memory" and "live at event" in e.message, e.message
+    assert e.reason == "memory" and "in whole units" in e.message, e.message
     tg = expand_graph(g, cand.grids, t, pol, cand.label, cand.resident)
     a = analyse(tg, t)
     region0_free = t.region0_bytes - a["code_bytes"] - a["table_bytes"]

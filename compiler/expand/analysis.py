@@ -251,10 +251,14 @@ def unit_waste(tg: TileGraph, t, region0_free: np.ndarray, prof_bytes: int) -> n
     element in region 0), so at least ceil(extent / unit) units; only a reservation may
     share them (region 1: the profile samples; region 0: code and exchange table), so the
     waste is the padding less those bytes, and a standard sequence's the lesser of the two
-    regions'. The footprint screen adds it: without it the tiny 8-layer batch-4 trial with
-    ring_units passed expand with six tiles 92-1,668 B over (a 90,112 B sequence = 2.75 of
-    region 1's four pairs), and placement sent every such tile to CP-SAT (#26). The place
-    phase proves the same rule independently (place/bound.py unit_waste)."""
+    regions'. analyse's unit screen adds it to the requests' exact extents (the footprint
+    screen's alignment slack left out, so the screen rejects only what placement cannot
+    place; `units_footprint`): without it the tiny 8-layer batch-4 trial with ring_units
+    passed expand with six tiles 92-1,668 B over (a 90,112 B sequence = 2.75 of region 1's
+    four pairs), and placement sent every such tile to CP-SAT (#26). The place phase
+    proves the same rule independently (place/bound.py unit_waste). Resident weights'
+    requests are such sequences too (default trials: up to 23,888 B a tile), so
+    footprint_bytes, which reports and plots show, keeps the plain extents."""
     r = tg.req
     owns = np.zeros(len(r["size"]), bool)
     owns[tg.bank.ravel()] = True
@@ -311,13 +315,19 @@ def analyse(tg: TileGraph, t: Target) -> dict:
     support = code + table + profile_bytes(tg) + 3 * 16
     region1 = t.region1_bytes - profile_bytes(tg)
     region0_free = t.region0_bytes - code - table     # place.phase reserve_support
-    peak, event = live_peak(tg, _span(tg.req) + unit_waste(tg, t, region0_free, profile_bytes(tg)))
+    peak, event = live_peak(tg)
     worst = int(np.argmax(peak + support))
+    waste = unit_waste(tg, t, region0_free, profile_bytes(tg))
+    units = None                                        # the unit screen, where some sequence wastes bytes:
+    if waste.any():                                     # exact extents (no alignment slack) plus the waste,
+        r = tg.req                                      # against the tile less its reservations
+        upeak, uevent = live_peak(tg, r["stride"] * (r["count"] - 1) + r["size"] + waste)
+        units = (upeak + code + table + profile_bytes(tg), uevent)
     nbytes = tg.xfer["s_row_bytes"] * tg.xfer["s_rows"]
     b0, b1 = tg.body_steps()
     return dict(cycles=int((cyc * tg.step_runs()).sum()), body_cycles=int(cyc[b0:b1].sum()), step_cycles=cyc,
                 tile_cycles=per_tile,
                 code_bytes=code, table_bytes=table, peak_bytes=peak, peak_event=event,
-                footprint_bytes=peak + support, worst_tile=worst,
+                footprint_bytes=peak + support, worst_tile=worst, units_footprint=units,
                 region1_live_bytes=region1_peak(tg, t, region0_free), region1_bytes=region1,
                 exchange_bytes=int(nbytes.sum()), unencodable=unencodable(tg))

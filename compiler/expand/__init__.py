@@ -62,6 +62,15 @@ def expand_one(cand, graph, target: Target, policy: Policy) -> Expanded:
                         f"{target.tile_bytes} B available (deficit {need - target.tile_bytes} B)",
                         dict(tile=w, event=ev, live_bytes=need, available_bytes=target.tile_bytes,
                              deficit_bytes=need - target.tile_bytes))
+    if a["units_footprint"] is not None and a["units_footprint"][0].max() > target.tile_bytes:
+        uf, uev = a["units_footprint"]          # bank-separated sequences in whole units (analysis.unit_waste)
+        w = int(uf.argmax())
+        need, ev = int(uf[w]), int(uev[w])
+        return Expanded(cand, None, a, "memory",
+                        f"tile {w}: {need} B live at event {ev} counting bank-separated sequences in whole "
+                        f"units (with support), {target.tile_bytes} B available (deficit {need - target.tile_bytes} B)",
+                        dict(tile=w, event=ev, live_bytes=need, available_bytes=target.tile_bytes,
+                             deficit_bytes=need - target.tile_bytes))
     il, r1 = a["region1_live_bytes"], a["region1_bytes"]
     if il.max() > r1:
         w = int(il.argmax())

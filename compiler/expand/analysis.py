@@ -244,6 +244,32 @@ def live_peak(tg: TileGraph, sz: np.ndarray | None = None) -> tuple[np.ndarray, 
     return live.max(1), live.argmax(1)
 
 
+def unit_waste(tg: TileGraph, t, region0_free: np.ndarray, prof_bytes: int) -> np.ndarray:
+    """Per request: bytes beyond its extent that a bank-separated sequence (count > 1 with a
+    bank edge: policy.ring_units' pooled `weights.ring` pieces) denies every request live
+    beside it. It owns every unit its extent touches (an element pair in region 1, an
+    element in region 0), so at least ceil(extent / unit) units; only a reservation may
+    share them (region 1: the profile samples; region 0: code and exchange table), so the
+    waste is the padding less those bytes, and a standard sequence's the lesser of the two
+    regions'. analyse's unit screen adds it to the requests' exact extents (the footprint
+    screen's alignment slack left out, so the screen rejects only what placement cannot
+    place; `units_footprint`): without it the tiny 8-layer batch-4 trial with ring_units
+    passed expand with six tiles 92-1,668 B over (a 90,112 B sequence = 2.75 of region 1's
+    four pairs), and placement sent every such tile to CP-SAT (#26). The place phase
+    proves the same rule independently (place/bound.py unit_waste). Resident weights'
+    requests are such sequences too (default trials: up to 23,888 B a tile), so
+    footprint_bytes, which reports and plots show, keeps the plain extents."""
+    r = tg.req
+    owns = np.zeros(len(r["size"]), bool)
+    owns[tg.bank.ravel()] = True
+    owns &= r["count"] > 1
+    extent = r["stride"] * (r["count"] - 1) + r["size"]
+    w1 = np.maximum(0, pad(extent, 2 * t.element_bytes) - extent - prof_bytes)
+    w0 = np.maximum(0, pad(extent, t.element_bytes) - extent - (t.region0_bytes - region0_free[r["tile"]]))
+    w = np.where(r["region"] == INTERLEAVED, w1, np.where(r["region"] == STANDARD, np.minimum(w0, w1), w0))
+    return np.where(owns, w, 0)
+
+
 def region1_peak(tg: TileGraph, t, region0_free: np.ndarray) -> np.ndarray:
     """Peak live bytes per tile that must sit in region 1: 128-bit operands (interleaved),
     and every other request whose extent exceeds its tile's free region 0
@@ -284,18 +310,24 @@ def profile_bytes(tg: TileGraph) -> int:
 
 def analyse(tg: TileGraph, t: Target) -> dict:
     cyc, per_tile = step_cycles(tg, t)
-    peak, event = live_peak(tg)
     code = isa.code_bytes(code_instructions(tg))
     table = table_blob_bytes(tg)
     support = code + table + profile_bytes(tg) + 3 * 16
-    worst = int(np.argmax(peak + support))
     region1 = t.region1_bytes - profile_bytes(tg)
     region0_free = t.region0_bytes - code - table     # place.phase reserve_support
+    peak, event = live_peak(tg)
+    worst = int(np.argmax(peak + support))
+    waste = unit_waste(tg, t, region0_free, profile_bytes(tg))
+    units = None                                        # the unit screen, where some sequence wastes bytes:
+    if waste.any():                                     # exact extents (no alignment slack) plus the waste,
+        r = tg.req                                      # against the tile less its reservations
+        upeak, uevent = live_peak(tg, r["stride"] * (r["count"] - 1) + r["size"] + waste)
+        units = (upeak + code + table + profile_bytes(tg), uevent)
     nbytes = tg.xfer["s_row_bytes"] * tg.xfer["s_rows"]
     b0, b1 = tg.body_steps()
     return dict(cycles=int((cyc * tg.step_runs()).sum()), body_cycles=int(cyc[b0:b1].sum()), step_cycles=cyc,
                 tile_cycles=per_tile,
                 code_bytes=code, table_bytes=table, peak_bytes=peak, peak_event=event,
-                footprint_bytes=peak + support, worst_tile=worst,
+                footprint_bytes=peak + support, worst_tile=worst, units_footprint=units,
                 region1_live_bytes=region1_peak(tg, t, region0_free), region1_bytes=region1,
                 exchange_bytes=int(nbytes.sum()), unencodable=unencodable(tg))

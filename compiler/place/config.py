@@ -113,6 +113,14 @@ class PlaceConfig:
     search_filter_budget: int = 2_000_000  # domain subtractions per address-domain search
     canonical_node_budget: int = 20_000  # nodes per part for the canonical search (0: no limit)
     time_limit_s: float | None = None   # optional wall-clock cap on the searches (benchmarks)
+    stop_at_failure: bool = True        # place phase: a chunk of distinct tile problems (phase.py
+                                        #   CHUNK, in tile order) stops at its first failed tile: the
+                                        #   finalist is rejected whatever its other tiles do, so at
+                                        #   most one failed tile's budgets per chunk are spent. The
+                                        #   tiny 8-layer batch-4 ring_units finalist had 6 tiles
+                                        #   failing and 3 more going to CP-SAT, one chunk of 63:
+                                        #   > 7 CPU-min before the unit bound (#26). The rejection
+                                        #   names the worst of the failed tiles solved
     dump: str = "failing"               # place phase: tile problems to hand back as dumps
                                         #   (none | failing | all; distinct problems only)
 

@@ -51,7 +51,7 @@ class DumpError(ProblemError):
 
 def to_dict(p: Problem, *, tile: int | None = None, addr=None, witness=None) -> dict:
     n = len(p)
-    names = [p.name(i) for i in range(n)]
+    names = _unique_names([p.name(i) for i in range(n)])
     d = {"format": FORMAT}
     if tile is not None:
         d["tile"] = int(tile)
@@ -74,6 +74,23 @@ def to_dict(p: Problem, *, tile: int | None = None, addr=None, witness=None) -> 
     if witness is not None:
         d["witness"] = [int(a) for a in witness]
     return d
+
+
+def _unique_names(names: list[str]) -> list[str]:
+    """Names as the dump keys them: bank edges name requests, so a repeated name (two
+    requests of one tensor on a tile, e.g. an operand and its staging copy) gets `~k`,
+    its k-th repeat, or the dump could not be read back (#26: the place phase's dumps of
+    ring-unit tiles were refused by `load`)."""
+    seen: dict[str, int] = {}
+    out = []
+    for nm in names:
+        k = seen.get(nm, 0)
+        seen[nm] = k + 1
+        out.append(nm if k == 0 else f"{nm}~{k}")
+    taken = set(out)
+    if len(taken) != len(out):         # a given name already ends in ~k: fall back to indices
+        out = [f"{nm}#{i}" for i, nm in enumerate(names)]
+    return out
 
 
 def save(path, p: Problem, **kw) -> None:

@@ -88,7 +88,14 @@ def _digest(p: Problem) -> str:
 
 
 def solve_chunk(problems: list[Problem], place_cfg: PlaceConfig):
-    return [solve(p, place_cfg) for p in problems]
+    """Solutions in order; with `stop_at_failure` the list ends at the first tile that
+    failed (a finalist with one failed tile is rejected whatever its others do)."""
+    out = []
+    for p in problems:
+        out.append(solve(p, place_cfg))
+        if place_cfg.stop_at_failure and out[-1].status != PLACED:
+            break
+    return out
 
 
 @dataclass
@@ -135,8 +142,10 @@ def place_finalist(tg, t: Target, place_cfg: PlaceConfig, mapper):
     worst = None
     free = []
     for tile in range(tg.tiles):
-        s = by_key[keys[tile]]
-        if s.status == PLACED:
+        s = by_key.get(keys[tile])
+        if s is None:                   # not solved: its chunk stopped at a failed tile
+            counts["skipped"] += 1
+        elif s.status == PLACED:
             addr[rows[tile]] = s.addr
             counts["greedy" if s.method.startswith(("greedy", "empty")) else "search"] += 1
             free.append(t.tile_bytes - int(np.diff(support.ranges[tile]).sum()) - _peak_live(problems[tile]))
@@ -147,8 +156,8 @@ def place_finalist(tg, t: Target, place_cfg: PlaceConfig, mapper):
     dumps = []
     if place_cfg.dump != "none":
         for k in uniq:
-            s = by_key[k]
-            if place_cfg.dump == "all" or s.status != PLACED:
+            s = by_key.get(k)
+            if s is not None and (place_cfg.dump == "all" or s.status != PLACED):
                 dumps += dump_files(f"tile{first[k]}", problems[first[k]], first[k], s)
     return support, addr, counts, worst, (min(free) if free else 0), dumps
 
@@ -200,9 +209,12 @@ _REGION_PROOF = {"bound-live-region1": "region 1", "bound-live-region0": "region
 
 def rejection_text(tile: int, s) -> str:
     """One line naming tile, event, live, available and deficit bytes (and the region
-    when the proof is a region's)."""
-    r = _REGION_PROOF.get(s.method)
-    live = f"{s.live_bytes} B live" + (f" that only {r} can hold" if r else "")
+    when the proof is a region's; bound.py's unit proofs count bank-separated sequences
+    in whole units)."""
+    units = s.method.endswith("-units")
+    r = _REGION_PROOF.get(s.method.removesuffix("-units"))
+    live = (f"{s.live_bytes} B live" + (" counting bank-separated sequences in whole units" if units else "")
+            + (f" that only {r} can hold" if r else ""))
     return (f"tile {tile} {s.status}: {live} at event {s.event}, {s.available_bytes} B "
             f"available{' in ' + r if r else ''} (deficit {s.deficit} B)"
             + (f", request {s.request}" if s.request >= 0 else ""))

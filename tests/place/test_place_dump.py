@@ -20,6 +20,19 @@ def test_roundtrip(tmp_path):
     assert q.names == p.names
 
 
+def test_repeated_names_roundtrip(tmp_path):
+    """A tile may hold two requests of one tensor (a phase dump of the ring-units tiles had
+    qkv.xw.a four times, each with its own bank edges): the dump names repeats `~k`, so it
+    loads back with every edge on the same requests (#26: `load` refused it before)."""
+    p = random_problem(5, n=6)
+    p.names = ["x", "y", "x", "z", "x", "y"]
+    p.bank_edges = np.array([[0, 1], [2, 3], [4, 5]])
+    save(tmp_path / "r.json", p)
+    q, _ = load(tmp_path / "r.json")
+    assert q.names == ["x", "y", "x~1", "z", "x~2", "y~1"]
+    assert np.array_equal(q.bank_edges, p.bank_edges)
+
+
 def _dump():
     return {"memory": {"memory_base": 0, "region0_end": 4096, "memory_end": 8192,
                        "element_bytes": 1024},

@@ -54,23 +54,13 @@ def expand_one(cand, graph, target: Target, policy: Policy) -> Expanded:
         return Expanded(cand, None, a, "exchange_table_cap",
                         f"tile {t}: exchange table {tbl} B over the {cap} B cap (excess {tbl - cap} B)",
                         dict(tile=t, live_bytes=tbl, available_bytes=cap, deficit_bytes=tbl - cap))
-    need = int(a["footprint_bytes"][w])
-    if need > target.tile_bytes:
-        ev = int(a["peak_event"][w])
-        return Expanded(cand, None, a, "memory",
-                        f"tile {w}: {need} B live at event {ev} (with support), "
-                        f"{target.tile_bytes} B available (deficit {need - target.tile_bytes} B)",
-                        dict(tile=w, event=ev, live_bytes=need, available_bytes=target.tile_bytes,
-                             deficit_bytes=need - target.tile_bytes))
+    if a["footprint_bytes"][w] > target.tile_bytes:
+        return _over_tile(cand, a, target, w, int(a["footprint_bytes"][w]), int(a["peak_event"][w]), "")
     if a["units_footprint"] is not None and a["units_footprint"][0].max() > target.tile_bytes:
         uf, uev = a["units_footprint"]          # bank-separated sequences in whole units (analysis.unit_waste)
         w = int(uf.argmax())
-        need, ev = int(uf[w]), int(uev[w])
-        return Expanded(cand, None, a, "memory",
-                        f"tile {w}: {need} B live at event {ev} counting bank-separated sequences in whole "
-                        f"units (with support), {target.tile_bytes} B available (deficit {need - target.tile_bytes} B)",
-                        dict(tile=w, event=ev, live_bytes=need, available_bytes=target.tile_bytes,
-                             deficit_bytes=need - target.tile_bytes))
+        return _over_tile(cand, a, target, w, int(uf[w]), int(uev[w]),
+                          " counting bank-separated sequences in whole units")
     il, r1 = a["region1_live_bytes"], a["region1_bytes"]
     if il.max() > r1:
         w = int(il.argmax())
@@ -80,6 +70,15 @@ def expand_one(cand, graph, target: Target, policy: Policy) -> Expanded:
                         dict(tile=w, live_bytes=int(il[w]), available_bytes=r1, deficit_bytes=int(il[w]) - r1))
     tg.analysis = a
     return Expanded(cand, tg, a, op_cycles=op_cycles)
+
+
+def _over_tile(cand, a, target: Target, w: int, need: int, ev: int, how: str) -> Expanded:
+    """Rejected for memory: tile w's `need` live bytes at event ev (with support) over the tile."""
+    over = need - target.tile_bytes
+    return Expanded(cand, None, a, "memory",
+                    f"tile {w}: {need} B live at event {ev}{how} (with support), "
+                    f"{target.tile_bytes} B available (deficit {over} B)",
+                    dict(tile=w, event=ev, live_bytes=need, available_bytes=target.tile_bytes, deficit_bytes=over))
 
 
 @dataclass

@@ -195,7 +195,7 @@ def _csv_rows(text, where):
         f = [c.strip() for c in s.split(",")]
         if len(f) == 1:
             d = next((c for c in (";", "\t", "|", " ") if c in s), None)
-            _csv_fail(where, ln, f"one field; fields must be separated by ','"
+            _csv_fail(where, ln, "one field; fields must be separated by ','"
                       + (f" (found {d!r})" if d else ""))
         out.append((ln, f))
     if not out:

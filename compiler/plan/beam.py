@@ -48,6 +48,7 @@ from .homes import home_blocks, panel_elems
 from .layouts import groups_of, rotated, full_rows, operand_windows, tile_elems, word_aligned, pareto, per_tile_cost
 from .matmul import OUT_BYTES, Grid, reduce_rows
 from .relay import relay_blocks
+from .budgets import UNITS_MARGIN_ELEMENTS, copies_over, in_place_budget
 from .rowcalls import chunked_cycles, row_quantum
 from .ring import ring_exchange
 
@@ -327,52 +328,6 @@ def _windows(load: np.ndarray, cursor: int):
     pre = np.maximum.accumulate(r)
     post = np.append(np.maximum.accumulate(r[::-1])[::-1], 0)
     return pre, post
-
-
-# assumed: the slack (memory elements) a state holding ring pieces read in place keeps under
-# copies_over's limit: its pieces sit in one bank-separated region-1 request (rounded up to
-# the element pairs it owns) and whole-unit pieces pad each unit column to 16 B, neither in
-# plan's per-grid figure; at 27 So400m layers expand's footprint exceeded that figure plus
-# the extras by 15-19 KB (experiments/comm/README.md, policy.ring_units)
-UNITS_MARGIN_ELEMENTS = 1
-
-
-def copies_over(states, base: np.ndarray, extra: np.ndarray, limit) -> np.ndarray:
-    """[states, grids]: where ring copies (policy.ring_copies) would overfill a tile: the
-    fullest grid's memory figure so far or this grid's (plan/matmul.py: the homes of
-    every weight plus its working set), plus the bytes every copy chosen adds, over
-    `limit`. Only states holding some copy are judged (the others passed the per-grid
-    screen). The figure is plan's estimate; expand's exact screen decides (and keeps
-    each candidate's twin without copies: plan/ring.py uncopied). `limit`: one figure,
-    or [states, grids]."""
-    out = []
-    limit = np.broadcast_to(limit, (len(states), len(base)))
-    for k, s in enumerate(states):
-        held = s.extra + extra
-        out.append((held > 0) & (np.maximum(s.peak0, base) + held > limit[k]))
-    return np.stack(out)
-
-
-# assumed: elements of region 1 that ring pieces read in place leave to the rest: one pair,
-# the pooled pieces' request rounded up to the element pairs it owns (expand/ring.py
-# pooled_homes); their operand buffers hold only received pieces. At 27 So400m layers
-# the sum of pieces plus one pair left 18 KB of region 1 where the two pairs of
-# region1_budget rejected the plan (experiments/comm/README.md, policy.ring_units)
-IN_PLACE_RESERVE_ELEMENTS = 2
-
-
-def in_place_budget(t: Target) -> int:
-    """Region-1 bytes ring pieces read in place may take on a tile, summed over weights
-    (policy.ring_in_place, ring_units): an estimate to prune with, expand's region-1
-    screen decides (and keeps the best candidate's word-cut twin, plan/ring.py)."""
-    return t.region1_bytes - IN_PLACE_RESERVE_ELEMENTS * t.element_bytes
-
-
-def region1_budget(t: Target) -> int:
-    """Region-1 bytes resident weights, or weights read in place, may take on a tile: all
-    of it but two element pairs (the other 128-bit operands, such as gathered b blocks, and
-    rounding a bank-separated sequence up to the pairs it owns); plan.resident_budget."""
-    return t.region1_bytes - 4 * t.element_bytes
 
 
 def beam_search(graph, target: Target, options: dict[int, Options], width: int, keep: int,

@@ -136,7 +136,7 @@ class MatmulKernels:
         C is each product's exact sum rounded once to f32 (exact.matmul_f32: the AMP's
         f32 accumulation, defined as the exact sum so that no host's BLAS kernel, thread
         count or CPU changes a bit; BLAS does the float64 work where that provably cannot)."""
-        m, n = self.m, len(tg)
+        n = len(tg)
         sa, sb, sc = n * mm * kk, n * kk * nn, n * mm * nn
         buf = scratch(4 * (sa + sb + sc)).view(np.float32)
         A = self._load_into(tg, a, mm * kk, da, buf[:sa].reshape(n, mm * kk))

@@ -28,6 +28,7 @@ import numpy as np
 
 from compiler import isa
 from compiler.costs import amp as ampc
+from compiler.target import DTYPE_BYTES
 
 TERMS = ("floor", "grid", "k pad", "n pad", "ragged", "overhead", "cast")
 
@@ -118,3 +119,45 @@ def print_gaps(rows: list[dict]) -> None:
             tot[x] += r[x]
     print(f"| all | | | {tot['amp']:,.0f} | {tot['floor']:,.0f} | {tot['amp'] / tot['floor']:.2f} | "
           + " | ".join(f"{tot[x]:,.0f}" for x in TERMS[1:]) + " | |")
+
+
+def frontier(g, t, rows: list[dict]) -> list[dict]:
+    """Per matmul: the plain grids plan/matmul.py enumerates (one pass, any block), their
+    busiest tile's AMP (gb x the estimate) against the operand bytes a tile receives (A and
+    B blocks, and a k-split's partials: the exchange an AMP saving has to be bought with;
+    a ring or resident B receives less, so this overstates B for those; f16 partials). The busiest tile's AMP of the chosen
+    grid (from `rows`), the least AMP of any grid receiving no more, and the least AMP at all."""
+    from compiler.plan.homes import panel_elems
+    from compiler.plan.matmul import OUT_BYTES, enumerate_grids, reduce_rows
+    out = []
+    by_name = {r["op"]: r for r in rows}
+    for o in g.ops:
+        r = by_name.get(o.outputs[0])
+        if r is None:
+            continue
+        A, B = (g.tensors[n] for n in o.inputs)
+        G = len(o.attr("groups", ((0,) * 6,)))
+        e = enumerate_grids(G, o.attr("m"), o.attr("k"), o.attr("n"), A.dtype, B.dtype,
+                            bool(o.attr("transpose_b", False)), t, panel=panel_elems(t, B.dtype))
+        ok = e["reason"] == ""
+        amp = (e["gb"] * t.matmul_cycles(e["mb"], e["kb"], e["nb"], B.dtype, A.dtype))[ok]
+        red = e["gb"] * (e["gk"] - 1) * reduce_rows(e["mb"], e["gk"], e["nb"], o.attr("n")) * e["nb"] * OUT_BYTES
+        e["recv"] = e["recv"] + red                    # a k-split's reducers receive the partials too
+        recv, lab = e["recv"][ok], [f"{a}x{b}x{c}x{d}" for a, b, c, d in zip(*(e[f][ok] for f in ("gg", "gm", "gn", "gk")))]
+        m, k, n = r["blocks"][0]
+        gk = -(-o.attr("k") // k)
+        own = r["calls"] * (m * k * DTYPE_BYTES[A.dtype] + k * n * DTYPE_BYTES[B.dtype]
+                            + (gk - 1) * reduce_rows(m, gk, n, o.attr("n")) * n * OUT_BYTES)
+        le = recv <= own
+        i, j = np.flatnonzero(le)[np.argmin(amp[le])], int(np.argmin(amp))
+        out.append({"op": r["op"], "amp": r["amp"], "recv": int(own), "same_recv": (lab[i], int(amp[i]), int(recv[i])),
+                    "least": (lab[j], int(amp[j]), int(recv[j]))})
+    return out
+
+
+def print_frontier(fr: list[dict]) -> None:
+    print("| op | chosen: AMP (bytes received) | least AMP receiving no more: grid, AMP (bytes) | least AMP: grid, AMP (bytes) |")
+    print("|---|---|---|---|")
+    for f in fr:
+        a, b = f["same_recv"], f["least"]
+        print(f"| {f['op']} | {f['amp']:,} ({f['recv']:,}) | {a[0]}: {a[1]:,} ({a[2]:,}) | {b[0]}: {b[1]:,} ({b[2]:,}) |")

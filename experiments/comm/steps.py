@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from compiler import isa  # noqa: E402
 from compiler.expand.analysis import kernel_cycles, send_charge  # noqa: E402
 from compiler.phases import run_phase, target_of  # noqa: E402
-from experiments.comm.amp import op_gaps, print_gaps  # noqa: E402
+from experiments.comm.amp import frontier, op_gaps, print_frontier, print_gaps  # noqa: E402
 from pipeline.config import compose  # noqa: E402
 
 
@@ -82,6 +82,7 @@ def report(g, e, t, verbose: bool, gaps: bool = False) -> dict:
     if gaps:
         out["amp"] = op_gaps(g, tg, t, kc)
         print_gaps(out["amp"])
+        print_frontier(frontier(g, t, out["amp"]))
     return out
 
 

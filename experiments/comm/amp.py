@@ -21,14 +21,23 @@ compiler/costs/amp.py on the kernels expand issued, so the table explains expand
 figure rather than re-deriving it. Run through steps.py -a, e.g.
 
     python experiments/comm/steps.py model.layers=27 -a
+
+and, run as a script, the best candidate against itself with named matmuls on other
+grids (what the frontier's off-frontier grids cost exactly, exchange included):
+
+    python experiments/comm/amp.py model.layers=27 attn=16x3x5x6 scores=16x2x46x1
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 
-from compiler import isa
-from compiler.costs import amp as ampc
-from compiler.target import DTYPE_BYTES
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from compiler import isa  # noqa: E402
+from compiler.costs import amp as ampc  # noqa: E402
+from compiler.target import DTYPE_BYTES  # noqa: E402
 
 TERMS = ("floor", "grid", "k pad", "n pad", "ragged", "overhead", "cast")
 
@@ -161,3 +170,66 @@ def print_frontier(fr: list[dict]) -> None:
     for f in fr:
         a, b = f["same_recv"], f["least"]
         print(f"| {f['op']} | {f['amp']:,} ({f['recv']:,}) | {a[0]}: {a[1]:,} ({a[2]:,}) | {b[0]}: {b[1]:,} ({b[2]:,}) |")
+
+
+def swapped(g, t, plan, swaps: dict):
+    """The plan's best candidate with each matmul named in `swaps` (output name -> grid
+    label GGxGMxGNxGK, plain, one pass) on that grid instead, as a PlanResult of that one
+    candidate for expand: what an off-frontier grid costs exactly, exchange included."""
+    from dataclasses import replace
+
+    from compiler.plan import PlanResult
+    from compiler.plan.homes import panel_elems
+    from compiler.plan.matmul import Grid, enumerate_grids
+    best = plan.candidates[0]
+    strat = []
+    for n, grid in best.strategy:
+        o = g.ops[n]
+        want = swaps.get(o.outputs[0])
+        if want:
+            A, B = (g.tensors[x] for x in o.inputs)
+            e = enumerate_grids(len(o.attr("groups", ((0,) * 6,))), o.attr("m"), o.attr("k"), o.attr("n"),
+                                A.dtype, B.dtype, bool(o.attr("transpose_b", False)), t,
+                                panel=panel_elems(t, B.dtype))
+            lab = np.array([f"{a}x{b}x{c}x{d}" for a, b, c, d in zip(e["gg"], e["gm"], e["gn"], e["gk"])])
+            i = np.flatnonzero((lab == want) & (e["reason"] == ""))
+            if not len(i):
+                raise SystemExit(f"{o.outputs[0]}: no feasible plain grid {want}")
+            i = i[np.argmin(e["cycles"][i])]
+            grid = Grid(*(int(e[f][i]) for f in ("gg", "gm", "gn", "gk", "gb", "mb", "kb", "nb", "cycles", "mem", "sp")))
+        strat.append((n, grid))
+    return PlanResult(candidates=[replace(best, strategy=tuple(strat))])
+
+
+def main(argv):
+    """amp.py OVERRIDES... [op=GRID ...]: the default plan's best candidate and the same with
+    the named matmuls' grids swapped, each expanded alone; exact body cycles and per-op
+    exchange / AMP of both, side by side."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import steps
+    from compiler.phases import run_phase, target_of
+    from pipeline.config import compose
+    import re
+    is_swap = lambda a: re.fullmatch(r"[^=]+=\d+x\d+x\d+x\d+", a)    # op=GGxGMxGNxGK; the rest: overrides
+    swaps = dict(a.split("=", 1) for a in argv if is_swap(a))
+    common = [a for a in argv if not is_swap(a)]
+    cfg = compose(["model=vit", "target=ipu21", *common])
+    t = target_of(cfg)
+    r = {"model": run_phase("model", {}, cfg)}
+    g = r["model"].graph
+    plan = run_phase("plan", r, cfg)
+    out = {}
+    for name, p in (("best", replace_best(plan)), ("swapped", swapped(g, t, plan, swaps))):
+        print(name, " ".join(f"{k}={v}" for k, v in swaps.items()) if name == "swapped" else "")
+        out[name] = steps.report(g, run_phase("expand", {**r, "plan": p}, cfg), t, False, True)
+    return out
+
+
+def replace_best(plan):
+    """The plan's best candidate alone (expand measures it as it would the swapped one)."""
+    from compiler.plan import PlanResult
+    return PlanResult(candidates=[plan.candidates[0]])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -63,3 +63,24 @@ def test_a_kernel_not_costed_as_expand_charged_is_refused():
     tg.kern["i0"][mm] += 7                                   # shapes that no longer give kc
     with pytest.raises(AssertionError, match="expand's cycles"):
         amp.op_gaps(g, tg, t, kc)
+
+
+def test_swapped_replaces_only_the_named_grid():
+    from compiler.phases import run_phase
+    from test_comm_steps import VIT
+    cfg = dict(model=VIT, target=target_cfg("tiny"), policy=dict(weight_stationary=False))
+    r = {"model": run_phase("model", {}, cfg)}
+    g, t = r["model"].graph, target_of(cfg)
+    plan = run_phase("plan", r, cfg)
+    best = plan.candidates[0]
+    assert amp.swapped(plan, g, t, {}).candidates == [best]
+    n, grid = next((n, gr) for n, gr in best.strategy if g.ops[n].outputs[0] == "attn")
+    e, lab, cyc = amp.plain_grids(g, t, g.ops[n])
+    other = next(x for x in lab if x != f"{grid.gg}x{grid.gm}x{grid.gn}x{grid.gk}")
+    new = amp.swapped(plan, g, t, {"attn": other}).candidates[0]
+    changed = [(m, gr) for (m, gr), (_, old) in zip(new.strategy, best.strategy) if gr != old]
+    assert len(changed) == 1 and changed[0][0] == n
+    gr = changed[0][1]
+    assert f"{gr.gg}x{gr.gm}x{gr.gn}x{gr.gk}" == other and not gr.ring
+    with pytest.raises(SystemExit):
+        amp.swapped(plan, g, t, {"attn": "999x1x1x1"})

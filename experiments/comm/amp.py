@@ -29,7 +29,9 @@ grids (what the frontier's off-frontier grids cost exactly, exchange included):
 """
 from __future__ import annotations
 
+import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +39,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from compiler import isa  # noqa: E402
 from compiler.costs import amp as ampc  # noqa: E402
+from compiler.plan import PlanResult  # noqa: E402
+from compiler.plan.beam import GRID_FIELDS  # noqa: E402
+from compiler.plan.homes import panel_elems  # noqa: E402
+from compiler.plan.matmul import OUT_BYTES, Grid, enumerate_grids, reduce_rows  # noqa: E402
 from compiler.target import DTYPE_BYTES  # noqa: E402
 
 TERMS = ("floor", "grid", "k pad", "n pad", "ragged", "overhead", "cast")
@@ -88,16 +94,16 @@ def op_gaps(g, tg, t, kc) -> list[dict]:
         f32o = ((k["dtype"][on] >> 16) & isa.F_F32_OUT) != 0
         r = rows.setdefault(op, {"op": g.ops[op].outputs[0], "calls": 0, "passes": 0, "amp": 0,
                                  "blocks": [], **{x: 0.0 for x in TERMS[1:]}, "useful": 0.0})
+        step = 0
         for d in np.unique(dts):
             i = on[dts == d]
             tr = kernel_terms(t, k["i0"][i], k["i1"][i], k["i2"][i], str(d), f32o[dts == d])
             for x in ("k pad", "n pad", "ragged", "overhead", "cast", "useful", "passes"):
                 r[x] += float(np.sum(tr[x]))
-            r["amp"] += int(np.sum(tr["total"]))
+            step += int(np.sum(tr["total"]))
             r["dtype"] = str(d)
-        assert sum(int(np.sum(kernel_terms(t, k["i0"][on[dts == d]], k["i1"][on[dts == d]], k["i2"][on[dts == d]],
-                                           str(d), f32o[dts == d])["total"])) for d in np.unique(dts)) \
-            == int(kc[on].sum()), "the terms' total is not expand's cycles"
+        assert step == int(kc[on].sum()), "the terms' total is not expand's cycles"
+        r["amp"] += step
         r["calls"] += len(on)
         r["blocks"] += sorted({(int(k["i0"][i]), int(k["i1"][i]), int(k["i2"][i])) for i in on})
         r["tiles"] = int((amp > 0).sum())
@@ -116,7 +122,8 @@ def op_gaps(g, tg, t, kc) -> list[dict]:
 
 def print_gaps(rows: list[dict]) -> None:
     """A markdown table: per op, AMP on the busiest tile, its floor and the terms."""
-    print("| op | block m×k×n (calls) | tiles (at max) | AMP | floor | × | " + " | ".join(TERMS[1:]) + " | passes |")
+    print("| op | block m×k×n (calls) | tiles (at max) | AMP | floor | × | " + " | ".join(TERMS[1:])
+          + " | passes |")
     print("|---|---|---:|---:|---:|---:|" + "---:|" * (len(TERMS) - 1) + "---:|")
     tot = {x: 0.0 for x in ("amp", *TERMS)}
     for r in rows:
@@ -130,105 +137,98 @@ def print_gaps(rows: list[dict]) -> None:
           + " | ".join(f"{tot[x]:,.0f}" for x in TERMS[1:]) + " | |")
 
 
+def plain_grids(g, t, o) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Matmul op o's plain one-pass grids as plan/matmul.py enumerates them (feasible only),
+    their labels GGxGMxGNxGK and their busiest tile's AMP (gb calls of the estimate)."""
+    A, B = (g.tensors[x] for x in o.inputs)
+    e = enumerate_grids(len(o.attr("groups", ((0,) * 6,))), o.attr("m"), o.attr("k"), o.attr("n"), A.dtype,
+                        B.dtype, bool(o.attr("transpose_b", False)), t, panel=panel_elems(t, B.dtype))
+    ok = np.flatnonzero(e["reason"] == "")
+    e = {f: v[ok] for f, v in e.items() if isinstance(v, np.ndarray)}
+    lab = np.array([f"{a}x{b}x{c}x{d}" for a, b, c, d in zip(e["gg"], e["gm"], e["gn"], e["gk"])])
+    return e, lab, e["gb"] * t.matmul_cycles(e["mb"], e["kb"], e["nb"], B.dtype, A.dtype)
+
+
+def received(e: dict, n: int, ea: int, eb: int):
+    """Bytes a grid's busiest tile receives: its A and B blocks and, with a k-split, the
+    f16 partials it reduces (plan/matmul.py reduce_rows). e: grid fields (arrays or ints)."""
+    gk, mb, kb, nb, gb = (np.asarray(e[f]) for f in ("gk", "mb", "kb", "nb", "gb"))
+    return gb * (mb * kb * ea + kb * nb * eb + (gk - 1) * reduce_rows(mb, gk, nb, n) * nb * OUT_BYTES)
+
+
 def frontier(g, t, rows: list[dict]) -> list[dict]:
-    """Per matmul: the plain grids plan/matmul.py enumerates (one pass, any block), their
-    busiest tile's AMP (gb x the estimate) against the operand bytes a tile receives (A and
-    B blocks, and a k-split's partials: the exchange an AMP saving has to be bought with;
-    a ring or resident B receives less, so this overstates B for those; f16 partials). The busiest tile's AMP of the chosen
-    grid (from `rows`), the least AMP of any grid receiving no more, and the least AMP at all."""
-    from compiler.plan.homes import panel_elems
-    from compiler.plan.matmul import OUT_BYTES, enumerate_grids, reduce_rows
+    """Per matmul: its plain grids' busiest-tile AMP against the bytes that tile receives
+    (`received`: the exchange an AMP saving has to be bought with; a ring or resident B
+    receives less, so this overstates B for those; the reduction's ADD left out): the
+    chosen grid's (from `rows`), the least AMP of any grid receiving no more, and the least
+    AMP at all, each as (label, AMP, bytes)."""
     out = []
     by_name = {r["op"]: r for r in rows}
     for o in g.ops:
         r = by_name.get(o.outputs[0])
         if r is None:
             continue
-        A, B = (g.tensors[n] for n in o.inputs)
-        G = len(o.attr("groups", ((0,) * 6,)))
-        e = enumerate_grids(G, o.attr("m"), o.attr("k"), o.attr("n"), A.dtype, B.dtype,
-                            bool(o.attr("transpose_b", False)), t, panel=panel_elems(t, B.dtype))
-        ok = e["reason"] == ""
-        amp = (e["gb"] * t.matmul_cycles(e["mb"], e["kb"], e["nb"], B.dtype, A.dtype))[ok]
-        red = e["gb"] * (e["gk"] - 1) * reduce_rows(e["mb"], e["gk"], e["nb"], o.attr("n")) * e["nb"] * OUT_BYTES
-        e["recv"] = e["recv"] + red                    # a k-split's reducers receive the partials too
-        recv, lab = e["recv"][ok], [f"{a}x{b}x{c}x{d}" for a, b, c, d in zip(*(e[f][ok] for f in ("gg", "gm", "gn", "gk")))]
+        ea, eb = (DTYPE_BYTES[g.tensors[x].dtype] for x in o.inputs)
+        e, lab, amp = plain_grids(g, t, o)
+        recv = received(e, o.attr("n"), ea, eb)
         m, k, n = r["blocks"][0]
-        gk = -(-o.attr("k") // k)
-        own = r["calls"] * (m * k * DTYPE_BYTES[A.dtype] + k * n * DTYPE_BYTES[B.dtype]
-                            + (gk - 1) * reduce_rows(m, gk, n, o.attr("n")) * n * OUT_BYTES)
+        own = int(received(dict(gk=-(-o.attr("k") // k), mb=m, kb=k, nb=n, gb=r["calls"]), o.attr("n"), ea, eb))
         le = recv <= own
         i, j = np.flatnonzero(le)[np.argmin(amp[le])], int(np.argmin(amp))
-        out.append({"op": r["op"], "amp": r["amp"], "recv": int(own), "same_recv": (lab[i], int(amp[i]), int(recv[i])),
-                    "least": (lab[j], int(amp[j]), int(recv[j]))})
+        out.append({"op": r["op"], "amp": r["amp"], "recv": own,
+                    **{key: (lab[x], int(amp[x]), int(recv[x])) for key, x in (("same_recv", i), ("least", j))}})
     return out
 
 
 def print_frontier(fr: list[dict]) -> None:
-    print("| op | chosen: AMP (bytes received) | least AMP receiving no more: grid, AMP (bytes) | least AMP: grid, AMP (bytes) |")
+    print("| op | chosen: AMP (bytes received) | least AMP receiving no more: grid, AMP (bytes) "
+          "| least AMP: grid, AMP (bytes) |")
     print("|---|---|---|---|")
     for f in fr:
         a, b = f["same_recv"], f["least"]
-        print(f"| {f['op']} | {f['amp']:,} ({f['recv']:,}) | {a[0]}: {a[1]:,} ({a[2]:,}) | {b[0]}: {b[1]:,} ({b[2]:,}) |")
+        print(f"| {f['op']} | {f['amp']:,} ({f['recv']:,}) | {a[0]}: {a[1]:,} ({a[2]:,}) "
+              f"| {b[0]}: {b[1]:,} ({b[2]:,}) |")
 
 
-def swapped(g, t, plan, swaps: dict):
+def swapped(plan, g, t, swaps: dict):
     """The plan's best candidate with each matmul named in `swaps` (output name -> grid
     label GGxGMxGNxGK, plain, one pass) on that grid instead, as a PlanResult of that one
     candidate for expand: what an off-frontier grid costs exactly, exchange included."""
-    from dataclasses import replace
-
-    from compiler.plan import PlanResult
-    from compiler.plan.homes import panel_elems
-    from compiler.plan.matmul import Grid, enumerate_grids
     best = plan.candidates[0]
     strat = []
     for n, grid in best.strategy:
-        o = g.ops[n]
-        want = swaps.get(o.outputs[0])
+        want = swaps.get(g.ops[n].outputs[0])
         if want:
-            A, B = (g.tensors[x] for x in o.inputs)
-            e = enumerate_grids(len(o.attr("groups", ((0,) * 6,))), o.attr("m"), o.attr("k"), o.attr("n"),
-                                A.dtype, B.dtype, bool(o.attr("transpose_b", False)), t,
-                                panel=panel_elems(t, B.dtype))
-            lab = np.array([f"{a}x{b}x{c}x{d}" for a, b, c, d in zip(e["gg"], e["gm"], e["gn"], e["gk"])])
-            i = np.flatnonzero((lab == want) & (e["reason"] == ""))
+            e, lab, _ = plain_grids(g, t, g.ops[n])
+            i = np.flatnonzero(lab == want)
             if not len(i):
-                raise SystemExit(f"{o.outputs[0]}: no feasible plain grid {want}")
+                raise SystemExit(f"{g.ops[n].outputs[0]}: no feasible plain grid {want}")
             i = i[np.argmin(e["cycles"][i])]
-            grid = Grid(*(int(e[f][i]) for f in ("gg", "gm", "gn", "gk", "gb", "mb", "kb", "nb", "cycles", "mem", "sp")))
+            grid = Grid(*(int(e[f][i]) for f in GRID_FIELDS))
         strat.append((n, grid))
     return PlanResult(candidates=[replace(best, strategy=tuple(strat))])
 
 
 def main(argv):
-    """amp.py OVERRIDES... [op=GRID ...]: the default plan's best candidate and the same with
-    the named matmuls' grids swapped, each expanded alone; exact body cycles and per-op
-    exchange / AMP of both, side by side."""
+    """amp.py OVERRIDES... [op=GRID ...]: the plan's best candidate alone and the same with
+    the named matmuls' grids swapped, each expanded; exact body cycles and per-op exchange,
+    compute and AMP terms of both."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import steps
     from compiler.phases import run_phase, target_of
     from pipeline.config import compose
-    import re
     is_swap = lambda a: re.fullmatch(r"[^=]+=\d+x\d+x\d+x\d+", a)    # op=GGxGMxGNxGK; the rest: overrides
     swaps = dict(a.split("=", 1) for a in argv if is_swap(a))
-    common = [a for a in argv if not is_swap(a)]
-    cfg = compose(["model=vit", "target=ipu21", *common])
+    cfg = compose(["model=vit", "target=ipu21", *(a for a in argv if not is_swap(a))])
     t = target_of(cfg)
     r = {"model": run_phase("model", {}, cfg)}
     g = r["model"].graph
     plan = run_phase("plan", r, cfg)
     out = {}
-    for name, p in (("best", replace_best(plan)), ("swapped", swapped(g, t, plan, swaps))):
+    for name, p in (("best", swapped(plan, g, t, {})), ("swapped", swapped(plan, g, t, swaps))):
         print(name, " ".join(f"{k}={v}" for k, v in swaps.items()) if name == "swapped" else "")
         out[name] = steps.report(g, run_phase("expand", {**r, "plan": p}, cfg), t, False, True)
     return out
-
-
-def replace_best(plan):
-    """The plan's best candidate alone (expand measures it as it would the swapped one)."""
-    from compiler.plan import PlanResult
-    return PlanResult(candidates=[plan.candidates[0]])
 
 
 if __name__ == "__main__":

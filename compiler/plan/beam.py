@@ -333,7 +333,7 @@ def _windows(load: np.ndarray, cursor: int):
 
 def beam_search(graph, target: Target, options: dict[int, Options], width: int, keep: int,
                 res: Residency | None = None, panels: dict | None = None, costs: Costs | None = None,
-                pricing: Pricing = Pricing()):
+                pricing: Pricing = Pricing(), reserve: int = 0):
     """The `keep` cheapest complete states of a beam of `width` (best first), each as
     (estimated cycles, ((op index, grid index, rotation), ...)).
 
@@ -344,7 +344,11 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
     over all tiles instead of piling up on the first ones; the state keeps the
     resident bytes of every tile and checks the fullest against the budgets of `res`.
     `panels`: the weights whose homes are micro-panel grids (plan/homes.py
-    panel_weights); `costs`: a Costs of the same options to reuse (its cache)."""
+    panel_weights); `costs`: a Costs of the same options to reuse (its cache);
+    `reserve`: bytes of a tile that options' memory figures leave out and ring copies,
+    whole-unit pieces and their pair padding must leave too (plan.with_lean's support
+    reserve: its grids' figures exclude it, so without it those extras took the reserve
+    and expand rejected every lean candidate holding them: #26, tests/test_unit_padding.py)."""
     panels = panels or {}
     T = target.tiles
     c = costs or Costs(graph, target, options, panels, pricing)
@@ -392,8 +396,8 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
         padding = pair_padding(np.array([s.r1_seq for s in states])[:, None] + r1_seq[None, :], target)
         if extra.any() or any(s.extra for s in states) or padding.any():
             units = (np.array([s.r1 for s in states])[:, None] + r1[None, :]) > 0
-            totals = np.where(copies_over(states, base, extra, target.tile_bytes - units * UNITS_MARGIN_ELEMENTS
-                                          * target.element_bytes, padding), np.inf, totals)
+            limit = target.tile_bytes - reserve - units * UNITS_MARGIN_ELEMENTS * target.element_bytes
+            totals = np.where(copies_over(states, base, extra, limit, padding), np.inf, totals)
         if r1.any() or any(s.r1 for s in states):      # pieces read in place: region 1, summed over weights
             totals = np.where(np.array([s.r1 for s in states])[:, None] + r1[None, :] > in_place_budget(target),
                               np.inf, totals)

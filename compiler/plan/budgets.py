@@ -1,5 +1,6 @@
 """The memory budgets the beam prunes with (plan/beam.py): region 1's share for resident
-weights and for ring pieces read in place, and where ring copies would overfill a tile.
+weights and for ring pieces read in place, and where ring copies or whole-unit pieces
+(with their pooled request's padding to element pairs) would overfill a tile.
 Estimates to prune with; expand's exact screens decide."""
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from ..target import Target
 
 
 # assumed: the slack (memory elements) a state holding ring pieces read in place keeps under
-# copies_over's limit: its pieces sit in one bank-separated region-1 request (rounded up to
-# the element pairs it owns) and whole-unit pieces pad each unit column to 16 B, neither in
-# plan's per-grid figure; at 27 So400m layers expand's footprint exceeded that figure plus
-# the extras by 15-19 KB (experiments/comm/README.md, policy.ring_units)
+# copies_over's limit: the per-grid figure counts every other weight as its home block, not
+# its pieces (the pooled request's rounding to whole element pairs is counted apart:
+# pair_padding); at 27 So400m layers expand's footprint exceeded that figure plus the
+# extras by 15-19 KB (experiments/comm/README.md, policy.ring_units)
 UNITS_MARGIN_ELEMENTS = 1
 
 

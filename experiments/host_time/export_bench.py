@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,6 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from compiler import model_check  # noqa: E402
+from matmul_prep_bench import module_at  # noqa: E402  (this directory: the script's own)
 from compiler.models import export  # noqa: E402
 from pipeline import codec  # noqa: E402
 
@@ -60,14 +58,7 @@ def main() -> None:
     ap.add_argument("rev")
     ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args()
-    src = subprocess.run(["git", "show", f"{args.rev}:compiler/models/export.py"], cwd=REPO, check=True,
-                         capture_output=True, text=True).stdout
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / f"export_{args.rev}.py"
-        path.write_text(src)
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        old = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(old)
+    old = module_at(args.rev, "compiler/models/export.py")
     m = codec.load(args.model, 1 << 20)          # lazy, as the reference stage loads it
     g, data = m.graph, m.data
     revs = {"HEAD": export.TimmState, args.rev: old.TimmState}

@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from .numba_probe import njit     # numba without its scipy.linalg probe
 
 _JIT = dict(nogil=True, cache=True)     # never fastmath: see the module docstring
 

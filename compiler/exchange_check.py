@@ -33,7 +33,7 @@ output where it lies).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from .numba_probe import njit     # numba without its scipy.linalg probe
 
 FIELDS = ("step", "src", "saddr", "dst", "daddr", "s_row_bytes", "s_rows", "s_stride",
           "d_row_bytes", "d_rows", "d_stride", "reloc", "name")

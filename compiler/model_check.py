@@ -212,6 +212,8 @@ def weights_check(g, data: dict) -> dict:
         got, want = held[key], np.asarray(src[key], np.float64)
         if key == "pos_embed" and g.meta[META]["pool"] == "token":
             got, want = got[:, 1:], want[:, 1:]
+        if got.ndim == 2 and got.T.flags.c_contiguous:    # a Linear weight, held in×out (export.py):
+            got, want = got.T, want.T                      # compared in that order, without a copy
         e = _rms_rel(got, want)
         if not e <= worst:
             worst, name = e, key

@@ -44,7 +44,7 @@ import math
 import threading
 
 import numpy as np
-from numba import njit
+from .numba_probe import njit     # numba without its scipy.linalg probe
 
 from . import exact
 

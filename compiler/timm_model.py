@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from .numba_probe import njit     # numba without its scipy.linalg probe
 
 THREADS = 2
 # timm's definitions of the named models (timm 1.0.31, read off create_model: LayerNorm eps 1e-6,
@@ -172,7 +172,8 @@ def layernorm(x, sd, name, eps):
 
 
 def linear(x, sd, name):
-    """timm's nn.Linear: x·Wᵀ + b, W stored out×in."""
+    """timm's nn.Linear: x·Wᵀ + b, W out×in (a transposed view of an in×out array, as
+    models/export.py hands it, is Wᵀ without a copy)."""
     return matmul(x, _f64(sd, name + ".weight").T) + _f64(sd, name + ".bias")
 
 

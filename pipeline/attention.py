@@ -29,7 +29,7 @@ def choice(cfg: dict) -> dict:
 
 def main() -> int:
     try:
-        doc = choice(load_params())
+        doc = choice(load_params(inputs=False))     # the model build reads (and checks) them
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

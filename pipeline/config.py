@@ -41,7 +41,11 @@ def compose(overrides: list[str] | None = None) -> dict:
     return OmegaConf.to_container(cfg, resolve=True)
 
 
-def load_params(path: Path | str = PARAMS) -> dict:
+def load_params(path: Path | str = PARAMS, inputs: bool = True) -> dict:
+    """params.yaml, every key and value checked; `inputs`: also what the model's keys point at
+    (validate). A stage that reads only artifacts passes False: the config stage, which DVC
+    runs first, and the model stage, which reads them, check the files; decoding the input
+    photo alone imports scikit-image and scipy (~0.5 CPU s in every stage process)."""
     path = Path(path)
     try:
         cfg = yaml.safe_load(path.read_text())
@@ -53,11 +57,12 @@ def load_params(path: Path | str = PARAMS) -> dict:
         raise ConfigError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
     if not isinstance(cfg, dict):
         raise ConfigError(f"{path}: expected a mapping of groups {', '.join(GROUPS)}")
-    return validate(cfg, str(path))
+    return validate(cfg, str(path), inputs)
 
 
-def validate(cfg: dict, where: str = "config") -> dict:
-    """Check every group up front so a bad key fails fast, naming the key."""
+def validate(cfg: dict, where: str = "config", inputs: bool = True) -> dict:
+    """Check every group up front so a bad key fails fast, naming the key; `inputs`: also
+    the files and host memory the model's keys imply (check_model_inputs)."""
     unknown = sorted(set(cfg) - TOP_KEYS)
     if unknown:
         raise ConfigError(f"{where}: unknown config key {unknown[0]!r}")
@@ -71,11 +76,11 @@ def validate(cfg: dict, where: str = "config") -> dict:
         ExecutorConfig.from_dict(cfg["executor"])
     except ValueError as e:
         raise ConfigError(f"{where}: {e}") from None
-    check_model(cfg["model"], where)
+    check_model(cfg["model"], where, inputs)
     return cfg
 
 
-def check_model(model: dict, where: str) -> None:
+def check_model(model: dict, where: str, inputs: bool = True) -> None:
     """Every model key and value, without building the graph (the model phase would raise the
     same errors, but only after DVC had deleted its outputs)."""
     from compiler import models
@@ -86,7 +91,8 @@ def check_model(model: dict, where: str) -> None:
         models.check(model)
     except TypeError as e:      # a value of the wrong type reaching the dataclass
         raise ConfigError(f"{where}: model: {e}") from None
-    check_model_inputs(model)
+    if inputs:
+        check_model_inputs(model)
 
 
 def check_model_inputs(model: dict) -> None:

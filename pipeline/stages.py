@@ -20,7 +20,7 @@ from compiler.phases import PHASES, run_phase
 from compiler.target import ConfigError
 
 from . import codec
-from .config import REPO, load_params
+from .config import PARAMS, REPO, load_params
 from .fanout import Executor, ExecutorConfig, map_reduce
 from .monitor import HostMonitor
 from .store import Store, StoreError, digest, task_key
@@ -165,7 +165,8 @@ def run_stage(phase: str, params: str | Path | None = None) -> object:
     if phase not in PHASES:
         raise ConfigError(f"unknown phase {phase!r} (one of {', '.join(PHASES)})")
     # everything that can be checked is checked before anything is written
-    cfg = load_params(params) if params else load_params()
+    # the files the model's keys name are checked where they are read (the config and model stages)
+    cfg = load_params(params or PARAMS, inputs=phase == "model")
     store = Store(cfg.get("store") or REPO / ".tessera-store")
     ups, _ = PHASES[phase]
     inputs = {u: load_result(u, lazy=u == "model" and phase in LAZY_MODEL) for u in ups}

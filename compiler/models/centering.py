@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import exact
 from ..ir import Graph, member
-from .gemm import dequantize
 
 # cast input -> (LayerNorm bias it comes from, or None; the matmul weight and bias reading it)
 FOLDS = {"ln1": ("norm1.bias", "attn.qkv.weight", "attn.qkv.bias"),
@@ -72,7 +70,9 @@ def center(g: Graph, data: dict, samples: list[dict], casts=NORMS) -> dict[str, 
     """Fold the calibration means of the inputs of `casts` (of FOLDS) into the parameters
     (module docstring), keeping each changed parameter as given under ORIGINAL + name;
     returns the means."""
-    from ..compare import ORIGINAL
+    from .. import exact          # here: the config check imports NORMS from this module, and
+    from ..compare import ORIGINAL      # needs neither numba's start-up nor ml_dtypes (gemm)
+    from .gemm import dequantize
     means = channel_means(g, data, samples, casts)
     width = g.tensors["attn"].shape[1]
     changed = sorted({n for x in casts for n in (FOLDS[x][0], FOLDS[x][2], V_BIAS if x == "attn" else None) if n})

@@ -5,7 +5,8 @@ independent model (compiler/timm_model.py) runs to check the graph (compiler/mod
 Every value is the device's: FP8 weights dequantized with their per-layer scales, f16
 ones as stored, after any host-side folding (models/centering.py's offsets in the
 LayerNorm and matmul biases; they keep the function unchanged, which is what the check
-then tests). Linear weights go back from the device's in×out to timm's out×in, the patch
+then tests). Linear weights go back from the device's in×out to timm's out×in (as transposed
+views: the memory stays in×out, the layout the independent model's matmul reads), the patch
 matmul's [3·P·P, D] to the conv's [D, 3, P, P], sequence member i to blocks.{i}.
 
 The class token (pool=token): the host sends a zero pixel row for it, so its token on
@@ -67,17 +68,14 @@ class TimmState(Mapping):
         t = self.g.tensors[name]
         raw = np.asarray(self.data[name] if i is None else self.data[name][i])
         scale = t.scale[i] if isinstance(t.scale, tuple) else (t.scale or 1.0)
-        if raw.dtype.itemsize == 1:       # FP8: code x scale from a 256-entry table of the same products,
+        if raw.dtype.itemsize == 1:       # FP8: code x scale from a 256-entry table of the same products
             tab = np.arange(256, dtype=np.uint8).view(raw.dtype).astype(np.float64) * float(scale)
-            codes = raw.view(np.uint8)    # transposed while looked up (3x the cast-then-copy's speed)
-            if how == "T":
-                return np.take(tab, np.ascontiguousarray(codes.T))
-            v = np.take(tab, codes)
+            v = np.take(tab, raw.view(np.uint8))
         else:
             v = raw.astype(np.float64) * float(scale)
         a = self.arch
-        if how == "T":
-            return np.ascontiguousarray(v.T)
+        if how == "T":        # timm's out x in as a view of the device's in x out: timm_model.linear
+            return v.T        # multiplies by its transpose, so no copy is made either way
         if how == "vec":
             return v.ravel()
         if how == "conv":

@@ -49,12 +49,11 @@ def host_bytes(cfg: dict) -> tuple[str, dict]:
     """(the keys that set the size, as `model.k=v, ...`; {part: bytes}) for model `cfg`
     (already checked by models.check). F32 = 4 B: the reference evaluates in float32, twice
     (f16-rounded and not) on two threads, so its activations count twice."""
-    from . import attention, gemm, mlp
+    from . import attention, config_class
     from .config import model_config
-    from .vit_config import VitConfig
     name = cfg["name"]
     if name == "vit":
-        c = model_config(VitConfig, dict(cfg))
+        c = model_config(config_class(name), dict(cfg))
         d = c.dims()
         D, F, H = d["width"], d["hidden"], d["heads"]
         T = attention.padded(d["tokens"])
@@ -73,12 +72,12 @@ def host_bytes(cfg: dict) -> tuple[str, dict]:
         parts["activations"] = 2 * B * T * (4 * D + F) * 4
         parts["attention scores"] = B * H * T * T * 4
     elif name == "gemm":
-        c = model_config(gemm.GemmConfig, dict(cfg))
+        c = model_config(config_class(name), dict(cfg))
         wb = 1 if c.dtype == "fp8" else 2
         keys = [("m", c.m), ("k", c.k), ("n", c.n)]
         parts = {"operands": (c.m * c.k + c.k * c.n) * wb, "activations": 2 * c.m * c.n * 4}
     elif name == "mlp":
-        c = model_config(mlp.MlpConfig, dict(cfg))
+        c = model_config(config_class(name), dict(cfg))
         R = c.tokens * c.batch
         keys = [("tokens", c.tokens), ("batch", c.batch), ("width", c.width), ("hidden", c.hidden),
                 ("repeat", c.repeat)]
@@ -86,7 +85,7 @@ def host_bytes(cfg: dict) -> tuple[str, dict]:
         parts = {"parameters": c.repeat * 2 * c.width * c.hidden * 8,
                  "activations": 2 * R * (c.width + c.hidden) * 4}
     else:       # attention, flash_attention
-        c = model_config(attention.AttentionConfig, dict(cfg))
+        c = model_config(config_class(name), dict(cfg))
         T = attention.padded(c.tokens)
         keys = [("tokens", c.tokens), ("heads", c.heads), ("head_dim", c.head_dim)]
         parts = {"activations": 2 * 4 * T * c.heads * c.head_dim * 4}

@@ -33,39 +33,13 @@ growing limits and varied tie-breaks (`canonical_restarts`).
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
 import threading
 
 import numpy as np
 
 
-def _numba_without_scipy_probe():
-    """Load numba's array implementations without importing scipy.linalg.
-
-    numba's CPU target, on its first compile or cache load, imports
-    numba.np.arraymath, which imports scipy.linalg only to learn whether BLAS
-    is there (`_check_blas`): 40 % of loading these kernels from the cache
-    (0.94 of 2.5 s, cProfile, load average 10). The kernels use no BLAS (and no
-    BLAS may decide a placement byte), so the probe is made to fail for that one
-    import, and numba's flag is then set to what the probe would have found
-    (scipy installed) for any other numba code in the process; numba's linalg
-    functions import scipy themselves when typed."""
-    key = "scipy.linalg.cython_blas"
-    if key in sys.modules or "numba.np.arraymath" in sys.modules:
-        return
-    sys.modules[key] = None          # `import scipy.linalg.cython_blas` -> ImportError
-    try:
-        import numba.np.arraymath as am
-    finally:
-        if sys.modules.get(key, 0) is None:
-            del sys.modules[key]
-    am._HAVE_BLAS = importlib.util.find_spec("scipy") is not None
-
-
 try:
-    from numba import njit, types
-    _numba_without_scipy_probe()
+    from ..numba_probe import njit, types    # numba without its scipy.linalg probe
     HAVE_NUMBA = True
     _A = types.int64[::1]
     _I = types.int64

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
+
+from ..numba_probe import njit     # numba without its scipy.linalg probe
 
 _JIT = dict(nogil=True, cache=True, boundscheck=False)
 U = np.uint64

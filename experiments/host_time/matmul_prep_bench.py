@@ -38,20 +38,32 @@ def shapes(rng):
             "sim group, b transposed": (f16(140, 82, 192), fp8(140, 160, 192).transpose(0, 2, 1))}
 
 
+def module_at(rev: str, rel: str, edit=lambda src: src):
+    """REV's file `rel` (git show; its source through `edit`) loaded as a module of its own."""
+    src = subprocess.run(["git", "show", f"{rev}:{rel}"], cwd=REPO, check=True, capture_output=True, text=True).stdout
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / f"{Path(rel).stem}_{rev}.py"
+        path.write_text(edit(src))
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    return mod
+
+
+def uncached_njit(src: str) -> str:
+    """A module's njit without numba's cache (the file is temporary): from numba, or numba_probe."""
+    for imp in ("from numba import njit", "from .numba_probe import njit"):
+        src = src.replace(imp, "from numba import njit as _njit\n"
+                               "njit = lambda *a, **k: _njit(*a, **{**k, 'cache': False})", 1)
+    return src
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("rev")
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
-    src = subprocess.run(["git", "show", f"{args.rev}:compiler/exact.py"], cwd=REPO, check=True,
-                         capture_output=True, text=True).stdout
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / f"exact_{args.rev}.py"
-        path.write_text(src.replace("from numba import njit", "from numba import njit as _njit\n"
-                                    "njit = lambda *a, **k: _njit(*a, **{**k, 'cache': False})"))
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        old = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(old)
+    old = module_at(args.rev, "compiler/exact.py", uncached_njit)
     print(f"| shape | HEAD ms | {args.rev} ms | same bytes |\n|---|---:|---:|---|")
     with threadpool_limits(1, user_api="blas"):
         for name, (a, b) in shapes(np.random.default_rng(1)).items():

@@ -51,6 +51,7 @@ from .relay import relay_blocks
 from .budgets import UNITS_MARGIN_ELEMENTS, copies_over, in_place_budget
 from .rowcalls import chunked_cycles, row_quantum
 from .ring import ring_exchange
+from .lnhalves import HALVES, fits as halves_fit, halves_blocks, halves_cycles
 
 ROWS = ("rows",)          # layout descriptor: whole rows over all tiles
 PANELS = ("panels",)      # a weight's micro-panel home (plan/homes.py)
@@ -103,6 +104,7 @@ class Pricing(NamedTuple):
     """The policy flags that change what the beam charges (plan passes the trial's policy's)."""
     bcast: bool = False        # policy.broadcast_sends: a block sent to several tiles costs its sender once
     row_calls: bool = False    # policy.row_calls: a LayerNorm / softmax block costs its cheapest row chunks
+    ln_halves: bool = False    # policy.ln_halves: a LayerNorm may take row halves on two tiles (plan/lnhalves.py)
 
 
 class Costs:
@@ -112,6 +114,7 @@ class Costs:
         self.g, self.t, self.opt, self.panels = graph, target, options, panels
         self.bcast = pricing.bcast
         self.row_calls = pricing.row_calls
+        self.ln_halves = pricing.ln_halves
         self.cache = {}
 
     def _memo(self, key, fn):
@@ -121,6 +124,8 @@ class Costs:
 
     def blocks(self, name: str, desc):
         def make():
+            if desc == HALVES:
+                return halves_blocks(*self.g.tensors[name].shape, self.t.tiles)
             if desc in (ROWS, PANELS):      # whole rows (homes or converted), or a panel home
                 P = self.panels[name] if desc == PANELS else 0
                 return home_blocks(*self.g.tensors[name].shape, 1, self.t.tiles, P)[0]
@@ -209,6 +214,31 @@ class Costs:
             return int(self.exchange(recv.max(), send.max())) + 2 * self.t.sync_cycles
         return self._memo(("convert", name, src, dst), make)
 
+    def halves_gain(self, n: int, x: str, src, rows) -> int:
+        """Cycles LayerNorm n over row halves costs more than over whole rows (`rows`: x's
+        layout or its whole-rows copy), each with its exchange superstep's bytes counted in
+        full: x's conversion and gamma and beta's columns every block receives (the beam
+        leaves the latter out of every state alike; here the two layouts receive different
+        amounts). inf where halves do not fit the row."""
+        def make():
+            R, C = self.g.tensors[x].shape
+            e = DTYPE_BYTES[self.g.tensors[x].dtype]
+            if not halves_fit(C, e):
+                return np.inf
+            T, everything = self.t.tiles, np.array([[0, 1 << 40, 0, 1 << 40]])
+
+            def step_cost(dst):
+                b = self.blocks(x, dst)
+                params = np.bincount(b[4], b[3] * 2 * OUT_BYTES, minlength=T)
+                if dst == src:
+                    return int(self.exchange(params.max(), 0)) + 2 * self.t.sync_cycles
+                recv = tile_elems(b, everything, T) * e + params
+                send = tile_elems(self.blocks(x, src), everything, T) * e
+                return int(self.exchange(recv.max(), send.max())) + 2 * self.t.sync_cycles
+            whole = step_cost(rows) + self.compute(n, rows)
+            return step_cost(HALVES) + halves_cycles(self.t, R, C) - whole
+        return self._memo(("halves", n, src, rows), make)
+
     def compute(self, n: int, desc) -> int:
         """The busiest tile's kernels of elementwise or row-wise op n over its layout."""
         def make():
@@ -243,6 +273,7 @@ class State:
     peak0: int = 0         # the largest plan memory figure of a grid chosen so far, without ring copies
     extra: int = 0         # bytes ring copies add to every tile they sit on (policy.ring_copies), summed
     r1: int = 0            # region-1 bytes of ring pieces read in place on a tile (policy.ring_in_place), summed
+    halves: frozenset = frozenset()   # LayerNorm ops laid in row halves (policy.ln_halves)
 
 
 def step(c: Costs, n: int, op, s: State) -> State:
@@ -261,6 +292,12 @@ def step(c: Costs, n: int, op, s: State) -> State:
         if out != ROWS and not full_rows(c.blocks(x, out)):
             cyc += c.convert(x, out, ROWS)      # a converted copy: x itself keeps its layout
             out = ROWS
+        if op.kind == "layernorm" and c.ln_halves:
+            delta = c.halves_gain(n, x, lay[x], out)
+            if delta < 0:                       # row halves: whole rows' price + the difference
+                lay[op.outputs[0]] = HALVES
+                return replace(s, cycles=s.cycles + cyc + c.compute(n, out) + delta, lay=lay,
+                               halves=s.halves | {n})
     else:
         lay[op.outputs[0]] = ROWS
         return replace(s, lay=lay)

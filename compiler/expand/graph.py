@@ -257,6 +257,11 @@ def _row_calls(c: Ctx, op, r, k, ebytes: int):
     return split_blocks(r, cost, row_quantum(cols * min(ebytes, OUT_BYTES)))
 
 
+def _partner(A, B):
+    """Block (a, b)'s partner (a, 1 - b) as a block index (blocks row-major, two columns)."""
+    return A * 2 + (1 - B)
+
+
 def expand_ln_halves(c: Ctx, op):
     """LayerNorm over row halves on two tiles (policy.ln_halves, plan/lnhalves.py): x
     converted to the halves grid with each block's gamma and beta columns gathered in the
@@ -282,7 +287,7 @@ def expand_ln_halves(c: Ctx, op):
              r1=x.req[A, B], o1=x.off[A, B], i0=r, i1=k)
     c.bld.reads(x, s1)
     s2 = c.exchange_step()
-    peer = A * 2 + (1 - B)                                  # block (a, b)'s partner (a, 1 - b); blocks row-major
+    peer = _partner(A, B)
     c.bld.add("xfer", step=s2, src=tiles, dst=tiles[peer], sreq=st, soff=B * slot, dreq=st[peer],
               doff=B * slot, s_row_bytes=slot, s_rows=1, s_stride=slot, d_row_bytes=slot, d_rows=1,
               d_stride=slot, reloc=0)

@@ -32,8 +32,7 @@ from ..policy import Policy
 from ..result import Rejection
 from ..target import DTYPE_BYTES, Target
 from .attn import group_variants
-from .lnhalves import replay
-from .beam import GRID_FIELDS, Costs, Options, Pricing, Residency, beam_search, with_relay, with_resident
+from .beam import GRID_FIELDS, Costs, Options, Pricing, Residency, beam_search, replay_halves, with_relay, with_resident
 from .budgets import region1_budget
 from .homes import home_bytes, panel_elems, panel_weights
 from .matmul import enumerate_grids, stationary_weights
@@ -298,7 +297,7 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
                            key=lambda f: f[0])                               # stable: the beam's own first
     cands = [Candidate(tuple((n, replace(opts[n].grid(i), rot=rot)) for n, i, rot in choice), int(cyc),
                        frozenset(n for n, i, _ in choice if "still" in opts[n].a and opts[n].a["still"][i]),
-                       replay(g, target, opts, choice, panels, pricing_of(policy)))
+                       replay_halves(g, target, opts, choice, panels, pricing_of(policy)))
              for cyc, choice, opts in found]
     res = PlanResult(cands, considered, dict(sorted(rejected.items())),
                      weights=weight_modes(g, cands[0]) if cands else {})

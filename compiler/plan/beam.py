@@ -28,6 +28,8 @@ Layouts, as expand builds them (compiler/expand/graph.py):
 - bias, gelu, cast: the input's layout, each block one kernel on its tile;
 - layernorm, softmax: the input's layout if its blocks are whole rows, else the
   tensor is first converted to whole rows over all tiles (one exchange superstep);
+  with policy.ln_halves a LayerNorm may instead take row halves on two tiles
+  (plan/lnhalves.py), where that prices lower, gamma and beta's bytes counted for both;
 - add: the first operand's layout; the second is converted to it unless alike;
 - any other op (flash_attention): not costed here, output taken as whole rows.
 Costs that no choice changes (LayerNorm parameter gathers, the carried-value fill,
@@ -450,3 +452,21 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
         states = nxt
     states = sorted((s for s in states if np.isfinite(s.cycles)), key=lambda s: s.cycles)  # stable
     return [(int(s.cycles), s.choice) for s in states[:keep]]
+
+
+def replay_halves(graph, target, options: dict, choice, panels: dict, pricing) -> frozenset:
+    """The LayerNorm ops a found choice ((op, grid index, rotation) per matmul) lays in row
+    halves: the beam's own steps re-walked with those grids (plan/beam.py keeps only the
+    cycles and the matmul choice of a state)."""
+    if not pricing.ln_halves:
+        return frozenset()
+    c = Costs(graph, target, options, panels, pricing)
+    grid = {n: (i, rot) for n, i, rot in choice}
+    s = State(0, (), {n: PANELS if n in panels else ROWS for n, t in graph.tensors.items()
+                      if t.kind in ("input", "param")})
+    for n, op in enumerate(graph.ops):
+        if op.kind == "matmul":
+            s.lay[op.outputs[0]] = ("out", n, *grid[n])
+        else:
+            s = step(c, n, op, s)
+    return s.halves

@@ -10,8 +10,8 @@ beta over its columns). It costs one more exchange superstep and sync, and pays 
 half-width vertices save more (isa.py; prices: compiler/costs/vector.py layernorm_cycles).
 
 The beam (plan/beam.py step) prices both layouts of each LayerNorm in its state and keeps
-the cheaper; `replay` re-walks a found choice to name the LayerNorms that took halves
-(Candidate.halves, which expand/graph.py lowers)."""
+the cheaper; beam.replay_halves re-walks a found choice to name the LayerNorms that took
+halves (Candidate.halves, which expand/graph.py lowers)."""
 from __future__ import annotations
 
 import numpy as np
@@ -52,21 +52,3 @@ def halves_cycles(t, rows: int, cols: int) -> int:
     swap = t.exchange_phase_cycles + -(-STATS_BYTES * r // t.exchange_bytes_per_cycle)
     return int(t.layernorm_cycles(r, h, 1) + t.layernorm_cycles(r, h, 2)) + swap + 2 * t.sync_cycles
 
-
-def replay(graph, target, options: dict, choice, panels: dict, pricing) -> frozenset:
-    """The LayerNorm ops a found choice ((op, grid index, rotation) per matmul) lays in row
-    halves: the beam's own steps re-walked with those grids (plan/beam.py keeps only the
-    cycles and the matmul choice of a state)."""
-    from .beam import PANELS, ROWS, Costs, State, step
-    if not pricing.ln_halves:
-        return frozenset()
-    c = Costs(graph, target, options, panels, pricing)
-    grid = {n: (i, rot) for n, i, rot in choice}
-    s = State(0, (), {n: PANELS if n in panels else ROWS for n, t in graph.tensors.items()
-                      if t.kind in ("input", "param")})
-    for n, op in enumerate(graph.ops):
-        if op.kind == "matmul":
-            s.lay[op.outputs[0]] = ("out", n, *grid[n])
-        else:
-            s = step(c, n, op, s)
-    return s.halves

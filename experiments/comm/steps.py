@@ -80,9 +80,8 @@ def report(g, e, t, verbose: bool) -> dict:
     return out
 
 
-def main(argv):
-    verbose = "-v" in argv
-    argv = [a for a in argv if a != "-v"]
+def split_variants(argv) -> tuple[list, list]:
+    """`common / variant / variant ...` -> (common overrides, [variant overrides]) ([[]]: none)."""
     groups, cur = [], []
     for a in argv + ["/"]:
         if a == "/":
@@ -90,8 +89,12 @@ def main(argv):
             cur = []
         else:
             cur.append(a)
-    common, variants = groups[0], groups[1:] or [[]]
-    variants = [v for v in variants] if len(groups) > 1 else [[]]
+    return groups[0], (groups[1:] if len(groups) > 1 else [[]])
+
+
+def main(argv):
+    verbose = "-v" in argv
+    common, variants = split_variants([a for a in argv if a != "-v"])
     cfg0 = compose(["model=vit", "target=ipu21", *common])
     res = {"model": run_phase("model", {}, cfg0)}
     results = {}

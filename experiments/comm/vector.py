@@ -22,6 +22,7 @@ from compiler import isa  # noqa: E402
 from compiler.costs import vector as vec, vertices as vt  # noqa: E402
 from compiler.expand.analysis import kernel_cycles  # noqa: E402
 from compiler.phases import run_phase, target_of  # noqa: E402
+from experiments.comm.steps import split_variants  # noqa: E402
 from pipeline.config import compose  # noqa: E402
 
 
@@ -92,18 +93,11 @@ def report(g, e, t) -> dict:
 
 
 def main(argv):
-    groups, cur = [], []
-    for a in argv + ["/"]:
-        if a == "/":
-            groups.append(cur)
-            cur = []
-        else:
-            cur.append(a)
-    common, variants = groups[0], (groups[1:] if len(groups) > 1 else [[]])
+    common, variants = split_variants(argv)
     cfg0 = compose(["model=vit", "target=ipu21", *common])
     res = {"model": run_phase("model", {}, cfg0)}
     out = {}
-    for v in variants or [[]]:
+    for v in variants:
         cfg = compose(["model=vit", "target=ipu21", *common, *v])
         print(" ".join(common + v) or "(defaults)")
         r = dict(res)

@@ -26,7 +26,9 @@ from experiments.comm.steps import split_variants  # noqa: E402
 from pipeline.config import compose  # noqa: E402
 
 
-def _shape(op: int, i0: int, i1: int) -> str:
+def _shape(op: int, i0: int, i1: int, flags: int = 0) -> str:
+    if op == isa.LAYERNORM and flags:                  # policy.ln_halves' two kernels
+        return f"{i0}x{i1} {'stats' if flags == isa.F_LN_STATS else 'half'}"
     if op in (isa.LAYERNORM, isa.SOFTMAX, isa.BIAS, isa.ONLINE_SOFTMAX, isa.ROWSCALE):
         return f"{i0}x{i1}"
     if op == isa.ADD:
@@ -34,14 +36,20 @@ def _shape(op: int, i0: int, i1: int) -> str:
     return f"{i0}"
 
 
-def row_terms(kind: str, rows: int, cols: int, W: int, V: int, scaled: bool = False) -> dict:
+def row_terms(kind: str, rows: int, cols: int, W: int, V: int, scaled: bool = False, part: str = "") -> dict:
     """The vertices of one LAYERNORM / SOFTMAX call (the recipes of compiler/costs/vector.py,
-    term by term, so the table names which vertex costs what)."""
+    term by term, so the table names which vertex costs what); `part`: a row half's stats or
+    half kernel (policy.ln_halves)."""
     P = vt.PERF
     byrow = lambda o: int(vec.by_row_cycles(rows, cols, o, W, V))
     red = int(vt.reduce_rows_cycles(rows, cols, W, V))
+    if kind == "LAYERNORM" and part == "stats":
+        return {"2 row reductions": 2 * red}
     if kind == "LAYERNORM":
+        if part == "half":
+            red = 0
         return {"2 row reductions": 2 * red,
+                "halves' sums added (f32 ADD)": int(part == "half") * int(vec._b1(2 * rows, "ADD", "f32", W, V)),
                 "var (f32 MUL+SUB)": int(vec._b1(rows, "MULTIPLY", "f32", W, V) + vec._b1(rows, "SUBTRACT", "f32", W, V)),
                 "invstd": int(vt.broadcast_scalar_1d_cycles(rows, P[("VARIANCE_TO_INV_STD_DEV", "f32")], 4, W, V)),
                 "2 casts f32->f16": 2 * int(vec.row_value_to_half_cycles(rows, W, V)),
@@ -78,14 +86,16 @@ def report(g, e, t) -> dict:
               f"idle {int((busy == 0).sum())}")
         groups = defaultdict(lambda: [0, 0])
         for j in np.flatnonzero(on):
-            key = (int(k["op"][j]), _shape(int(k["op"][j]), int(k["i0"][j]), int(k["i1"][j])))
+            key = (int(k["op"][j]), _shape(int(k["op"][j]), int(k["i0"][j]), int(k["i1"][j]), int(k["dtype"][j] >> 16)))
             groups[key][0] += 1
             groups[key][1] += int(kc[j])
         for (op, shp), (n, c) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
             line = f"      {isa.OP_NAMES[op]:9s} x{n:3d} ({shp}) = {c}"
             if op in (isa.LAYERNORM, isa.SOFTMAX):
-                r, cols = map(int, shp.split("x"))
-                line += "   " + ", ".join(f"{a} {b}" for a, b in row_terms(isa.OP_NAMES[op], r, cols, W, V).items() if b)
+                dims, _, part = shp.partition(" ")
+                r, cols = map(int, dims.split("x"))
+                terms = row_terms(isa.OP_NAMES[op], r, cols, W, V, part=part)
+                line += "   " + ", ".join(f"{a} {b}" for a, b in terms.items() if b)
             print(line)
     print("  vector per op (critical tiles):", ", ".join(f"{n} {c}" for n, c in per_op.items() if c),
           " total", sum(per_op.values()))

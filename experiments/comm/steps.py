@@ -92,19 +92,24 @@ def split_variants(argv) -> tuple[list, list]:
     return groups[0], (groups[1:] if len(groups) > 1 else [[]])
 
 
-def main(argv):
-    verbose = "-v" in argv
-    common, variants = split_variants([a for a in argv if a != "-v"])
+def expanded(argv):
+    """For each variant of `common / variant / ...`: (its label, the graph, expand's result,
+    the target), the model built once from the common overrides."""
+    common, variants = split_variants(argv)
     cfg0 = compose(["model=vit", "target=ipu21", *common])
     res = {"model": run_phase("model", {}, cfg0)}
-    results = {}
     for v in variants:
         cfg = compose(["model=vit", "target=ipu21", *common, *v])
         print(" ".join(common + v) or "(defaults)")
         r = dict(res)
         r["plan"] = run_phase("plan", r, cfg)
         r["expand"] = run_phase("expand", r, cfg)
-        results[" ".join(v) or "default"] = report(res["model"].graph, r["expand"], target_of(cfg), verbose)
+        yield " ".join(v) or "default", res["model"].graph, r["expand"], target_of(cfg)
+
+
+def main(argv):
+    verbose = "-v" in argv
+    results = {label: report(g, e, t, verbose) for label, g, e, t in expanded([a for a in argv if a != "-v"])}
     print(json.dumps({k: v.get("body") for k, v in results.items()}))
     return results
 

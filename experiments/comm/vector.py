@@ -21,9 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from compiler import isa  # noqa: E402
 from compiler.costs import vector as vec, vertices as vt  # noqa: E402
 from compiler.expand.analysis import kernel_cycles  # noqa: E402
-from compiler.phases import run_phase, target_of  # noqa: E402
-from experiments.comm.steps import split_variants  # noqa: E402
-from pipeline.config import compose  # noqa: E402
+from experiments.comm.steps import expanded  # noqa: E402
 
 
 def _shape(op: int, i0: int, i1: int, flags: int = 0) -> str:
@@ -103,18 +101,7 @@ def report(g, e, t) -> dict:
 
 
 def main(argv):
-    common, variants = split_variants(argv)
-    cfg0 = compose(["model=vit", "target=ipu21", *common])
-    res = {"model": run_phase("model", {}, cfg0)}
-    out = {}
-    for v in variants:
-        cfg = compose(["model=vit", "target=ipu21", *common, *v])
-        print(" ".join(common + v) or "(defaults)")
-        r = dict(res)
-        r["plan"] = run_phase("plan", r, cfg)
-        r["expand"] = run_phase("expand", r, cfg)
-        out[" ".join(v) or "default"] = report(res["model"].graph, r["expand"], target_of(cfg))
-    return out
+    return {label: report(g, e, t) for label, g, e, t in expanded(argv)}
 
 
 if __name__ == "__main__":

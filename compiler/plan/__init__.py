@@ -207,7 +207,8 @@ def with_lean(g, target: Target, policy: Policy, homes: int, panels: dict, found
     of the k: expand's exact screen and cycles choose. The reserve is support_reserve(),
     or less where some matmul's leanest grid (`leanest` bytes, the largest over the
     matmuls) would leave less (the tiny target's tiles are 192 KiB). Nothing changes when
-    the best candidate leaves the reserve."""
+    the best candidate leaves the reserve. The beam's screen of ring copies and whole-unit
+    pieces (budgets.copies_over) keeps the reserve too (beam_search `reserve`)."""
     reserve = min(support_reserve(target), target.tile_bytes - leanest)
     if not found or reserve <= 0:
         return found
@@ -223,7 +224,7 @@ def with_lean(g, target: Target, policy: Policy, homes: int, panels: dict, found
         lean = with_rings(g, lean, target, panels, policy.ring_copies, policy.ring_in_place,
                            policy.ring_units)
     more = [(*f, lean) for f in beam_search(g, target, lean, policy.plan_beam, max(1, k // 4), panels=panels,
-                                                  pricing=pricing_of(policy))]
+                                                  pricing=pricing_of(policy), reserve=reserve)]
     grids = lambda f: tuple((n, f[2][n].grid(i).label, rot) for n, i, rot in f[1])
     seen = {grids(f) for f in found}
     more = [f for f in more if grids(f) not in seen]

@@ -50,7 +50,7 @@ from .homes import home_blocks, panel_elems
 from .layouts import groups_of, rotated, full_rows, operand_windows, tile_elems, word_aligned, pareto, per_tile_cost
 from .matmul import OUT_BYTES, Grid, reduce_rows
 from .relay import relay_blocks
-from .budgets import UNITS_MARGIN_ELEMENTS, copies_over, in_place_budget
+from .budgets import UNITS_MARGIN_ELEMENTS, copies_over, in_place_budget, pair_padding
 from .rowcalls import chunked_cycles, row_quantum
 from .ring import ring_exchange
 from .lnhalves import HALVES, fits as halves_fit, halves_blocks, halves_cycles
@@ -275,6 +275,7 @@ class State:
     peak0: int = 0         # the largest plan memory figure of a grid chosen so far, without ring copies
     extra: int = 0         # bytes ring copies add to every tile they sit on (policy.ring_copies), summed
     r1: int = 0            # region-1 bytes of ring pieces read in place on a tile (policy.ring_in_place), summed
+    r1_seq: int = 0        # those of r1 that are Repeat sequences (one pooled request: whole element pairs)
     halves: frozenset = frozenset()   # LayerNorm ops laid in row halves (policy.ln_halves)
 
 
@@ -371,7 +372,7 @@ def _windows(load: np.ndarray, cursor: int):
 
 def beam_search(graph, target: Target, options: dict[int, Options], width: int, keep: int,
                 res: Residency | None = None, panels: dict | None = None, costs: Costs | None = None,
-                pricing: Pricing = Pricing()):
+                pricing: Pricing = Pricing(), reserve: int = 0):
     """The `keep` cheapest complete states of a beam of `width` (best first), each as
     (estimated cycles, ((op index, grid index, rotation), ...)).
 
@@ -382,7 +383,11 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
     over all tiles instead of piling up on the first ones; the state keeps the
     resident bytes of every tile and checks the fullest against the budgets of `res`.
     `panels`: the weights whose homes are micro-panel grids (plan/homes.py
-    panel_weights); `costs`: a Costs of the same options to reuse (its cache)."""
+    panel_weights); `costs`: a Costs of the same options to reuse (its cache);
+    `reserve`: bytes of a tile that options' memory figures leave out and ring copies,
+    whole-unit pieces and their pair padding must leave too (plan.with_lean's support
+    reserve: its grids' figures exclude it, so without it those extras took the reserve
+    and expand rejected every lean candidate holding them: #26, tests/test_unit_padding.py)."""
     panels = panels or {}
     T = target.tiles
     c = costs or Costs(graph, target, options, panels, pricing)
@@ -426,10 +431,12 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
         extra = o.a["extra"] if "extra" in o.a else np.zeros(N, np.int64)
         base = o.a["mem"] - extra
         r1 = o.a["r1"] if "r1" in o.a else np.zeros(N, np.int64)
-        if extra.any() or any(s.extra for s in states):
+        r1_seq = o.a["r1_seq"] if "r1_seq" in o.a else np.zeros(N, np.int64)
+        padding = pair_padding(np.array([s.r1_seq for s in states])[:, None] + r1_seq[None, :], target)
+        if extra.any() or any(s.extra for s in states) or padding.any():
             units = (np.array([s.r1 for s in states])[:, None] + r1[None, :]) > 0
-            totals = np.where(copies_over(states, base, extra, target.tile_bytes - units * UNITS_MARGIN_ELEMENTS
-                                          * target.element_bytes), np.inf, totals)
+            limit = target.tile_bytes - reserve - units * UNITS_MARGIN_ELEMENTS * target.element_bytes
+            totals = np.where(copies_over(states, base, extra, limit, padding), np.inf, totals)
         if r1.any() or any(s.r1 for s in states):      # pieces read in place: region 1, summed over weights
             totals = np.where(np.array([s.r1 for s in states])[:, None] + r1[None, :] > in_place_budget(target),
                               np.inf, totals)
@@ -448,7 +455,8 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
                     cursor, homes = (rot + k) % T, homes - res.homes[n]
             nxt.append(State(totals.flat[f], s.choice + ((n, i, rot),),
                              {**s.lay, op.outputs[0]: ("out", n, i, rot)}, load, cursor, homes, work,
-                             max(s.peak0, int(base[i])), s.extra + int(extra[i]), s.r1 + int(r1[i])))
+                             max(s.peak0, int(base[i])), s.extra + int(extra[i]), s.r1 + int(r1[i]),
+                             s.r1_seq + int(r1_seq[i]), s.halves))
         states = nxt
     states = sorted((s for s in states if np.isfinite(s.cycles)), key=lambda s: s.cycles)  # stable
     return [(int(s.cycles), s.choice) for s in states[:keep]]

@@ -140,6 +140,7 @@ def with_ring(o, N: int, eb: int, q: int, count: int, home_blk: int, t, copies: 
     # per-grid memory figure counts every other weight as its home block, about that piece
     a["extra"] = np.where(on & ((cop > 1) | two), count * (own - own1), 0)
     a["r1"] = np.where(inp > 0, count * own, 0)       # in place: the pieces sit in region 1 (beam.py State.r1)
+    a["r1_seq"] = a["r1"] * (count > 1)               # ... a Repeat sequence there owns whole pairs (State.r1_seq)
     bw = t.exchange_bytes_per_cycle
     a["cycles"] = np.where(on, a["rest"] + t.exchange_phase_cycles
                            + -(-np.maximum(a["recv_a"] + a["ring_recv"], send) // bw), a["cycles"])

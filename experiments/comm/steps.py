@@ -13,7 +13,8 @@ senders / receivers (with -v; per compute step the tiles with kernels, at the st
 length, and idle), and per op the body's exchange and compute cycles;
 with -v also compute split on each compute step's busiest tile into AMP (MATMUL),
 vector (every other kernel but COPY), COPY (the ring's local copies), and the steps'
-syncs (every superstep's, exchange and compute alike).
+syncs (every superstep's, exchange and compute alike). With -a, per matmul the busiest
+tile's AMP cycles cut into the terms of its PopLibs estimate above the floor (amp.py).
 e.g.  steps.py model.layers=27 / policy.ring_homes=false policy.early_gathers=false /"""
 from __future__ import annotations
 
@@ -28,10 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from compiler import isa  # noqa: E402
 from compiler.expand.analysis import kernel_cycles, send_charge  # noqa: E402
 from compiler.phases import run_phase, target_of  # noqa: E402
+from experiments.comm.amp import frontier, op_gaps, print_frontier, print_gaps  # noqa: E402
 from pipeline.config import compose  # noqa: E402
 
 
-def report(g, e, t, verbose: bool) -> dict:
+def report(g, e, t, verbose: bool, gaps: bool = False) -> dict:
     if e.rejection:
         print("rejected", e.rejection)
         return {}
@@ -77,6 +79,10 @@ def report(g, e, t, verbose: bool) -> dict:
     if verbose:
         print("  per op (exchange / amp / vector / copy / sync):",
               ", ".join(f"{k} {'/'.join(map(str, v.values()))}" for k, v in out["split"].items()))
+    if gaps:
+        out["amp"] = op_gaps(g, tg, t, kc)
+        print_gaps(out["amp"])
+        print_frontier(frontier(g, t, out["amp"]))
     return out
 
 
@@ -108,8 +114,9 @@ def expanded(argv):
 
 
 def main(argv):
-    verbose = "-v" in argv
-    results = {label: report(g, e, t, verbose) for label, g, e, t in expanded([a for a in argv if a != "-v"])}
+    verbose, gaps = "-v" in argv, "-a" in argv
+    results = {label: report(g, e, t, verbose, gaps)
+               for label, g, e, t in expanded([a for a in argv if a not in ("-v", "-a")])}
     print(json.dumps({k: v.get("body") for k, v in results.items()}))
     return results
 

@@ -60,6 +60,17 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 #   LAYERNORM out, src, gamma, beta, rows, cols, eps(f32 bits)
 #                                                  per row of src[rows, cols] f16: (x-mean)/sqrt(var+eps)
 #                                                  * gamma + beta; gamma, beta f16[cols]; stats in f32
+#          LAYERNORM flag F_LN_STATS: a row half's statistics only: out = f32 [rows, 2]
+#                                                  (mean, sum of squared deviations) of src[rows, cols]
+#                                                  (two-pass, f32); gamma, beta, eps unused
+#          LAYERNORM flag F_LN_HALF: one half of each row of a 2 x cols-wide row: the gamma
+#                                                  word is gamma's half f16[cols] with beta's at
+#                                                  gamma + pad8(2 cols); the beta word is the
+#                                                  statistics f32 [2, rows, 2] of the left then the
+#                                                  right half (F_LN_STATS outputs): mean and
+#                                                  variance of the whole row combined from the
+#                                                  halves in that order (both tiles alike), then
+#                                                  normalised as LAYERNORM (policy.ln_halves)
 #   SOFTMAX out, src, rows, cols, scale(f32 bits), valid
 #                                                  per row: softmax(src * scale) over the first `valid`
 #                                                  columns (0 = all), the other columns written 0 (masked
@@ -144,6 +155,7 @@ RELOC_BYTES = 4 * RELOC_WORDS
 F_ERF = 1               # GELU flags
 F_FIRST = 1             # ONLINE_SOFTMAX flags
 F_RECIP, F_ADD = 1, 2   # ROWSCALE flags
+F_LN_STATS, F_LN_HALF = 1, 2   # LAYERNORM flags (one or none)
 F_TRANSPOSE_B = 1       # MATMUL flags: b stored [n, k] row-major, out = a @ b.T
 F_PANEL_B = 2           # MATMUL flags: b stored in AMP micro-panel order (panel_order)
 F_SEG_B = 4             # MATMUL flags: the b word is a segment table's address in the table blob

@@ -146,9 +146,10 @@ class Target:
         """One flash-attention key block: the softmax steps plus the f32 state updates."""
         return vector.online_softmax_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle)
 
-    def layernorm_cycles(self, rows, cols):
-        """popnn's layer norm: two row reductions, the statistics, whitening, gamma and beta."""
-        return vector.layernorm_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle)
+    def layernorm_cycles(self, rows, cols, flags=0):
+        """popnn's layer norm: two row reductions, the statistics, whitening, gamma and beta;
+        flags (isa.F_LN_STATS 1, F_LN_HALF 2): a row half's part of it (policy.ln_halves)."""
+        return vector.layernorm_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle, flags)
 
     def cast_cycles(self, nelem, src_bytes, dst_bytes):
         """popops' Cast1D estimate (compiler/costs/vertices.py); accepts numpy arrays."""

@@ -21,7 +21,7 @@ VIT = dict(name="vit", preset="custom", width=128, hidden=256, heads=2, tokens=1
 def cfg(fp8: bool = False, **policy):
     # sends charged per receiver: with broadcast sends (a LayerNorm row's sender pays once
     # whatever its receivers) spreading A first no longer pays, and the plan never relays
-    policy = dict(broadcast_sends=False, **policy)
+    policy = dict(broadcast_sends=False, ln_halves=False, **policy)   # whole-row LayerNorms: what a relay spreads
     return dict(model=dict(VIT, fp8_activations=fp8), target=target_cfg("tiny"), policy=policy)
 
 

@@ -3,7 +3,8 @@ as the row chunks whose summed cycles are least. The chunk chooser is held to a 
 over every composition of the rows (no shared code); the tiny ViT with a batch runs on the
 simulator with the flag on and validates, its LayerNorms split to single rows (the by-row
 vertex idles workers on 2-5 rows) for fewer cycles; an injected fault (every chunk written
-at its block's first row) must be caught by the run's checks (the layer outputs)."""
+at its block's first row) must be caught by the run's checks (the layer outputs). LayerNorms on
+whole rows (policy.ln_halves off: as halves this case's rows run one a tile pair, nothing to chunk)."""
 import itertools
 
 import numpy as np
@@ -77,8 +78,8 @@ def _ln_rows(res):
 
 
 def test_row_calls_tiny_vit_batch_validates_with_fewer_cycles():
-    off = compile_trial(dict(model=TOWER, target=target_cfg("tiny"), policy=dict(row_calls=False)))
-    on = compile_trial(dict(model=TOWER, target=target_cfg("tiny"), policy=dict(row_calls=True)))
+    off = compile_trial(dict(model=TOWER, target=target_cfg("tiny"), policy=dict(row_calls=False, ln_halves=False)))
+    on = compile_trial(dict(model=TOWER, target=target_cfg("tiny"), policy=dict(row_calls=True, ln_halves=False)))
     assert (_ln_rows(off) > 1).any()                 # the case has multi-row LayerNorm blocks ...
     assert (_ln_rows(on) == 1).all()                 # ... which the flag issues one row a call
     assert _ln_rows(on).sum() == _ln_rows(off).sum()
@@ -90,7 +91,7 @@ def test_plan_prices_the_row_chunks_expand_issues():
     """With the flag on, plan's estimate falls by what expand's exact cycles fall, on the same grids
     (the tiny tower with a batch: its LayerNorm blocks split into rows in both)."""
     def trial(on):
-        r = compile_trial(dict(model=TOWER, target=target_cfg("tiny"), policy=dict(row_calls=on)))
+        r = compile_trial(dict(model=TOWER, target=target_cfg("tiny"), policy=dict(row_calls=on, ln_halves=False)))
         cand = r["plan"].candidates[0]
         return cand.cycles, r["expand"].metrics()["cycles"], [(n, g.label) for n, g in cand.strategy]
     (p0, e0, g0), (p1, e1, g1) = trial(False), trial(True)
@@ -105,6 +106,6 @@ def test_row_calls_fault_every_chunk_at_its_block_start_is_caught(monkeypatch):
         i, first, n = real(c, op, r, k, ebytes)
         return i, np.zeros_like(first), n
     monkeypatch.setattr(expand_graph_mod, "_row_calls", at_block_start)
-    bad = compile_trial(dict(model=TOWER, target=target_cfg("tiny"), policy=dict(row_calls=True)))
+    bad = compile_trial(dict(model=TOWER, target=target_cfg("tiny"), policy=dict(row_calls=True, ln_halves=False)))
     m = bad["run"].metrics()
     assert not m["validated"] and m["ops_failed"] + m["layers_failed"] > 0

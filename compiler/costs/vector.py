@@ -106,20 +106,30 @@ def online_softmax_cycles(rows, cols, workers: int, vector_bytes: int):
             + _b1(rows, "MULTIPLY", "f32", W, V) + _b1(rows, "ADD", "f32", W, V))
 
 
-def layernorm_cycles(rows, cols, workers: int, vector_bytes: int):
+def layernorm_cycles(rows, cols, workers: int, vector_bytes: int, flags=0):
     """LAYERNORM = popnn's layer norm: row sums of x and x^2 (two reductions, the 1/cols scale
     folded in, f32 out), var = E[x^2] - mean^2 (BinaryOp1D MULTIPLY and SUBTRACT f32 on the rows),
     1/sqrt(var + eps) (BroadcastScalar1D VARIANCE_TO_INV_STD_DEV f32), the f32 mean and invStdDev
     to half for the half vertices that apply them (two Cast1D f32 -> f16 of the rows), whitening
     (x - mean) x invStdDev (BroadcastVectorOuterByRow SUBTRACT and MULTIPLY), then gamma
-    (BroadcastVectorInner1D MULTIPLY) and beta (BroadcastVectorInner1D ADD, BIAS's estimate)."""
+    (BroadcastVectorInner1D MULTIPLY) and beta (BroadcastVectorInner1D ADD, BIAS's estimate).
+
+    A row split over two tiles (policy.ln_halves; flags, isa.F_LN_STATS / F_LN_HALF) runs the
+    same vertices on its half: F_LN_STATS the two reductions of its cols; F_LN_HALF adds the two
+    halves' f32 partial sums (the last stage of popops' cross-tile reduction, two partials an
+    output: BinaryOp1D ADD float over the 2 x rows sums, assumed the vertex Poplar picks for a
+    two-input reduction of contiguous outputs), then everything after the reductions over its
+    cols. The two together cost the whole-row recipe at cols plus that ADD."""
     W, V = workers, vector_bytes
-    return (2 * reduce_rows_cycles(rows, cols, W, V)
-            + _b1(rows, "MULTIPLY", "f32", W, V) + _b1(rows, "SUBTRACT", "f32", W, V)
+    fl = _i64(flags)
+    red = 2 * reduce_rows_cycles(rows, cols, W, V)
+    rest = (_b1(rows, "MULTIPLY", "f32", W, V) + _b1(rows, "SUBTRACT", "f32", W, V)
             + broadcast_scalar_1d_cycles(rows, PERF[("VARIANCE_TO_INV_STD_DEV", "f32")], 4, W, V)
             + 2 * row_value_to_half_cycles(rows, W, V)
             + by_row_cycles(rows, cols, "SUBTRACT", W, V) + by_row_cycles(rows, cols, "MULTIPLY", W, V)
             + by_col_cycles(rows, cols, "MULTIPLY", W, V) + by_col_cycles(rows, cols, "ADD", W, V))
+    combine = _b1(2 * _i64(rows), "ADD", "f32", W, V)
+    return np.where(fl == 1, red, np.where(fl == 2, combine + rest, red + rest))
 
 
 def rowscale_cycles(rows, cols, add, recip, workers: int, vector_bytes: int):

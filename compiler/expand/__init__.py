@@ -38,7 +38,7 @@ class Expanded:
 
 def expand_one(cand, graph, target: Target, policy: Policy) -> Expanded:
     try:
-        tg = expand_graph(graph, cand.grids, target, policy, cand.label, cand.resident)
+        tg = expand_graph(graph, cand.grids, target, policy, cand.label, cand.resident, cand.halves)
     except Unencodable as e:             # a byte-wise permutation: rejected before any analysis
         return Expanded(cand, None, {}, "unencodable", str(e))
     a = analyse(tg, target)

@@ -45,9 +45,10 @@ def kernel_cycles(tg: TileGraph, t: Target) -> np.ndarray:
     cast = on(isa.CAST)
     src_b = np.where((k["dtype"][cast] >> 8 & 0xFF) == isa.DTYPES["fp8"], 1, 2)
     cyc[cast] = t.cast_cycles(k["i0"][cast], src_b, 3 - src_b)
-    for op, fn in ((isa.LAYERNORM, t.layernorm_cycles), (isa.ONLINE_SOFTMAX, t.online_softmax_cycles)):
-        sel = on(op)
-        cyc[sel] = fn(k["i0"][sel], k["i1"][sel])
+    ln = on(isa.LAYERNORM)                                    # flags: policy.ln_halves' two kernels
+    cyc[ln] = t.layernorm_cycles(k["i0"][ln], k["i1"][ln], k["dtype"][ln] >> 16)
+    sel = on(isa.ONLINE_SOFTMAX)
+    cyc[sel] = t.online_softmax_cycles(k["i0"][sel], k["i1"][sel])
     sm = on(isa.SOFTMAX)                                      # its scale's multiply unless it is 1.0
     cyc[sm] = t.softmax_cycles(k["i0"][sm], k["i1"][sm], k["i2"][sm] != isa.f32_bits(1.0))
     b = on(isa.BIAS)

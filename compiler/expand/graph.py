@@ -24,6 +24,7 @@ from .balance import fixed_load, vector_load, vector_rotation, vector_shards, ve
 from .early import early_gathers
 from .ring import ring_homes, ring_weights
 from ..plan.rowcalls import row_quantum, split_blocks
+from ..plan.lnhalves import STATS_BYTES, halves_grid
 from .tilegraph import DUMP, END, Builder, TileGraph, concat, soa
 
 F16 = isa.DTYPES["f16"]
@@ -51,6 +52,7 @@ class Ctx:
         self.ring_rows: dict[str, list] = {}           # ring copies: weight -> the layout each grid row gathers from
         self.ring_units: dict[str, dict] = {}          # 2-D unit pieces (expand/ring2d.py): weight -> unit grid
         self.ring_reps: dict[str, list] = {}           # ... and its replicas' layouts
+        self.halves: frozenset = frozenset()           # LayerNorm ops over row halves (policy.ln_halves)
 
     # supersteps ---------------------------------------------------------------
     def exchange_step(self) -> int:
@@ -255,9 +257,56 @@ def _row_calls(c: Ctx, op, r, k, ebytes: int):
     return split_blocks(r, cost, row_quantum(cols * min(ebytes, OUT_BYTES)))
 
 
+def _partner(A, B):
+    """Block (a, b)'s partner (a, 1 - b) as a block index (blocks row-major, two columns)."""
+    return A * 2 + (1 - B)
+
+
+def expand_ln_halves(c: Ctx, op):
+    """LayerNorm over row halves on two tiles (policy.ln_halves, plan/lnhalves.py): x
+    converted to the halves grid with each block's gamma and beta columns gathered in the
+    same exchange; each tile's F_LN_STATS writes its rows' f32 (mean, M2) into its slot of
+    a [2, rows, 2] buffer (left half slot 0), one exchange superstep sends the slot to the
+    partner's buffer, and each tile's F_LN_HALF normalises its half from both."""
+    x, C = c.lay[op.inputs[0]], c.lay[op.inputs[0]].cols
+    h = C // 2
+    rs, grid = halves_grid(x.rows, c.t.tiles)
+    xs = c.exchange_step()
+    x = convert(c.bld, x, f"{op.outputs[0]}.halves", rs, np.array([0, h]), grid, xs, 8, STANDARD)
+    A, B, r, k = _blocks(x)
+    tiles, gbo = x.tile[A, B], pad(h * 2, 8)
+    gb = c.bld.alloc_rows(f"{op.outputs[0]}.gamma_beta", tiles, 2 * gbo, 8, STANDARD, xs)
+    first = len(c.bld.xfer)
+    for n, pname in enumerate(op.inputs[1:3]):
+        c.gather_vector(pname, xs, tiles, gb, n * gbo, x.cstart[B], x.cstart[B] + k)
+    c.may_move(op.inputs[1], first, gb, xs)
+    s1 = c.compute_step()
+    slot = STATS_BYTES * r
+    st = c.bld.alloc_rows(f"{op.outputs[0]}.stats", tiles, 2 * slot, 8, STANDARD, s1)
+    c.kernel(step=s1, tile=tiles, op=isa.LAYERNORM, dtype=F16 | isa.F_LN_STATS << 16, r0=st, o0=B * slot,
+             r1=x.req[A, B], o1=x.off[A, B], i0=r, i1=k)
+    c.bld.reads(x, s1)
+    s2 = c.exchange_step()
+    peer = _partner(A, B)
+    c.bld.add("xfer", step=s2, src=tiles, dst=tiles[peer], sreq=st, soff=B * slot, dreq=st[peer],
+              doff=B * slot, s_row_bytes=slot, s_rows=1, s_stride=slot, d_row_bytes=slot, d_rows=1,
+              d_stride=slot, reloc=0)
+    c.bld.reads(st, s2)
+    s3 = c.compute_step()
+    out = _like(c, op.outputs[0], x, s3)
+    c.kernel(step=s3, tile=tiles, op=isa.LAYERNORM, dtype=F16 | isa.F_LN_HALF << 16, r0=out.req[A, B],
+             r1=x.req[A, B], o1=x.off[A, B], r2=gb, o2=0, r3=st, o3=0, i0=r, i1=k,
+             i2=isa.f32_bits(op.attr("eps", 1e-6)))
+    for used in (x, gb, st):
+        c.bld.reads(used, s3)
+    c.lay[op.outputs[0]] = out
+
+
 def expand_rowwise(c: Ctx, op):
     """LayerNorm and softmax: whole rows per tile; LayerNorm's gamma and beta gathered
     next to every block in the same exchange."""
+    if op.kind == "layernorm" and c.op in c.halves:
+        return expand_ln_halves(c, op)
     x = c.lay[op.inputs[0]]
     xs = []
 
@@ -354,13 +403,14 @@ def _end_body(c: Ctx, carried: dict) -> int:
 
 
 def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
-                 resident: frozenset = frozenset()) -> TileGraph:
+                 resident: frozenset = frozenset(), halves: frozenset = frozenset()) -> TileGraph:
     """With a Repeat, the supersteps of its body ops (tg.body: a step range; the ops
     before and after it get steps of their own, run once) run `count` times: carried
     outputs are exchanged back into their inputs' blocks at the end of each iteration,
     and ops after the body and the host read the output from there. With
     `resident` matmuls, weights get no homes of their own: they stay where they are read."""
     c = Ctx(graph, target, policy)
+    c.halves = frozenset(halves)
     rep = graph.repeat
     count = rep.count if rep else 1
     seq = set(rep.sequences) if rep else set()

@@ -31,8 +31,11 @@ class AttentionConfig:
             raise ValueError(f"model.head_dim={self.head_dim}: must be even (rows move as 32-bit words)")
 
 
-def padded(tokens: int) -> int:
-    return tokens + tokens % 2
+def padded(tokens: int, align: int = 2) -> int:
+    """Tokens padded with masked zero tokens to a multiple of `align` (2: rows move as whole
+    32-bit words; model.token_align 4: an f16 row of keys is whole 64-bit words, so a softmax
+    may run over any row of a tile's block alone, plan/rowcalls.py)."""
+    return tokens + (-tokens) % align
 
 
 def attention_ops(g: Graph, q: str, k: str, v: str, out: str, T: int, H: int, d: int, prefix: str = "",

@@ -56,7 +56,7 @@ def host_bytes(cfg: dict) -> tuple[str, dict]:
         c = model_config(config_class(name), dict(cfg))
         d = c.dims()
         D, F, H = d["width"], d["hidden"], d["heads"]
-        T = attention.padded(d["tokens"])
+        T = attention.padded(d["tokens"], c.token_align)
         B = c.batch if c.tower else 1
         L, wb = c.layers, (1 if c.weight_dtype == "fp8" else 2)
         params = L * (D * (4 * D + 2 * F) * wb + (9 * D + F) * 2)

@@ -36,7 +36,7 @@ def build(cfg: dict):
     c = model_config(VitConfig, cfg)
     d = c.dims()
     D, F, H, T0 = d["width"], d["hidden"], d["heads"], d["tokens"]
-    T, hd = padded(T0), D // H
+    T, hd = padded(T0, c.token_align), D // H
     L = c.layers
     B = c.batch if c.tower else 1
     R = B * T                         # rows: image b's tokens at [b·T, (b+1)·T)

@@ -44,6 +44,9 @@ class VitConfig:
     hidden: int = 0
     heads: int = 0
     tokens: int = 0               # blocks scope only (the tower's follow from image, patch, pool)
+    token_align: int = 2          # pad the token count with masked tokens to a multiple of this: 2 (rows are
+                                  # whole 32-bit words) or 4 (a row of keys whole 64-bit words: softmax row
+                                  # chunks of one row, experiments/comm/README.md "vector gap")
     image: int = 0                # tower: image side in pixels (0: preset)
     patch: int = 0                # tower: patch side (0: preset)
     pool: str = ""                # tower head: map (SigLIP attention pool) | token (class token + Linear)
@@ -102,6 +105,8 @@ class VitConfig:
         if self.scope not in ("", "tower", "blocks"):
             raise ValueError(f"model.scope={self.scope!r}: not one of tower, blocks")
         check_positive(self, "layers", "classes", "batch", "calibration")
+        if self.token_align not in (2, 4):
+            raise ValueError(f"model.token_align={self.token_align!r}: not one of 2, 4")
         check_preprocess(self.crop_pct, self.interpolation, self.mean, self.std)
         if self.attention not in ("materialized", "flash", "auto"):
             raise ValueError(f"model.attention={self.attention!r}: not one of materialized, flash, auto")

@@ -32,7 +32,7 @@ from ..policy import Policy
 from ..result import Rejection
 from ..target import DTYPE_BYTES, Target
 from .attn import group_variants
-from .beam import GRID_FIELDS, Costs, Options, Pricing, Residency, beam_search, with_relay, with_resident
+from .beam import GRID_FIELDS, Costs, Options, Pricing, Residency, beam_search, replay_halves, with_relay, with_resident
 from .budgets import region1_budget
 from .homes import home_bytes, panel_elems, panel_weights
 from .matmul import enumerate_grids, stationary_weights
@@ -44,6 +44,7 @@ class Candidate:
     strategy: tuple            # (op index, Grid) for every matmul
     cycles: int                # estimate of the body's cycles (plan/beam.py; rank-aligned: sum of standalone grids)
     resident: frozenset = frozenset()   # matmuls whose weights stay where read (expand/graph.py resident_weights)
+    halves: frozenset = frozenset()     # LayerNorms laid in row halves on two tiles (policy.ln_halves, plan/lnhalves.py)
 
     @property
     def grids(self) -> dict:
@@ -56,7 +57,8 @@ class Candidate:
     @property
     def label(self) -> str:
         return " ".join(f"op{n}:{g.label}" + ("*" * (n in self.resident)) for n, g in self.strategy) \
-            + (" stationary" if self.resident else "")
+            + (" stationary" if self.resident else "") \
+            + (" halves:" + ",".join(f"op{n}" for n in sorted(self.halves)) if self.halves else "")
 
 
 @dataclass
@@ -186,7 +188,7 @@ def rank_aligned(options: dict, keep: int) -> list:
 
 def pricing_of(policy: Policy) -> Pricing:
     """The policy flags the beam's costs follow (beam.Pricing)."""
-    return Pricing(policy.broadcast_sends, policy.row_calls)
+    return Pricing(policy.broadcast_sends, policy.row_calls, policy.ln_halves)
 
 
 def support_reserve(t: Target) -> int:
@@ -295,7 +297,8 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
                                                           pricing_of(policy)),
                            key=lambda f: f[0])                               # stable: the beam's own first
     cands = [Candidate(tuple((n, replace(opts[n].grid(i), rot=rot)) for n, i, rot in choice), int(cyc),
-                       frozenset(n for n, i, _ in choice if "still" in opts[n].a and opts[n].a["still"][i]))
+                       frozenset(n for n, i, _ in choice if "still" in opts[n].a and opts[n].a["still"][i]),
+                       replay_halves(g, target, opts, choice, panels, pricing_of(policy)))
              for cyc, choice, opts in found]
     res = PlanResult(cands, considered, dict(sorted(rejected.items())),
                      weights=weight_modes(g, cands[0]) if cands else {})

@@ -28,6 +28,8 @@ Layouts, as expand builds them (compiler/expand/graph.py):
 - bias, gelu, cast: the input's layout, each block one kernel on its tile;
 - layernorm, softmax: the input's layout if its blocks are whole rows, else the
   tensor is first converted to whole rows over all tiles (one exchange superstep);
+  with policy.ln_halves a LayerNorm may instead take row halves on two tiles
+  (plan/lnhalves.py), where that prices lower, gamma and beta's bytes counted for both;
 - add: the first operand's layout; the second is converted to it unless alike;
 - any other op (flash_attention): not costed here, output taken as whole rows.
 Costs that no choice changes (LayerNorm parameter gathers, the carried-value fill,
@@ -51,6 +53,7 @@ from .relay import relay_blocks
 from .budgets import UNITS_MARGIN_ELEMENTS, copies_over, in_place_budget, pair_padding
 from .rowcalls import chunked_cycles, row_quantum
 from .ring import ring_exchange
+from .lnhalves import HALVES, fits as halves_fit, halves_blocks, halves_cycles
 
 ROWS = ("rows",)          # layout descriptor: whole rows over all tiles
 PANELS = ("panels",)      # a weight's micro-panel home (plan/homes.py)
@@ -103,6 +106,7 @@ class Pricing(NamedTuple):
     """The policy flags that change what the beam charges (plan passes the trial's policy's)."""
     bcast: bool = False        # policy.broadcast_sends: a block sent to several tiles costs its sender once
     row_calls: bool = False    # policy.row_calls: a LayerNorm / softmax block costs its cheapest row chunks
+    ln_halves: bool = False    # policy.ln_halves: a LayerNorm may take row halves on two tiles (plan/lnhalves.py)
 
 
 class Costs:
@@ -112,6 +116,7 @@ class Costs:
         self.g, self.t, self.opt, self.panels = graph, target, options, panels
         self.bcast = pricing.bcast
         self.row_calls = pricing.row_calls
+        self.ln_halves = pricing.ln_halves
         self.cache = {}
 
     def _memo(self, key, fn):
@@ -121,6 +126,8 @@ class Costs:
 
     def blocks(self, name: str, desc):
         def make():
+            if desc == HALVES:
+                return halves_blocks(*self.g.tensors[name].shape, self.t.tiles)
             if desc in (ROWS, PANELS):      # whole rows (homes or converted), or a panel home
                 P = self.panels[name] if desc == PANELS else 0
                 return home_blocks(*self.g.tensors[name].shape, 1, self.t.tiles, P)[0]
@@ -209,6 +216,31 @@ class Costs:
             return int(self.exchange(recv.max(), send.max())) + 2 * self.t.sync_cycles
         return self._memo(("convert", name, src, dst), make)
 
+    def halves_gain(self, n: int, x: str, src, rows) -> int:
+        """Cycles LayerNorm n over row halves costs more than over whole rows (`rows`: x's
+        layout or its whole-rows copy), each with its exchange superstep's bytes counted in
+        full: x's conversion and gamma and beta's columns every block receives (the beam
+        leaves the latter out of every state alike; here the two layouts receive different
+        amounts). inf where halves do not fit the row."""
+        def make():
+            R, C = self.g.tensors[x].shape
+            e = DTYPE_BYTES[self.g.tensors[x].dtype]
+            if not halves_fit(C, e):
+                return np.inf
+            T, everything = self.t.tiles, np.array([[0, 1 << 40, 0, 1 << 40]])
+
+            def step_cost(dst):
+                b = self.blocks(x, dst)
+                params = np.bincount(b[4], b[3] * 2 * OUT_BYTES, minlength=T)
+                if dst == src:
+                    return int(self.exchange(params.max(), 0)) + 2 * self.t.sync_cycles
+                recv = tile_elems(b, everything, T) * e + params
+                send = tile_elems(self.blocks(x, src), everything, T) * e
+                return int(self.exchange(recv.max(), send.max())) + 2 * self.t.sync_cycles
+            whole = step_cost(rows) + self.compute(n, rows)
+            return step_cost(HALVES) + halves_cycles(self.t, R, C) - whole
+        return self._memo(("halves", n, src, rows), make)
+
     def compute(self, n: int, desc) -> int:
         """The busiest tile's kernels of elementwise or row-wise op n over its layout."""
         def make():
@@ -244,6 +276,7 @@ class State:
     extra: int = 0         # bytes ring copies add to every tile they sit on (policy.ring_copies), summed
     r1: int = 0            # region-1 bytes of ring pieces read in place on a tile (policy.ring_in_place), summed
     r1_seq: int = 0        # those of r1 that are Repeat sequences (one pooled request: whole element pairs)
+    halves: frozenset = frozenset()   # LayerNorm ops laid in row halves (policy.ln_halves)
 
 
 def step(c: Costs, n: int, op, s: State) -> State:
@@ -262,6 +295,12 @@ def step(c: Costs, n: int, op, s: State) -> State:
         if out != ROWS and not full_rows(c.blocks(x, out)):
             cyc += c.convert(x, out, ROWS)      # a converted copy: x itself keeps its layout
             out = ROWS
+        if op.kind == "layernorm" and c.ln_halves:
+            delta = c.halves_gain(n, x, lay[x], out)
+            if delta < 0:                       # row halves: whole rows' price + the difference
+                lay[op.outputs[0]] = HALVES
+                return replace(s, cycles=s.cycles + cyc + c.compute(n, out) + delta, lay=lay,
+                               halves=s.halves | {n})
     else:
         lay[op.outputs[0]] = ROWS
         return replace(s, lay=lay)
@@ -417,7 +456,25 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
             nxt.append(State(totals.flat[f], s.choice + ((n, i, rot),),
                              {**s.lay, op.outputs[0]: ("out", n, i, rot)}, load, cursor, homes, work,
                              max(s.peak0, int(base[i])), s.extra + int(extra[i]), s.r1 + int(r1[i]),
-                             s.r1_seq + int(r1_seq[i])))
+                             s.r1_seq + int(r1_seq[i]), s.halves))
         states = nxt
     states = sorted((s for s in states if np.isfinite(s.cycles)), key=lambda s: s.cycles)  # stable
     return [(int(s.cycles), s.choice) for s in states[:keep]]
+
+
+def replay_halves(graph, target, options: dict, choice, panels: dict, pricing) -> frozenset:
+    """The LayerNorm ops a found choice ((op, grid index, rotation) per matmul) lays in row
+    halves: the beam's own steps re-walked with those grids (plan/beam.py keeps only the
+    cycles and the matmul choice of a state)."""
+    if not pricing.ln_halves:
+        return frozenset()
+    c = Costs(graph, target, options, panels, pricing)
+    grid = {n: (i, rot) for n, i, rot in choice}
+    s = State(0, (), {n: PANELS if n in panels else ROWS for n, t in graph.tensors.items()
+                      if t.kind in ("input", "param")})
+    for n, op in enumerate(graph.ops):
+        if op.kind == "matmul":
+            s.lay[op.outputs[0]] = ("out", n, *grid[n])
+        else:
+            s = step(c, n, op, s)
+    return s.halves

@@ -28,7 +28,7 @@ RULES = {
                  isa.F_TRANSPOSE_B | isa.F_PANEL_B | isa.F_SEG_B | isa.F_SEG_K | isa.F_SEG_2D
                  | isa.F_SCALE_TABLE | isa.F_F32_OUT),
     isa.GELU: ({0, F16}, {0}, isa.F_ERF),
-    isa.LAYERNORM: _F16_ONLY,
+    isa.LAYERNORM: ({0, F16}, {0}, isa.F_LN_STATS | isa.F_LN_HALF),   # policy.ln_halves' two kernels
     isa.SOFTMAX: _F16_ONLY,
     isa.CAST: ({F16, FP8}, {F16, FP8}, isa.F_SCALE_TABLE),
     isa.ONLINE_SOFTMAX: ({0, F16}, {0}, isa.F_FIRST),

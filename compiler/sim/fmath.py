@@ -90,6 +90,29 @@ def layernorm(x, gamma, beta, eps):
     return d * rstd * gamma + beta
 
 
+def layernorm_stats(x):
+    """x [B, rows, cols] -> f32 [B, rows, 2]: each row's mean and sum of squared
+    deviations (two-pass), a row half's part of LAYERNORM F_LN_STATS."""
+    mean = x.sum(-1, keepdims=True) / f32(x.shape[-1])
+    d = x - mean
+    return np.concatenate([mean, (d * d).sum(-1, keepdims=True)], -1)
+
+
+def layernorm_half(x, gamma, beta, left, right, eps):
+    """x [B, rows, c]: one half of rows 2c wide; left, right [B, rows, 2] the halves'
+    (mean, M2) (layernorm_stats); gamma, beta [B, 1, c]; eps [B, 1, 1]. The whole row's
+    mean and biased variance by Chan's pairwise combination of two equal halves (left then
+    right, the same arithmetic on both tiles): mean = (m_l + m_r) / 2, M2 = M2_l + M2_r +
+    (m_l - m_r)^2 c / 2; then normalised as layernorm."""
+    c = f32(x.shape[-1])
+    ml, mr = left[..., :1], right[..., :1]
+    mean = (ml + mr) * f32(0.5)
+    delta = ml - mr
+    var = (left[..., 1:] + right[..., 1:] + delta * delta * (c * f32(0.5))) / (f32(2) * c)
+    rstd = f32(1) / np.sqrt(var + eps)
+    return (x - mean) * rstd * gamma + beta
+
+
 def softmax(x, scale):
     """x [B, rows, cols], scale [B, 1, 1]: exp(s - rowmax s) / rowsum, s = x * scale."""
     s = x * scale

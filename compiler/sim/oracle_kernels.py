@@ -256,10 +256,15 @@ def vector_cycles(op, r, c, add, f: _Figures, recip=0) -> np.ndarray:
         return (scale + 2 * _reduce_rows(r, c, W, lanes) + to_half + _rows_op(r, c, W, lanes)
                 + _un1d(n, W, 4, 4, 33) + state)
     # LAYERNORM: sums of x and x^2, mean^2 and the subtraction (f32), var -> invStdDev, mean and
-    # invStdDev to f16, whiten, gamma, beta
+    # invStdDev to f16, whiten, gamma, beta. `add` carries its flags: F_LN_STATS the sums alone;
+    # F_LN_HALF the rest, after adding the two halves' sums (2 r floats, a binary f32 ADD)
     beta = np.where(r == 1, _bin1d(n, W, 3, lanes), bias_cycles(r, c, f))
-    return (2 * _reduce_rows(r, c, W, lanes) + 2 * _bin1d(r, W, 3, fl) + _scalar1d(r, W, 12, 2)
-            + 2 * to_half + 2 * _rows_op(r, c, W, lanes) + _gamma(r, c, W, lanes) + beta)
+    sums = 2 * _reduce_rows(r, c, W, lanes)
+    rest = (2 * _bin1d(r, W, 3, fl) + _scalar1d(r, W, 12, 2) + 2 * to_half + 2 * _rows_op(r, c, W, lanes)
+            + _gamma(r, c, W, lanes) + beta)
+    flags = np.asarray(add, np.int64)
+    return np.where(flags == isa.F_LN_STATS, sums,
+                    np.where(flags == isa.F_LN_HALF, _bin1d(2 * r, W, 3, fl) + rest, sums + rest))
 
 
 def merge_cycles(r, c, s, f: _Figures) -> np.ndarray:
@@ -322,7 +327,9 @@ def kernel_cycles(op, w, f: _Figures, seg_groups=None) -> np.ndarray:
     for s_, d_ in set(zip(dt2[i].tolist(), dt[i].tolist())):     # (source, destination) types
         j = i[(dt2[i] == s_) & (dt[i] == d_)]
         out[j] = _cast(w[j, 3], BYTES[s_], BYTES[d_], f.workers, V)
-    for code, (a, b) in ((isa.LAYERNORM, (5, 6)), (isa.ONLINE_SOFTMAX, (4, 5)), (isa.ROWSCALE, (5, 6))):
+    i = at(isa.LAYERNORM)
+    out[i] = vector_cycles(isa.LAYERNORM, w[i, 5], w[i, 6], fl[i], f)
+    for code, (a, b) in ((isa.ONLINE_SOFTMAX, (4, 5)), (isa.ROWSCALE, (5, 6))):
         i = at(code)
         out[i] = vector_cycles(code, w[i, a], w[i, b], (fl[i] & isa.F_ADD) != 0, f,
                                (fl[i] & isa.F_RECIP) != 0 if code == isa.ROWSCALE else 0)

@@ -47,21 +47,35 @@ class VectorKernels:
     def layernorm(self, step, tiles, pcs, w):
         out, src, gamma, beta, R, C = (w[:, j] for j in range(1, 7))
         eps = w[:, 7].astype(np.uint32).view(np.float32)
+        fl = decode.fields(w[:, 0])[3]
         self._dims(isa.LAYERNORM, step, tiles, pcs, {"rows": R, "cols": C})
+        first_fault(fl == isa.F_LN_STATS | isa.F_LN_HALF,
+                    lambda i: "LAYERNORM with both F_LN_STATS and F_LN_HALF", tiles, step, pcs)
+        stats, half = fl == isa.F_LN_STATS, fl == isa.F_LN_HALF
         nb = 2 * R * C
+        gb = 2 * C + np.where(half, (-(2 * C)) % 8 + 2 * C, 0)      # F_LN_HALF: gamma then beta, 8-aligned
         self.check_operands(isa.LAYERNORM, step, tiles, pcs,
-                            {"out": (out, nb, None), "src": (src, nb, None),
-                             "gamma": (gamma, 2 * C, None), "beta": (beta, 2 * C, None)})
-        for grp in groups(np.stack([R, C], 1)):
-            r, c = int(R[grp[0]]), int(C[grp[0]])
+                            {"out": (out, np.where(stats, 8 * R, nb), None), "src": (src, nb, None),
+                             "gamma": (gamma, gb, ~stats), "beta": (beta, np.where(half, 16 * R, 2 * C), ~stats)})
+        for grp in groups(np.stack([R, C, fl], 1)):
+            r, c, f = int(R[grp[0]]), int(C[grp[0]]), int(fl[grp[0]])
             def body(g):
                 tg = tiles[g]
                 x = self._load(tg, src[g], 2 * r * c).reshape(-1, r, c)
+                if f == isa.F_LN_STATS:
+                    self._store(tg, out[g], fmath.layernorm_stats(x).astype("<f4").view(np.uint8))
+                    return
                 gm = self._load(tg, gamma[g], 2 * c).reshape(-1, 1, c)
-                bt = self._load(tg, beta[g], 2 * c).reshape(-1, 1, c)
-                self._store16(tg, out[g], fmath.layernorm(x, gm, bt, eps[g][:, None, None]))
+                if f == isa.F_LN_HALF:
+                    bt = self._load(tg, gamma[g] + 2 * c + (-(2 * c)) % 8, 2 * c).reshape(-1, 1, c)
+                    st = self._load(tg, beta[g], 16 * r, "f32").reshape(-1, 2, r, 2)
+                    y = fmath.layernorm_half(x, gm, bt, st[:, 0], st[:, 1], eps[g][:, None, None])
+                else:
+                    bt = self._load(tg, beta[g], 2 * c).reshape(-1, 1, c)
+                    y = fmath.layernorm(x, gm, bt, eps[g][:, None, None])
+                self._store16(tg, out[g], y)
             self.each(self.slices(grp, 16 * r * c), body)
-        return self.t.layernorm_cycles(R, C)
+        return self.t.layernorm_cycles(R, C, fl)
 
     def softmax(self, step, tiles, pcs, w):
         out, src, R, C = (w[:, j] for j in range(1, 5))

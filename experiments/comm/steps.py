@@ -86,9 +86,8 @@ def report(g, e, t, verbose: bool, gaps: bool = False) -> dict:
     return out
 
 
-def main(argv):
-    verbose, gaps = "-v" in argv, "-a" in argv
-    argv = [a for a in argv if a not in ("-v", "-a")]
+def split_variants(argv) -> tuple[list, list]:
+    """`common / variant / variant ...` -> (common overrides, [variant overrides]) ([[]]: none)."""
     groups, cur = [], []
     for a in argv + ["/"]:
         if a == "/":
@@ -96,18 +95,28 @@ def main(argv):
             cur = []
         else:
             cur.append(a)
-    common, variants = groups[0], groups[1:] or [[]]
-    variants = [v for v in variants] if len(groups) > 1 else [[]]
+    return groups[0], (groups[1:] if len(groups) > 1 else [[]])
+
+
+def expanded(argv):
+    """For each variant of `common / variant / ...`: (its label, the graph, expand's result,
+    the target), the model built once from the common overrides."""
+    common, variants = split_variants(argv)
     cfg0 = compose(["model=vit", "target=ipu21", *common])
     res = {"model": run_phase("model", {}, cfg0)}
-    results = {}
     for v in variants:
         cfg = compose(["model=vit", "target=ipu21", *common, *v])
         print(" ".join(common + v) or "(defaults)")
         r = dict(res)
         r["plan"] = run_phase("plan", r, cfg)
         r["expand"] = run_phase("expand", r, cfg)
-        results[" ".join(v) or "default"] = report(res["model"].graph, r["expand"], target_of(cfg), verbose, gaps)
+        yield " ".join(v) or "default", res["model"].graph, r["expand"], target_of(cfg)
+
+
+def main(argv):
+    verbose, gaps = "-v" in argv, "-a" in argv
+    results = {label: report(g, e, t, verbose, gaps)
+               for label, g, e, t in expanded([a for a in argv if a not in ("-v", "-a")])}
     print(json.dumps({k: v.get("body") for k, v in results.items()}))
     return results
 

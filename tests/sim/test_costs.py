@@ -291,6 +291,8 @@ def _vector_disagreements(fig: dict) -> int:
     r, c = r.ravel(), c.ravel()
     bad = 0
     cases = [(isa.LAYERNORM, (5, 6), 0, t.layernorm_cycles(r, c)), (isa.SOFTMAX, (3, 4), 0, t.softmax_cycles(r, c)),
+             (isa.LAYERNORM, (5, 6), isa.F_LN_STATS, t.layernorm_cycles(r, c, isa.F_LN_STATS)),   # policy.ln_halves
+             (isa.LAYERNORM, (5, 6), isa.F_LN_HALF, t.layernorm_cycles(r, c, isa.F_LN_HALF)),
              (isa.ONLINE_SOFTMAX, (4, 5), 0, t.online_softmax_cycles(r, c)),
              (isa.SOFTMAX, (3, 4, 5), 0, t.softmax_cycles(r, c, False)),     # word 5 = 1.0: no scale multiply
              (isa.ROWSCALE, (5, 6), 0, t.rowscale_cycles(r, c, 0, 0)),
@@ -369,8 +371,8 @@ VEC_MUTANTS = {
         r, c, W, v, True)),
     "online softmax: no state update": ("online_softmax_cycles", lambda r, c, W, v: _ov["online_softmax_cycles"](
         r, c, W, v) - 2 * _ov["binary_op_1d_cycles"](r, (None, 1), 4, W, v)),
-    "layernorm: one reduction": ("layernorm_cycles", lambda r, c, W, v: _ov["layernorm_cycles"](r, c, W, v)
-                                 - _ov["reduce_rows_cycles"](r, c, W, v)),
+    "layernorm: one reduction": ("layernorm_cycles", lambda r, c, W, v, f=0: _ov["layernorm_cycles"](r, c, W, v, f)
+                                 - (np.asarray(f) != isa.F_LN_HALF) * _ov["reduce_rows_cycles"](r, c, W, v)),
     "rowscale: add charged always": ("rowscale_cycles", lambda r, c, a, q, W, v: _ov["rowscale_cycles"](r, c, 1, q, W, v)),
     "rowscale: no reciprocal": ("rowscale_cycles", lambda r, c, a, q, W, v: _ov["rowscale_cycles"](r, c, a, 0, W, v)),
     "rowscale: reciprocal charged always": ("rowscale_cycles",
@@ -384,8 +386,8 @@ VEC_MUTANTS = {
         r, c, a, q, W, v) - _ov["row_value_to_half_cycles"](r, W, v)),
     "online softmax: no cast of the max": ("online_softmax_cycles", lambda r, c, W, v: _ov["online_softmax_cycles"](
         r, c, W, v) - _ov["row_value_to_half_cycles"](r, W, v)),
-    "layernorm: one cast of the statistics": ("layernorm_cycles", lambda r, c, W, v: _ov["layernorm_cycles"](
-        r, c, W, v) - _ov["row_value_to_half_cycles"](r, W, v)),
+    "layernorm: one cast of the statistics": ("layernorm_cycles", lambda r, c, W, v, f=0: _ov["layernorm_cycles"](
+        r, c, W, v, f) - (np.asarray(f) != isa.F_LN_STATS) * _ov["row_value_to_half_cycles"](r, W, v)),
     "PERF: INVERSE f32 as a vector entry": ("PERF", {**vertices.PERF, ("INVERSE", "f32"): (None, 6)}),
     "PERF: EXPONENT half 2 cycles a vector": ("PERF", {**vertices.PERF, ("EXPONENT", "f16"): (None, 2)}),
     "PERF: VARIANCE_TO_INV_STD_DEV half entry": ("PERF", {**vertices.PERF, ("VARIANCE_TO_INV_STD_DEV", "f32"): (4, 24)}),

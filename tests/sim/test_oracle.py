@@ -85,7 +85,7 @@ def _groups_only(self, m, k, n, d, da=None, f32_out=False):   # whole channel gr
 
 
 MUTANTS = {
-    "LayerNorm per byte (the previous model)": ("layernorm_cycles", lambda self, r, c:
+    "LayerNorm per byte (the previous model)": ("layernorm_cycles", lambda self, r, c, f=0:
                                                 40 + -(-(10 * r * c) // 8) + -(-r // 2)),
     "GELU per byte (the previous model)": ("gelu_cycles", lambda self, n: 40 + -(-(4 * n) // 8) + -(-n // 2)),
     "supertile pair bonus": ("exchange_cycles", _supertile_exchange),

@@ -514,3 +514,48 @@ def test_softmax_at_scale_one_costs_no_multiply():
     for i, (sc, t) in enumerate(zip(scales, TILES)):
         _close(Y[i], _softmax_ref(X[i], sc), rtol=3e-3, atol=2 * F16_TINY)
         assert res.tile_cycles[0, t] == t_.softmax_cycles(r, c) - (mul if sc == 1.0 else 0)
+
+
+def test_layernorm_halves_with_extreme_rows():
+    """policy.ln_halves' kernels on one tile: F_LN_STATS of each half of the rows into the two
+    slots of the statistics, then F_LN_HALF of each half: the whole rows' layer norm (float64
+    reference), a constant row's output beta; cycles the two flags' estimates."""
+    rng = np.random.default_rng(5)
+    rows, cols, eps = 6, 96, 1e-5
+    h = cols // 2
+    X = [_f16(rng, (rows, cols), 2.0) + np.float16(i) for i in range(len(TILES))]
+    X[0][0] = 3.0
+    X[0][1] = _f16(rng, cols, 20000.0)
+    X[0][2] = _f16(rng, cols, 1e-3)
+    X[0][3, ::2], X[0][3, 1::2] = 65504, -65504
+    X[0][4, :h] += np.float16(100)                   # halves with different means
+    G = [_f16(rng, cols) for _ in TILES]
+    B = [_f16(rng, cols) for _ in TILES]
+    XB, GB, ST = 2 * rows * h, 2 * h + (-(2 * h)) % 8, 8 * rows        # a half's bytes; beta after gamma; a slot
+
+    def build(off):
+        a = Asm()
+        s = {"x": _load(a, "x", lambda t: R0_DATA + off(t), [np.concatenate([x[:, :h], x[:, h:]]) for x in X]),
+             "gb": _load(a, "gb", lambda t: R0_DATA2 + off(t),
+                         [np.concatenate([g[:h], b[:h], g[h:], b[h:]]) for g, b in zip(G, B)])}
+        for t in TILES:
+            for j in (0, 1):
+                a.on(t, isa.LAYERNORM, R1 + 4096 + j * ST + off(t), R0_DATA + j * XB + off(t), 0, 0, rows, h, 0,
+                     flags=isa.F_LN_STATS)
+        a.sync()
+        for t in TILES:
+            for j in (0, 1):
+                a.on(t, isa.LAYERNORM, R1 + j * XB + off(t), R0_DATA + j * XB + off(t), R0_DATA2 + 2 * j * GB + off(t),
+                     R1 + 4096 + off(t), rows, h, isa.f32_bits(eps), flags=isa.F_LN_HALF)
+        a.sync()
+        _unload(a, "y", lambda t: R1 + off(t), 2 * XB)
+        return a.build(), s
+
+    res = _run_both(build)
+    Y = res.outputs["y"].view(np.float16).reshape(len(TILES), 2, rows, h)
+    t_ = Asm().t
+    for i, t in enumerate(TILES):
+        _close(np.concatenate([Y[i, 0], Y[i, 1]], -1), _ln_ref(X[i], G[i], B[i], eps), rtol=4e-3, atol=4e-3)
+        assert res.tile_cycles[:, t].sum() == 2 * (t_.layernorm_cycles(rows, h, isa.F_LN_STATS)
+                                                 + t_.layernorm_cycles(rows, h, isa.F_LN_HALF))
+    assert np.array_equal(np.concatenate([Y[0, 0, 0], Y[0, 1, 0]]), B[0])

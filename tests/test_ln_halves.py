@@ -1,0 +1,58 @@
+"""policy.ln_halves (compiler/plan/lnhalves.py): a LayerNorm over row halves on two tiles,
+LAYERNORM F_LN_STATS + an exchange of the f32 statistics + F_LN_HALF. A ViT on the tiny
+target wide enough for the beam to choose halves (512 columns) runs on the simulator with
+the flag off and on and validates op by op against the numpy reference; on, its LayerNorms
+are halves, it takes fewer cycles, the simulator's equal expand's, and the plan's estimate
+falls by what expand's body falls; a fault (the statistics sent to the wrong row block's
+tiles) must be caught."""
+import numpy as np
+import pytest
+
+from compiler import isa
+from compiler.expand import graph as expand_graph_mod
+from compiler.phases import compile_trial
+from helpers import target_cfg
+
+WIDE = dict(name="vit", preset="custom", width=512, hidden=1024, heads=2, tokens=15, layers=2)
+
+
+def _trial(on: bool):
+    return compile_trial(dict(model=WIDE, target=target_cfg("tiny"), policy={"check": "all", "ln_halves": on}))
+
+
+@pytest.fixture(scope="module")
+def both():
+    return _trial(False), _trial(True)
+
+
+def _ln_flags(r):
+    k = r["expand"].finalists[0].tilegraph.kern
+    return k["dtype"][k["op"] == isa.LAYERNORM] >> 16
+
+
+def test_halves_validate_with_fewer_cycles(both):
+    off, on = both
+    assert (_ln_flags(off) == 0).all()
+    f = _ln_flags(on)
+    assert (f == isa.F_LN_STATS).sum() == (f == isa.F_LN_HALF).sum() > 0 and "halves:" in on["plan"].candidates[0].label
+    for r in (off, on):
+        m = r["run"].metrics()
+        assert r["run"].validated and m["ops_failed"] == 0 and m["ops_checked"] > 0, r["run"].failed
+        assert m["cycles"] == r["expand"].metrics()["cycles"]
+    assert on["expand"].metrics()["cycles"] < off["expand"].metrics()["cycles"]
+
+
+def test_plan_prices_the_halves_expand_builds(both):
+    """Same grids; the plan's estimate falls by what expand's exact body cycles fall."""
+    (p0, p1), (e0, e1) = ((r["plan"].candidates[0].cycles for r in both),
+                          (r["expand"].finalists[0].analysis["body_cycles"] for r in both))
+    assert [g.label for _, g in both[0]["plan"].candidates[0].strategy] == \
+        [g.label for _, g in both[1]["plan"].candidates[0].strategy]
+    assert p0 - p1 == e0 - e1 > 0
+
+
+def test_statistics_to_the_wrong_tiles_are_caught(monkeypatch):
+    monkeypatch.setattr(expand_graph_mod, "_partner", lambda A, B: (A * 2 + (1 - B) + 2) % (2 * (A.max() + 1)))
+    bad = _trial(True)
+    m = bad["run"].metrics()
+    assert not m["validated"] and m["ops_failed"] > 0

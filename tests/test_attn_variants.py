@@ -50,8 +50,10 @@ def test_variants_differ_from_the_best_in_one_grouped_matmul():
 
 def test_a_variant_is_chosen_validated_and_cheaper():
     """The tiny tower: expand's exact cycles pick a variant. Sends charged per receiver:
-    with broadcast sends the beam's own best already has the grids a variant offers here."""
-    on, off = compile_trial(cfg(broadcast_sends=False)), compile_trial(cfg(attn_variants=0, broadcast_sends=False))
+    with broadcast sends the beam's own best already has the grids a variant offers here; with
+    LayerNorm halves the beam's own candidates already hold the mix that is placed."""
+    pin = dict(broadcast_sends=False, ln_halves=False)
+    on, off = compile_trial(cfg(**pin)), compile_trial(cfg(attn_variants=0, **pin))
     assert ok(on) and ok(off)
     placed = on["place"].tilegraph.label
     seen = {c.label for c in off["plan"].candidates} | {off["place"].tilegraph.label}

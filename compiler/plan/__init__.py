@@ -32,7 +32,8 @@ from ..policy import Policy
 from ..result import Rejection
 from ..target import DTYPE_BYTES, Target
 from .attn import group_variants
-from .beam import GRID_FIELDS, Costs, Options, Pricing, Residency, beam_search, replay_halves, with_relay, with_resident
+from .beam import Costs, Pricing, beam_search, replay_halves
+from .options import GRID_FIELDS, Options, Residency, with_relay, with_resident
 from .budgets import region1_budget
 from .homes import home_bytes, panel_elems, panel_weights
 from .matmul import enumerate_grids, stationary_weights

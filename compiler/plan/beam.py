@@ -54,7 +54,7 @@ from .budgets import UNITS_MARGIN_ELEMENTS, copies_over, in_place_budget, pair_p
 from .rowcalls import chunked_cycles, row_quantum
 from .ring import ring_exchange
 from .lnhalves import HALVES, fits as halves_fit, halves_blocks, halves_cycles
-from .options import GRID_FIELDS, Options, Residency, with_relay, with_resident  # noqa: F401 (plan imports them here)
+from .options import Options, Residency
 
 ROWS = ("rows",)          # layout descriptor: whole rows over all tiles
 PANELS = ("panels",)      # a weight's micro-panel home (plan/homes.py)

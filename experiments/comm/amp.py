@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from compiler import isa  # noqa: E402
 from compiler.costs import amp as ampc  # noqa: E402
 from compiler.plan import PlanResult  # noqa: E402
-from compiler.plan.beam import GRID_FIELDS  # noqa: E402
+from compiler.plan.options import GRID_FIELDS  # noqa: E402
 from compiler.plan.homes import panel_elems  # noqa: E402
 from compiler.plan.matmul import OUT_BYTES, Grid, enumerate_grids, reduce_rows  # noqa: E402
 from compiler.target import DTYPE_BYTES  # noqa: E402

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from compiler.expand import expand_one  # noqa: E402
 from compiler.phases import policy_of, run_phase, target_of  # noqa: E402
 from compiler.plan import matmul_options  # noqa: E402
-from compiler.plan.beam import with_relay  # noqa: E402
+from compiler.plan.options import with_relay  # noqa: E402
 from compiler.plan.homes import home_bytes, panel_weights  # noqa: E402
 from compiler.plan.ring import with_rings  # noqa: E402
 from pipeline.config import compose  # noqa: E402

@@ -5,11 +5,10 @@ the flag off and on and validates op by op against the numpy reference; on, its 
 are halves, it takes fewer cycles, the simulator's equal expand's, and the plan's estimate
 falls by what expand's body falls; a fault (the statistics sent to the wrong row block's
 tiles) must be caught."""
-import numpy as np
 import pytest
 
 from compiler import isa
-from compiler.expand import graph as expand_graph_mod
+from compiler.expand import lnhalves as expand_lnhalves_mod
 from compiler.phases import compile_trial
 from helpers import target_cfg
 
@@ -52,7 +51,7 @@ def test_plan_prices_the_halves_expand_builds(both):
 
 
 def test_statistics_to_the_wrong_tiles_are_caught(monkeypatch):
-    monkeypatch.setattr(expand_graph_mod, "_partner", lambda A, B: (A * 2 + (1 - B) + 2) % (2 * (A.max() + 1)))
+    monkeypatch.setattr(expand_lnhalves_mod, "_partner", lambda A, B: (A * 2 + (1 - B) + 2) % (2 * (A.max() + 1)))
     bad = _trial(True)
     m = bad["run"].metrics()
     assert not m["validated"] and m["ops_failed"] > 0

@@ -17,14 +17,14 @@ from .. import isa
 from ..plan.homes import home_blocks, home_grid, panel_weights, spread, starts
 from ..plan.matmul import OUT_BYTES, stationary_weights
 from ..target import DTYPE_BYTES, STANDARD, Target
-from .layout import Layout, allocate, convert, fill, gather, host_rects, pad
+from .layout import Layout, allocate, blocks, convert, fill, gather, host_rects, like, pad
 from .flash import expand_flash
 from .matmul import expand_matmul, resident_weights
 from .balance import fixed_load, vector_load, vector_rotation, vector_shards, vector_tiles
 from .early import early_gathers
+from .lnhalves import expand_ln_halves
 from .ring import ring_homes, ring_weights
 from ..plan.rowcalls import row_quantum, split_blocks
-from ..plan.lnhalves import STATS_BYTES, halves_grid
 from .tilegraph import DUMP, END, Builder, TileGraph, concat, soa
 
 F16 = isa.DTYPES["f16"]
@@ -107,7 +107,7 @@ class Ctx:
         rows, cols = t.shape
         lay = allocate(self.bld, f"{name}.home", rows, cols, rs, cs, tiles, DTYPE_BYTES[t.dtype], 16, region, 0,
                        END if resident else 1, count, P)
-        A, B, r, k = _blocks(lay)
+        A, B, r, k = blocks(lay)
         r0, c0 = lay.rstart[A], lay.cstart[B]              # every member of every block, one call
         host_rects(self.bld, stream, t.shape, lay.ebytes, count, P, r0, r0 + r, c0, c0 + k, lay.req[A, B], 0,
                    lay.istride[A, B], r0, c0, k)
@@ -159,27 +159,14 @@ class Ctx:
         gather(self.bld, src, step, r[o], r[o] + 1, c0[o], c1[o], tiles[o], req[o], off[o], (c1[o] - c0[o]) * e)
 
 
-def _blocks(lay: Layout):
-    """Every block of a layout as flat arrays (row block, col block, rows, cols)."""
-    A, B = (x.ravel() for x in np.meshgrid(np.arange(len(lay.rstart)), np.arange(len(lay.cstart)),
-                                          indexing="ij"))
-    return A, B, lay.rlen[A], lay.clen[B]
-
-
-def _like(c: Ctx, name: str, lay: Layout, step: int, ebytes: int = OUT_BYTES) -> Layout:
-    """A fresh layout with the same blocks on the same tiles."""
-    return allocate(c.bld, name, lay.rows, lay.cols, lay.rstart, lay.cstart, lay.tile, ebytes,
-                    8, STANDARD, step)
-
-
 def expand_elementwise(c: Ctx, op):
     """GELU, or a cast to FP8 with the output tensor's scale, over the producer's blocks,
     in its layout."""
     src = c.lay[op.inputs[0]]
     y = c.g.tensors[op.outputs[0]]
     s = c.compute_step()
-    out = _like(c, op.outputs[0], src, s, DTYPE_BYTES[y.dtype])
-    A, B, r, k = _blocks(src)
+    out = like(c.bld, op.outputs[0], src, s, DTYPE_BYTES[y.dtype])
+    A, B, r, k = blocks(src)
     if op.kind == "cast":
         sc, sseq = c.bld.scale_of(y.scale)                 # per layer: a table (tilegraph sseq)
         c.kernel(step=s, tile=src.tile[A, B], op=isa.CAST, dtype=isa.DTYPES[y.dtype] | F16 << 8,
@@ -196,7 +183,7 @@ def expand_bias(c: Ctx, op):
     """y = x + b over x's blocks; each block's slice of the bias row is gathered in the
     producer matmul's operand exchange when there is one (no superstep of its own)."""
     x, bname = c.lay[op.inputs[0]], op.inputs[1]
-    A, B, r, k = _blocks(x)
+    A, B, r, k = blocks(x)
     tiles = x.tile[A, B]
     step = c.exchanged_at.get(op.inputs[0]) or c.exchange_step()
     buf = c.bld.alloc_rows(f"{op.outputs[0]}.bias", tiles, pad(k * 2, 8), 8, STANDARD, step)
@@ -204,7 +191,7 @@ def expand_bias(c: Ctx, op):
     c.gather_vector(bname, step, tiles, buf, 0, x.cstart[B], x.cstart[B] + k)
     c.may_move(bname, first, buf, step)
     s = c.compute_step()
-    out = _like(c, op.outputs[0], x, s)
+    out = like(c.bld, op.outputs[0], x, s, OUT_BYTES)
     c.kernel(step=s, tile=tiles, op=isa.BIAS, dtype=F16, r0=out.req[A, B], r1=x.req[A, B], o1=x.off[A, B],
              r2=buf, i0=r, i1=k)
     c.bld.reads(x, s)
@@ -224,8 +211,8 @@ def expand_add(c: Ctx, op):
         y = convert(c.bld, y, f"{op.inputs[1]}@{op.outputs[0]}", x.rstart, x.cstart, x.tile,
                     c.exchange_step(), 8, STANDARD)
     s = c.compute_step()
-    out = _like(c, op.outputs[0], x, s)
-    A, B, r, k = _blocks(x)
+    out = like(c.bld, op.outputs[0], x, s, OUT_BYTES)
+    A, B, r, k = blocks(x)
     c.kernel(step=s, tile=x.tile[A, B], op=isa.ADD, dtype=F16, r0=out.req[A, B], r1=x.req[A, B],
              o1=x.off[A, B], r2=y.req[A, B], o2=y.off[A, B], i0=1, i1=r * k, i2=0)
     c.bld.reads(x, s)
@@ -257,51 +244,6 @@ def _row_calls(c: Ctx, op, r, k, ebytes: int):
     return split_blocks(r, cost, row_quantum(cols * min(ebytes, OUT_BYTES)))
 
 
-def _partner(A, B):
-    """Block (a, b)'s partner (a, 1 - b) as a block index (blocks row-major, two columns)."""
-    return A * 2 + (1 - B)
-
-
-def expand_ln_halves(c: Ctx, op):
-    """LayerNorm over row halves on two tiles (policy.ln_halves, plan/lnhalves.py): x
-    converted to the halves grid with each block's gamma and beta columns gathered in the
-    same exchange; each tile's F_LN_STATS writes its rows' f32 (mean, M2) into its slot of
-    a [2, rows, 2] buffer (left half slot 0), one exchange superstep sends the slot to the
-    partner's buffer, and each tile's F_LN_HALF normalises its half from both."""
-    x, C = c.lay[op.inputs[0]], c.lay[op.inputs[0]].cols
-    h = C // 2
-    rs, grid = halves_grid(x.rows, c.t.tiles)
-    xs = c.exchange_step()
-    x = convert(c.bld, x, f"{op.outputs[0]}.halves", rs, np.array([0, h]), grid, xs, 8, STANDARD)
-    A, B, r, k = _blocks(x)
-    tiles, gbo = x.tile[A, B], pad(h * 2, 8)
-    gb = c.bld.alloc_rows(f"{op.outputs[0]}.gamma_beta", tiles, 2 * gbo, 8, STANDARD, xs)
-    first = len(c.bld.xfer)
-    for n, pname in enumerate(op.inputs[1:3]):
-        c.gather_vector(pname, xs, tiles, gb, n * gbo, x.cstart[B], x.cstart[B] + k)
-    c.may_move(op.inputs[1], first, gb, xs)
-    s1 = c.compute_step()
-    slot = STATS_BYTES * r
-    st = c.bld.alloc_rows(f"{op.outputs[0]}.stats", tiles, 2 * slot, 8, STANDARD, s1)
-    c.kernel(step=s1, tile=tiles, op=isa.LAYERNORM, dtype=F16 | isa.F_LN_STATS << 16, r0=st, o0=B * slot,
-             r1=x.req[A, B], o1=x.off[A, B], i0=r, i1=k)
-    c.bld.reads(x, s1)
-    s2 = c.exchange_step()
-    peer = _partner(A, B)
-    c.bld.add("xfer", step=s2, src=tiles, dst=tiles[peer], sreq=st, soff=B * slot, dreq=st[peer],
-              doff=B * slot, s_row_bytes=slot, s_rows=1, s_stride=slot, d_row_bytes=slot, d_rows=1,
-              d_stride=slot, reloc=0)
-    c.bld.reads(st, s2)
-    s3 = c.compute_step()
-    out = _like(c, op.outputs[0], x, s3)
-    c.kernel(step=s3, tile=tiles, op=isa.LAYERNORM, dtype=F16 | isa.F_LN_HALF << 16, r0=out.req[A, B],
-             r1=x.req[A, B], o1=x.off[A, B], r2=gb, o2=0, r3=st, o3=0, i0=r, i1=k,
-             i2=isa.f32_bits(op.attr("eps", 1e-6)))
-    for used in (x, gb, st):
-        c.bld.reads(used, s3)
-    c.lay[op.outputs[0]] = out
-
-
 def expand_rowwise(c: Ctx, op):
     """LayerNorm and softmax: whole rows per tile; LayerNorm's gamma and beta gathered
     next to every block in the same exchange."""
@@ -316,7 +258,7 @@ def expand_rowwise(c: Ctx, op):
         return xs[0]
 
     x = _rows_layout(c, op.outputs[0], x, step_of)
-    A, B, r, k = _blocks(x)
+    A, B, r, k = blocks(x)
     tiles = x.tile[A, B]
     if op.kind == "layernorm":
         C = x.cols
@@ -326,7 +268,7 @@ def expand_rowwise(c: Ctx, op):
             c.gather_vector(pname, step_of(), tiles, gb, n * pad(C * 2, 8))
         c.may_move(op.inputs[1], first, gb, step_of())
     s = c.compute_step()
-    out = _like(c, op.outputs[0], x, s)
+    out = like(c.bld, op.outputs[0], x, s, OUT_BYTES)
     i, first, r = _row_calls(c, op, r, k, x.ebytes)          # one call per block, or its row chunks (policy.row_calls)
     k, tiles, o0 = k[i], tiles[i], first * k[i] * out.ebytes
     o1 = x.off[A, B][i] + first * k * x.ebytes
@@ -344,7 +286,7 @@ def expand_rowwise(c: Ctx, op):
 
 def host_out(c: Ctx, name: str, stream: int):
     lay = c.lay[name]
-    A, B, r, k = _blocks(lay)
+    A, B, r, k = blocks(lay)
     e = lay.ebytes
     c.bld.add("hout", stream=stream, host_off=(lay.rstart[A] * lay.cols + lay.cstart[B]) * e,
               req=lay.req[A, B], off=lay.off[A, B], row_bytes=k * e, rows=r, host_stride=lay.cols * e,
@@ -354,7 +296,7 @@ def host_out(c: Ctx, name: str, stream: int):
 
 def dump_rows(op: int, step: int, lay: Layout) -> dict:
     """The blocks of op's output layout, complete after superstep `step` (row-major)."""
-    A, B, r, k = _blocks(lay)
+    A, B, r, k = blocks(lay)
     n = len(A)
     return dict(op=np.full(n, op), step=np.full(n, step), tile=lay.tile[A, B], req=lay.req[A, B],
                 off=lay.off[A, B], r0=lay.rstart[A], rows=r, c0=lay.cstart[B], cols=k, ebytes=np.full(n, lay.ebytes))

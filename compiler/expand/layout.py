@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..target import STANDARD
 from .tilegraph import Builder
 
 
@@ -82,6 +83,18 @@ def allocate(bld: Builder, name: str, rows: int, cols: int, rstart, cstart, tile
     lay.istride = np.asarray(stride, np.int64).reshape(-1) * np.ones(tile.size, np.int64)
     lay.istride = lay.istride.reshape(tile.shape)
     return lay
+
+
+def blocks(lay: Layout):
+    """Every block of a layout as flat arrays (row block, col block, rows, cols)."""
+    A, B = (x.ravel() for x in np.meshgrid(np.arange(len(lay.rstart)), np.arange(len(lay.cstart)),
+                                          indexing="ij"))
+    return A, B, lay.rlen[A], lay.clen[B]
+
+
+def like(bld: Builder, name: str, lay: Layout, step: int, ebytes: int) -> Layout:
+    """A fresh layout with the same blocks on the same tiles."""
+    return allocate(bld, name, lay.rows, lay.cols, lay.rstart, lay.cstart, lay.tile, ebytes, 8, STANDARD, step)
 
 
 def _overlaps(st: np.ndarray, n: int, lo: np.ndarray, hi: np.ndarray):

@@ -11,7 +11,7 @@ half-width vertices save more (isa.py; prices: compiler/costs/vector.py layernor
 
 The beam (plan/beam.py step) prices both layouts of each LayerNorm in its state and keeps
 the cheaper; beam.replay_halves re-walks a found choice to name the LayerNorms that took
-halves (Candidate.halves, which expand/graph.py lowers)."""
+halves (Candidate.halves, which expand/lnhalves.py lowers)."""
 from __future__ import annotations
 
 import numpy as np

@@ -75,6 +75,10 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 #                                                  per row: softmax(src * scale) over the first `valid`
 #                                                  columns (0 = all), the other columns written 0 (masked
 #                                                  padding keys); f16 in/out, f32 inside
+#          SOFTMAX flag F_SM_DEFER, word 7 = sums: the row left unnormalised, out = f16(exp(s - rowmax s))
+#                                                  (in (0, 1]), and sums f32[rows] = the f32 sum of each row's
+#                                                  f16 outputs: the 1/sum is applied after p·v on its few
+#                                                  columns (ROWSCALE F_RECIP; policy.deferred_norm)
 #   CAST   out, src, nelem, scale(f32 bits)        f16 -> fp8: out = e4m3(src / scale);
 #                                                  fp8 -> f16: out = f16(src * scale)
 #          MATMUL flag F_SEG_B: b given in segments. The b word is then the address of a
@@ -143,7 +147,7 @@ OPERANDS = {
     COPY: {"dst": (4, STANDARD), "src": (4, STANDARD)},
     GELU: {"out": (8, STANDARD), "src": (8, STANDARD)},
     LAYERNORM: {"out": (8, STANDARD), "src": (8, STANDARD), "gamma": (8, STANDARD), "beta": (8, STANDARD)},
-    SOFTMAX: {"out": (8, STANDARD), "src": (8, STANDARD)},
+    SOFTMAX: {"out": (8, STANDARD), "src": (8, STANDARD), "sums": (4, STANDARD)},
     CAST: {"out": (8, STANDARD), "src": (8, STANDARD)},
     ONLINE_SOFTMAX: {"out": (8, STANDARD), "src": (8, STANDARD), "state": (8, STANDARD)},
     ROWSCALE: {"out": (8, STANDARD), "src0": (8, STANDARD), "vec": (8, STANDARD), "src1": (8, STANDARD)},
@@ -156,6 +160,7 @@ F_ERF = 1               # GELU flags
 F_FIRST = 1             # ONLINE_SOFTMAX flags
 F_RECIP, F_ADD = 1, 2   # ROWSCALE flags
 F_LN_STATS, F_LN_HALF = 1, 2   # LAYERNORM flags (one or none)
+F_SM_DEFER = 1          # SOFTMAX flags: unnormalised rows and their f32 sums (word 7)
 F_TRANSPOSE_B = 1       # MATMUL flags: b stored [n, k] row-major, out = a @ b.T
 F_PANEL_B = 2           # MATMUL flags: b stored in AMP micro-panel order (panel_order)
 F_SEG_B = 4             # MATMUL flags: the b word is a segment table's address in the table blob

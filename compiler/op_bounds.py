@@ -21,6 +21,10 @@ smallest f16 subnormal; ulp = f16's spacing at the reference value):
               the variance (so rstd) relatively by as much; the rest few e.
   softmax     ulp + ref ((n+8) e + 4e (|s| + 2 max|s|)) + t, s = x*scale over the n valid
               columns: f32 scaling and exp arguments (e|s| each), an n-term sum, a divide.
+              Attr `deferred` (policy.deferred_norm: exp(s - max) alone): 8e for (n+8)e.
+  matmul with attr `normalise` (p·v of a deferred softmax, rows divided by a's row sums S):
+              (matmul's bound + (u + (k+8)e) sum|a||b|) / S + t: the device rounds the sum
+              to f16, multiplies by its f32 1/S (an f32 sum of k terms) and rounds again.
   flash_attention  (expm1(2D_i) + 8u) (P|V|) + ulp + t per row i: a score perturbed by at
               most D_i = (3u + (d+4)e) max_j sum|q||k| scale + u max_j|s| changes each
               softmax weight by a factor within exp(+-2 D_i); every stored intermediate
@@ -55,8 +59,14 @@ def _matmul(op, x, _):
     s = reference_ops.matmul(op, np.abs(a), np.abs(b))
     np.abs(s, out=s)
     k = op.attr("k")
+    sa = s.copy() if op.attr("normalise") else None
     s *= (3 * U + (2 * k + 8) * E) * (1 + (k + 2) * E)    # last factor: s itself summed in f32
     s += (k + 1) * TINY                                   # subnormal roundings: k partials, the sum
+    if sa is not None:    # p·v of a deferred softmax: that sum (rounded to f16) times the f32 1/rowsum
+        # (an f32 sum of k terms: k e), rounded once more (u); then divided by the reference's sum
+        sa *= U + (k + 8) * E
+        sa += s
+        return reference_ops.row_normalised(op, ref, a), reference_ops.row_normalised(op, sa, a) + TINY
     return ref, s
 
 
@@ -83,15 +93,15 @@ def _layernorm(op, x, _):
 
 
 def _softmax(op, x, _):
-    scale, valid = op.attr("scale", 1.0), op.attr("valid", 0)
-    ref = reference_ops.softmax(x[0], scale, valid)
+    scale, valid, deferred = op.attr("scale", 1.0), op.attr("valid", 0), op.attr("deferred", False)
+    ref = reference_ops.softmax(x[0], scale, valid, deferred=deferred)
     n = valid or x[0].shape[1]
     bound = np.full(ref.shape, TINY)            # the biggest tensors: bound built in place
     s = np.abs(x[0][:, :n], out=bound[:, :n])
     s *= abs(scale)
     s += 2 * s.max(1, keepdims=True)
     s *= 4 * E
-    s += (n + 8) * E
+    s += (8 if deferred else n + 8) * E          # deferred: no n-term sum, no divide
     s *= ref[:, :n]
     for r0 in range(0, len(s), ROWS):            # ulp16's temporaries a block of rows at a time
         s[r0:r0 + ROWS] += ulp16(ref[r0:r0 + ROWS, :n])

@@ -101,14 +101,24 @@ def place_config(cfg):
     return PlaceConfig.from_dict(policy_of(cfg).place)
 
 
+def device_model(m, cfg):
+    """The model as the device computes it: with policy.deferred_norm its softmax / p·v pairs
+    rewritten (compiler/deferred_norm.py); plan, expand, run and report read this one, the
+    reference phase the model's own graph."""
+    from dataclasses import replace
+    from .deferred_norm import defer
+    g = defer(m.graph, policy_of(cfg).deferred_norm)
+    return m if g is m.graph else replace(m, graph=g)
+
+
 def _plan(m, cfg, mp):
     from .plan import plan
-    return plan(m, target_of(cfg), policy_of(cfg))
+    return plan(device_model(m, cfg), target_of(cfg), policy_of(cfg))
 
 
 def _expand(m, p, cfg, mp):
     from .expand import expand
-    return expand(m, p, target_of(cfg), policy_of(cfg), mp)
+    return expand(device_model(m, cfg), p, target_of(cfg), policy_of(cfg), mp)
 
 
 def _place(e, cfg, mp):
@@ -129,13 +139,13 @@ def _lower(pl, s, cfg, mp):
 def _run(lo, m, ref, cfg, mp):
     from .run import run
     p = policy_of(cfg)
-    return run(lo, m, target_of(cfg), p.check, ref=ref, fp8_budget=(p.fp8_budget_embedding, p.fp8_budget_features),
+    return run(lo, device_model(m, cfg), target_of(cfg), p.check, ref=ref, fp8_budget=(p.fp8_budget_embedding, p.fp8_budget_features),
                check_exchanges=p.check_exchanges)
 
 
 def _report(m, p, e, pl, s, r, cfg, mp):
     from .report import report
-    return report(m, p, e, pl, s, r, target_of(cfg))
+    return report(device_model(m, cfg), p, e, pl, s, r, target_of(cfg))
 
 
 # name -> (upstream phases, function(upstream results..., cfg, mapper))

@@ -36,6 +36,7 @@ class Policy:
     attn_variants: int = 1            # plan also hands expand the best candidate with each grouped (attention) matmul's next-best grids, in context and standalone (plan/attn.py); 0 = off
     row_calls: bool = True            # expand issues a LayerNorm / softmax over a tile's rows as the row chunks its cost says are cheapest (2-5 rows idle PopLibs' by-row workers; plan/rowcalls.py); the plan prices the same chunks
     ln_halves: bool = True            # plan may lay a LayerNorm over row halves on two tiles: each reduces its half (LAYERNORM F_LN_STATS), one exchange swaps the f32 statistics, each normalises its half (F_LN_HALF); the beam prices both layouts (plan/lnhalves.py)
+    deferred_norm: bool = False       # a materialized attention's SOFTMAX leaves rows unnormalised (isa.F_SM_DEFER, f32 row sums beside them) and p·v's output rows are divided by the sums after it (ROWSCALE F_RECIP on d columns, not T keys; compiler/deferred_norm.py); plan prices both kernels
     f32_partials: bool = False        # a k-split's MATMULs write f32 partials (no output cast), exchanged as f32 and reduced by one ADD that rounds once to f16 (PopLibs' float conv partials); plan prices it (plan/matmul.py partial_bytes)
     flash_merge: bool = True          # split-key (flash) attention merges its key splits' partial states with one MERGE kernel (expand/flash_merge.py); off: ONLINE_SOFTMAX / ROWSCALE / ADD calls (flash_combine.py)
     grid: str = ""                    # force one GEMM grid "GMxGNxGK[/SP]" (tests, studies); "" = search

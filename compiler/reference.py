@@ -33,7 +33,7 @@ from threadpoolctl import threadpool_limits
 
 from .ir import Graph, member
 from .models.gemm import FP8, FP8_MAX
-from .reference_ops import _lookup, _round_fresh, dot, gelu, layernorm, matmul, softmax
+from .reference_ops import _lookup, _round_fresh, dot, gelu, layernorm, matmul, row_normalised, softmax
 
 F16_UNIT = 2.0 ** -11   # unit roundoff of float16
 MARGIN = 2.0            # reference_and_tolerance's factor on the measured rounding difference
@@ -89,9 +89,12 @@ def _op(op, x, rnd, f16: bool = False):
     """One op, in its inputs' float width; `rnd` rounds the intermediates a composite op stores;
     `f16`: its output rounded to f16 (matmul and softmax do it a cache-sized block at a time)."""
     if op.kind == "matmul":
+        if op.attr("normalise"):          # p·v of a deferred softmax (policy.deferred_norm)
+            y = row_normalised(op, matmul(op, *x), x[0])
+            return _round_fresh(y) if f16 else y
         return matmul(op, *x, f16=f16)
     if op.kind == "softmax":
-        return softmax(x[0], op.attr("scale", 1.0), op.attr("valid", 0), f16=f16)
+        return softmax(x[0], op.attr("scale", 1.0), op.attr("valid", 0), f16=f16, deferred=op.attr("deferred", False))
     y = _op_value(op, x, rnd)
     return _round_fresh(y) if f16 else y
 

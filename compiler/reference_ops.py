@@ -292,7 +292,7 @@ def _layernorm_rows(x, g, b, eps, out):
 
 
 @njit(nogil=True, cache=True)
-def _softmax_rows(x, v, sc, mode, out):
+def _softmax_rows(x, v, sc, mode, out, divide=True):
     """out[r, :v] = softmax of s = x[r, :v] * sc, out[r, v:] = 0. s as numpy's multiply gives
     it (mode 0: float64 x, the float64 product; 1: float32 x times float32(sc); 2: float32 x,
     a float64 scale: the product in float64, rounded to float32); then in float64, first to last: the row max, exp64(s -
@@ -321,21 +321,45 @@ def _softmax_rows(x, v, sc, mode, out):
         for j in range(v):                # the one order-bound loop
             t += e[j]
         for j in range(v):
-            y = e[j] / t
+            y = e[j] / t if divide else e[j]      # deferred: exp(s - max) alone
             out[r, j] = y if y == y else np.nan
         for j in range(v, out.shape[1]):
             out[r, j] = 0
 
 
-def softmax(x, scale, valid=0, f16: bool = False):
+def softmax(x, scale, valid=0, f16: bool = False, deferred: bool = False):
     """Row softmax over the first `valid` columns (0 = all); masked columns are 0, in x's
     float width (_softmax_rows: float64 in a fixed order, exp64, one rounding; `f16`: then
-    rounded to f16, the evaluation's rounding)."""
+    rounded to f16, the evaluation's rounding). `deferred` (the op's attr, policy.deferred_norm):
+    exp(s - rowmax) without the division (row_normalised divides after p·v)."""
     x = np.asarray(x)
     x = np.ascontiguousarray(x if x.dtype in (np.float32, np.float64) else x.astype(np.float64))
     v = valid or x.shape[1]
     narrow = type(scale) in (float, int, np.float32)      # numpy's weak scalars
     mode = 0 if x.dtype == np.float64 else (1 if narrow else 2)
     out = np.empty_like(x)
-    _softmax_rows(x, v, float(scale), mode, out)
+    _softmax_rows(x, v, float(scale), mode, out, not deferred)
     return _round_fresh(out) if f16 else out
+
+
+@njit(nogil=True, cache=True)
+def _row_sums(a, out):
+    """out[r] = sum of a[r, :] in float64, first to last (a fixed order on every machine)."""
+    for r in range(a.shape[0]):
+        t = 0.0
+        for j in range(a.shape[1]):
+            t += a[r, j]
+        out[r] = t
+
+
+def row_normalised(op, y, a):
+    """A matmul with attr `normalise` (policy.deferred_norm: its a is an unnormalised softmax):
+    each group's output rows divided by the sums of the group's a rows over its k columns,
+    in float64, rounded once to y's width. y is the plain matmul's unrounded output."""
+    m, k, n = op.attr("m"), op.attr("k"), op.attr("n")
+    out = y.copy()
+    sums = np.empty(m)
+    for ar, ac, _, _, cr, cc in op.attr("groups", ((0, 0, 0, 0, 0, 0),)):
+        _row_sums(np.ascontiguousarray(a[ar:ar + m, ac:ac + k]), sums)
+        out[cr:cr + m, cc:cc + n] = y[cr:cr + m, cc:cc + n] / sums[:, None]
+    return out

@@ -137,10 +137,10 @@ class Target:
         """popnn's GELU non-linearity vertex (NonLinearitySupervisor)."""
         return vector.gelu_cycles(nelem, self.workers, self.vector_bytes_per_cycle)
 
-    def softmax_cycles(self, rows, cols, scaled=True):
+    def softmax_cycles(self, rows, cols, scaled=True, deferred=False):
         """popnn's stable softmax: scale (only where `scaled`: the scale is not 1.0), row max,
-        subtract, exp, row sum, reciprocal, multiply."""
-        return vector.softmax_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle, scaled)
+        subtract, exp, row sum, reciprocal, multiply (the last two not where `deferred`)."""
+        return vector.softmax_cycles(rows, cols, self.workers, self.vector_bytes_per_cycle, scaled, deferred)
 
     def online_softmax_cycles(self, rows, cols):
         """One flash-attention key block: the softmax steps plus the f32 state updates."""

@@ -72,21 +72,26 @@ def gelu_cycles(nelem, workers: int, vector_bytes: int):
     return nonlinearity_cycles(nelem, GELU_OP_CYCLES_HALF, workers, vector_bytes)
 
 
-def softmax_cycles(rows, cols, workers: int, vector_bytes: int, scaled=True):
+def softmax_cycles(rows, cols, workers: int, vector_bytes: int, scaled=True, deferred=False):
     """SOFTMAX = popnn softmaxImpl (stable): the scale (BroadcastScalar1D MULTIPLY), row max
     (reduce), x - max (BroadcastVectorOuterByRow SUBTRACT), exp (UnaryOp1D EXPONENT), row sum
     (reduce), the division by the sums as their reciprocal (UnaryOp1D INVERSE on the rows) and a
     BroadcastVectorOuterByRow MULTIPLY (see the README on popnn's divInPlace). The scale's
     multiply only where `scaled` (the scale word is not 1.0): popnn's softmax has no scale, and
     Poplar builds no multiply by a constant one (an attention's 1/sqrt(d) is applied by its
-    score MATMUL's scale word, so its SOFTMAX runs at scale 1)."""
+    score MATMUL's scale word, so its SOFTMAX runs at scale 1).
+
+    `deferred` (isa.F_SM_DEFER, policy.deferred_norm): the rows stop after the row sum (its
+    reduction writes the f32 sums, as ONLINE_SOFTMAX's does): no INVERSE, no by-row MULTIPLY;
+    the division is a ROWSCALE after p·v (rowscale_cycles)."""
     W, V, n = workers, vector_bytes, _i64(rows) * _i64(cols)
+    norm = _i64(deferred) == 0
     return ((_i64(scaled) != 0) * broadcast_scalar_1d_cycles(n, PERF[("MULTIPLY", "f16")], 2, W, V)
             + 2 * reduce_rows_cycles(rows, cols, W, V)
             + by_row_cycles(rows, cols, "SUBTRACT", W, V)
             + unary_op_1d_cycles(n, PERF[("EXPONENT", "f16")], 2, W, V, True)
-            + unary_op_1d_cycles(rows, PERF[("INVERSE", "f16")], 2, W, V, False)
-            + by_row_cycles(rows, cols, "MULTIPLY", W, V))
+            + norm * (unary_op_1d_cycles(rows, PERF[("INVERSE", "f16")], 2, W, V, False)
+                      + by_row_cycles(rows, cols, "MULTIPLY", W, V)))
 
 
 def online_softmax_cycles(rows, cols, workers: int, vector_bytes: int):

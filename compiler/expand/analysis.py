@@ -50,7 +50,8 @@ def kernel_cycles(tg: TileGraph, t: Target) -> np.ndarray:
     sel = on(isa.ONLINE_SOFTMAX)
     cyc[sel] = t.online_softmax_cycles(k["i0"][sel], k["i1"][sel])
     sm = on(isa.SOFTMAX)                                      # its scale's multiply unless it is 1.0
-    cyc[sm] = t.softmax_cycles(k["i0"][sm], k["i1"][sm], k["i2"][sm] != isa.f32_bits(1.0))
+    cyc[sm] = t.softmax_cycles(k["i0"][sm], k["i1"][sm], k["i2"][sm] != isa.f32_bits(1.0),
+                               (k["dtype"][sm] >> 16) & isa.F_SM_DEFER)    # flags: policy.deferred_norm
     b = on(isa.BIAS)
     cyc[b] = t.bias_cycles(k["i0"][b], k["i1"][b])
     cp = on(isa.COPY)

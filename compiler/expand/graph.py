@@ -53,6 +53,7 @@ class Ctx:
         self.ring_units: dict[str, dict] = {}          # 2-D unit pieces (expand/ring2d.py): weight -> unit grid
         self.ring_reps: dict[str, list] = {}           # ... and its replicas' layouts
         self.halves: frozenset = frozenset()           # LayerNorm ops over row halves (policy.ln_halves)
+        self.sums: dict[str, Layout] = {}              # deferred softmax output -> its f32 row sums [rows, 1]
 
     # supersteps ---------------------------------------------------------------
     def exchange_step(self) -> int:
@@ -277,6 +278,12 @@ def expand_rowwise(c: Ctx, op):
                  o1=o1, r2=gb[i], o2=0, r3=gb[i], o3=pad(C * 2, 8), i0=r, i1=k,
                  i2=isa.f32_bits(op.attr("eps", 1e-6)))
         c.bld.reads(gb, s)
+    elif op.attr("deferred"):      # policy.deferred_norm: unnormalised rows, their f32 sums beside them
+        sums = allocate(c.bld, f"{op.outputs[0]}.sums", x.rows, 1, x.rstart, [0], x.tile[:, :1], 4, 8, STANDARD, s)
+        c.sums[op.outputs[0]] = sums
+        c.kernel(step=s, tile=tiles, op=isa.SOFTMAX, dtype=F16 | isa.F_SM_DEFER << 16, r0=out.req[A, B][i], o0=o0,
+                 r1=x.req[A, B][i], o1=o1, r2=sums.req[A, 0][i], o2=first * 4, i0=r, i1=k,
+                 i2=isa.f32_bits(op.attr("scale", 1.0)), i3=op.attr("valid", 0))
     else:
         c.kernel(step=s, tile=tiles, op=isa.SOFTMAX, dtype=F16, r0=out.req[A, B][i], o0=o0, r1=x.req[A, B][i],
                  o1=o1, i0=r, i1=k, i2=isa.f32_bits(op.attr("scale", 1.0)), i3=op.attr("valid", 0))

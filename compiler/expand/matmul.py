@@ -183,7 +183,37 @@ def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows
             cells.append((groups[gi, 4] + ms[i[has]], groups[gi, 5] + ns[j[has]], tt, p_blk[tt], gl * so[has]))
     if gk > 1:
         cells = _reduce(c, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, so, p_blk, groups, glen, pe)
+    elif op.attr("normalise"):        # policy.deferred_norm: the output rows / their a rows' sums, in place
+        vec, s4 = _row_sums(c, op, x, tile, np.ones(len(tile), bool), q, i, gs, ms, ng, mi, groups, glen)
+        _divide(c, s, tile, np.ones(len(tile), bool), p_blk, so, vec, s4, ng, mi, nj, glen)
     return cells
+
+
+def _row_sums(c, op, x, tile, red, q, i, gs, ms, ng, rows, groups, glen, r0=0):
+    """policy.deferred_norm: the f32 sums of the a rows each finishing tile's output rows
+    divide by (a deferred SOFTMAX wrote them beside its rows, expand/graph.py), gathered in
+    exchange step x into one buffer a tile, group gl's at gl·s4. Returns (request per tile
+    id, s4)."""
+    s4 = pad(rows * 4, 8)
+    t = tile[red]
+    vec = c.bld.alloc(f"{op.outputs[0]}.sums", t, (ng * s4)[red], 8, STANDARD, x)
+    for gl in range(int(glen.max())):
+        sel = red & (gl < ng)
+        ar = groups[gs[q[sel]] + gl, 0] + (ms[i] + r0)[sel]      # the a rows of group gl's output rows
+        gather(c.bld, c.sums[op.inputs[0]], x, ar, ar + rows[sel], 0, 1, tile[sel], vec[tile[sel]],
+               (gl * s4)[sel], 4)
+    return vec, s4
+
+
+def _divide(c, s, tile, red, out, so, vec, s4, ng, rows, nj, glen):
+    """ROWSCALE F_RECIP in compute step s: each group's f16 output rows (at gl·so of `out`)
+    times 1 / their sums (at gl·s4 of `vec`), in place, after the kernels that wrote them."""
+    c.bld.reads(vec[tile[red]], s)
+    for gl in range(int(glen.max())):
+        sel = red & (gl < ng)
+        tt = tile[sel]
+        c.kernel(step=s, tile=tt, op=isa.ROWSCALE, dtype=F16 | isa.F_RECIP << 16, r0=out[tt], o0=(gl * so)[sel],
+                 r1=out[tt], o1=(gl * so)[sel], r2=vec[tt], o2=(gl * s4)[sel], i0=rows[sel], i1=nj[sel])
 
 
 def resident_weights(c, strategy: dict):
@@ -246,6 +276,9 @@ def _reduce(c, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_blk, gr
                     soff=(gl * sp + r0 * nj * pe)[sel], dreq=recv[tile[sel]],
                     doff=((gl * (gk - 1) + d - 1) * slot)[sel], s_row_bytes=nbytes[sel], s_rows=1, s_stride=0,
                     d_row_bytes=nbytes[sel], d_rows=1, d_stride=0)
+    norm = op.attr("normalise")              # policy.deferred_norm: the row sums ride this exchange
+    if norm:
+        vec, s4 = _row_sums(c, op, x, tile, red, q, i, gs, ms, ng, rows, groups, glen, r0)
     s = c.compute_step()
     out = bld.alloc(op.outputs[0], t, (ng * sc)[red], 8, STANDARD, s)
     bld.reads(recv[t], s)
@@ -260,6 +293,8 @@ def _reduce(c, op, grid, tile, q, i, j, l, gs, ms, ns, ng, mi, nj, sp, p_blk, gr
         gi = gs[q[sel]] + gl
         cells.append((groups[gi, 4] + ms[i[sel]] + r0[sel], groups[gi, 5] + ns[j[sel]], tt, out[tt],
                       (gl * sc)[sel]))
+    if norm:                                 # after every group's ADD (one kernel list a tile, in order)
+        _divide(c, s, tile, red, out, sc, vec, s4, ng, rows, nj, glen)
     return cells
 
 

@@ -204,7 +204,7 @@ WORDS = {
     isa.COPY: ("a0", "a1", "i0", "i1", "i2", "i3"),
     isa.GELU: ("a0", "a1", "i0"),
     isa.LAYERNORM: ("a0", "a1", "a2", "a3", "i0", "i1", "i2"),
-    isa.SOFTMAX: ("a0", "a1", "i0", "i1", "i2", "i3"),
+    isa.SOFTMAX: ("a0", "a1", "i0", "i1", "i2", "i3", "a2"),     # a2: F_SM_DEFER's sums
     isa.CAST: ("a0", "a1", "i0", "scale"),
     isa.ONLINE_SOFTMAX: ("a0", "a1", "a2", "i0", "i1", "i2"),
     isa.ROWSCALE: ("a0", "a1", "a2", "a3", "i0", "i1"),

@@ -38,9 +38,9 @@ bit for bit against the numpy code they replace (tests/sim/test_jit.py).
 Decisions the machine takes where isa.py is silent (the lowering must match):
   * instruction word 0 is validated per opcode (decode.RULES): any dtype, dtype2
     or flag bit an opcode does not define is an invalid instruction. SYNC, END,
-    EXCH, COPY, REPEAT: all zero. ADD, LAYERNORM, SOFTMAX: dtype 0 or f16, no
-    flags. GELU (F_ERF), ONLINE_SOFTMAX (F_FIRST), ROWSCALE (F_RECIP | F_ADD):
-    dtype 0 or f16, dtype2 0.
+    EXCH, COPY, REPEAT: all zero. ADD: dtype 0 or f16, no flags. GELU (F_ERF),
+    LAYERNORM (F_LN_STATS | F_LN_HALF), SOFTMAX (F_SM_DEFER), ONLINE_SOFTMAX (F_FIRST),
+    ROWSCALE (F_RECIP | F_ADD): dtype 0 or f16, dtype2 0.
   * MATMUL: dtype (b) f16, fp8 (e4m3fn) or f32; dtype2 (a) 0 = same, f16, fp8,
     f32; f16/fp8 mix freely, f32 only with f32. Flag F_TRANSPOSE_B reads b as
     [n, k]; F_PANEL_B reads b in AMP micro-panel order (isa.panel_order, height
@@ -64,6 +64,9 @@ Decisions the machine takes where isa.py is silent (the lowering must match):
     over the first `valid` columns (word 6; 0 = all, > cols is refused), +0 in
     the others, which are not read; cost softmax_cycles(rows, cols, scale != 1.0)
     whatever `valid` is (no scale multiply at a scale word of 1.0) (a row of only -inf gives NaN; NaN/inf inputs propagate).
+    With F_SM_DEFER: out = f16(exp(s - rowmax)) (no division) and word 7's f32[rows] =
+    numpy's float32 sum of each row's f16 outputs (as ONLINE_SOFTMAX sums its l); cost
+    softmax_cycles(..., deferred): no reciprocal, no by-row multiply.
   * CAST: (dtype, dtype2) must be (fp8, f16) or (f16, fp8). f16 -> fp8 divides by
     scale in f32 and rounds to nearest even, saturating: |x| > 448 (inf included)
     becomes +-448, NaN stays NaN. fp8 -> f16 multiplies in f32, rounds once.

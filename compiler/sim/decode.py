@@ -29,7 +29,7 @@ RULES = {
                  | isa.F_SCALE_TABLE | isa.F_F32_OUT),
     isa.GELU: ({0, F16}, {0}, isa.F_ERF),
     isa.LAYERNORM: ({0, F16}, {0}, isa.F_LN_STATS | isa.F_LN_HALF),   # policy.ln_halves' two kernels
-    isa.SOFTMAX: _F16_ONLY,
+    isa.SOFTMAX: ({0, F16}, {0}, isa.F_SM_DEFER),              # policy.deferred_norm
     isa.CAST: ({F16, FP8}, {F16, FP8}, isa.F_SCALE_TABLE),
     isa.ONLINE_SOFTMAX: ({0, F16}, {0}, isa.F_FIRST),
     isa.ROWSCALE: ({0, F16}, {0}, isa.F_RECIP | isa.F_ADD),

@@ -115,9 +115,14 @@ def layernorm_half(x, gamma, beta, left, right, eps):
 
 def softmax(x, scale):
     """x [B, rows, cols], scale [B, 1, 1]: exp(s - rowmax s) / rowsum, s = x * scale."""
-    s = x * scale
-    e = exp(s - s.max(-1, keepdims=True))
+    e = unnormalised_softmax(x, scale)
     return e / e.sum(-1, keepdims=True)
+
+
+def unnormalised_softmax(x, scale):
+    """exp(s - rowmax s), s = x * scale: SOFTMAX's rows before the division (F_SM_DEFER)."""
+    s = x * scale
+    return exp(s - s.max(-1, keepdims=True))
 
 
 def safe_max(m):

@@ -248,9 +248,11 @@ def vector_cycles(op, r, c, add, f: _Figures, recip=0) -> np.ndarray:
         inv = np.where(np.asarray(recip) != 0, _un1d(r, W, 6, 2, 17), 0)
         return inv + to_half + _rows_op(r, c, W, lanes) + np.where(np.asarray(add) != 0, _bin1d(n, W, 3, lanes), 0)
     scale = _scalar1d(n, W, 2, lanes)
-    if op == isa.SOFTMAX:     # scale (unless its word is 1.0: `add` carries that), max, subtract, exp, sum, 1/sum, multiply
-        return (np.where(np.asarray(add) != 0, scale, 0) + 2 * _reduce_rows(r, c, W, lanes) + 2 * _rows_op(r, c, W, lanes)
-                + _un1d(n, W, 4, 4, 33) + _un1d(r, W, 15, 4, 17))
+    if op == isa.SOFTMAX:     # scale (unless its word is 1.0: `add` carries that), max, subtract, exp, sum, 1/sum, multiply;
+        # F_SM_DEFER (`recip` carries it): stops at the sums (no 1/sum, no multiply)
+        last = np.where(np.asarray(recip) != 0, 0, _rows_op(r, c, W, lanes) + _un1d(r, W, 15, 4, 17))
+        return (np.where(np.asarray(add) != 0, scale, 0) + 2 * _reduce_rows(r, c, W, lanes) + _rows_op(r, c, W, lanes)
+                + _un1d(n, W, 4, 4, 33) + last)
     if op == isa.ONLINE_SOFTMAX:   # + f32 state: max, subtract, exp, multiply, add
         state = _bin1d(r, W, 4, 2) + 3 * _bin1d(r, W, 3, fl) + _un1d(r, W, 6, 2, 33)
         return (scale + 2 * _reduce_rows(r, c, W, lanes) + to_half + _rows_op(r, c, W, lanes)
@@ -336,5 +338,6 @@ def kernel_cycles(op, w, f: _Figures, seg_groups=None) -> np.ndarray:
     i = at(isa.MERGE)
     out[i] = merge_cycles(w[i, 4], w[i, 5], w[i, 6], f)
     i = at(isa.SOFTMAX)                 # the scale word: 1.0 (0x3F800000) needs no multiply
-    out[i] = vector_cycles(isa.SOFTMAX, w[i, 3], w[i, 4], (w[i, 5] & 0xFFFFFFFF) != 0x3F800000, f)
+    out[i] = vector_cycles(isa.SOFTMAX, w[i, 3], w[i, 4], (w[i, 5] & 0xFFFFFFFF) != 0x3F800000, f,
+                           (w[i, 0] >> 24) & isa.F_SM_DEFER)
     return out

@@ -80,24 +80,32 @@ class VectorKernels:
     def softmax(self, step, tiles, pcs, w):
         out, src, R, C = (w[:, j] for j in range(1, 5))
         scale = w[:, 5].astype(np.uint32).view(np.float32)
+        defer = (decode.fields(w[:, 0])[3] & isa.F_SM_DEFER) != 0     # policy.deferred_norm: word 7 = sums
+        sums = w[:, 7]
         self._dims(isa.SOFTMAX, step, tiles, pcs, {"rows": R, "cols": C})
         valid = np.where(w[:, 6] == 0, C, w[:, 6])          # 0 = every column
         first_fault(valid > C, lambda i: f"SOFTMAX valid = {w[i, 6]} exceeds cols = {C[i]}", tiles, step, pcs)
         nb = 2 * R * C
-        self.check_operands(isa.SOFTMAX, step, tiles, pcs, {"out": (out, nb, None), "src": (src, nb, None)})
-        for grp in groups(np.stack([R, C, valid], 1)):
-            r, c, v = int(R[grp[0]]), int(C[grp[0]]), int(valid[grp[0]])
+        self.check_operands(isa.SOFTMAX, step, tiles, pcs, {"out": (out, nb, None), "src": (src, nb, None),
+                                                            "sums": (sums, 4 * R, defer)})
+        for grp in groups(np.stack([R, C, valid, defer], 1)):
+            r, c, v, d = int(R[grp[0]]), int(C[grp[0]]), int(valid[grp[0]]), bool(defer[grp[0]])
             def body(g):
                 tg = tiles[g]
                 x = self._load(tg, src[g], 2 * r * c).reshape(-1, r, c)
-                if v == c:           # every column: no zero padding to write
+                y = np.zeros(x.shape, np.float32)
+                if d:                # exp(s - max) rounded to f16, and the f32 sum of those f16 values
+                    p = to_f16(fmath.unnormalised_softmax(np.ascontiguousarray(x[:, :, :v]),
+                                                          scale[g][:, None, None]))
+                    y[:, :, :v] = widen(p.view(np.uint8), "f16").reshape(-1, r, v)
+                    self._store(tg, sums[g], y.sum(-1, dtype=np.float32).astype("<f4").view(np.uint8))
+                elif v == c:         # every column: no zero padding to write
                     y = fmath.softmax(x, scale[g][:, None, None])
                 else:
-                    y = np.zeros(x.shape, np.float32)
                     y[:, :, :v] = fmath.softmax(np.ascontiguousarray(x[:, :, :v]), scale[g][:, None, None])
                 self._store16(tg, out[g], y)
-            self.each(self.slices(grp, 16 * r * c), body)
-        return self.t.softmax_cycles(R, C, scale != np.float32(1.0))
+            self.each(self.slices(grp, 16 * r * c + 4 * r), body)
+        return self.t.softmax_cycles(R, C, scale != np.float32(1.0), defer)
 
     def cast(self, step, tiles, pcs, w):
         _, dt, dt2, fl = decode.fields(w[:, 0])

@@ -241,7 +241,7 @@ def _row_calls(c: Ctx, op, r, k, ebytes: int):
         cost = lambda n: c.t.layernorm_cycles(n, cols)
     else:
         scaled = op.attr("scale", 1.0) != 1.0
-        cost = lambda n: c.t.softmax_cycles(n, cols, scaled)
+        cost = lambda n: c.t.softmax_cycles(n, cols, scaled, bool(op.attr("deferred")))
     return split_blocks(r, cost, row_quantum(cols * min(ebytes, OUT_BYTES)))
 
 

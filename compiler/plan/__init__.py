@@ -106,7 +106,7 @@ def matmul_options(g, n: int, target: Target, policy: Policy, homes: int, homes_
     G = len(op.attr("groups", ((0,) * 6,)))
     e = enumerate_grids(G, op.attr("m"), op.attr("k"), op.attr("n"), A.dtype, B.dtype,
                         bool(op.attr("transpose_b", False)), target, homes, policy.passes,
-                        panel_elems(target, B.dtype), homes_r1, policy.f32_partials)
+                        panel_elems(target, B.dtype), homes_r1, policy.f32_partials, bool(op.attr("normalise")))
     ok = e["reason"] == ""
     forced = policy.grid_dims
     if forced:   # a forced grid (gm, gn, gk, sp): every other grid is set aside (not counted as rejected)

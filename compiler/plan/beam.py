@@ -227,13 +227,13 @@ class Costs:
         def make():
             op, t = self.g.ops[n], self.t
             y = self.g.tensors[op.outputs[0]]
-            scaled = op.attr("scale", 1.0) != 1.0
+            scaled, deferred = op.attr("scale", 1.0) != 1.0, bool(op.attr("deferred"))   # policy.deferred_norm
             fns = {"bias": t.bias_cycles,
                    "gelu": lambda r, k: t.gelu_cycles(r * k),
                    "cast": lambda r, k: t.cast_cycles(r * k, OUT_BYTES, DTYPE_BYTES[y.dtype]),
                    "add": lambda r, k: t.add_cycles(r * k, 1),
                    "layernorm": t.layernorm_cycles,
-                   "softmax": lambda r, k: t.softmax_cycles(r, k, scaled)}
+                   "softmax": lambda r, k: t.softmax_cycles(r, k, scaled, deferred)}
             blocks = self.blocks(op.inputs[0], desc)
             fn, cols = fns[op.kind], np.unique(blocks[3])
             if self.row_calls and op.kind in ("layernorm", "softmax") and len(cols) == 1:

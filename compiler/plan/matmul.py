@@ -96,7 +96,8 @@ def word_elems(dtype: str) -> int:
 
 
 def _grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose_b: bool,
-           t: Target, home_bytes: int, sp: int, panel: int, home_r1: int = 0, f32_partials: bool = False):
+           t: Target, home_bytes: int, sp: int, panel: int, home_r1: int = 0, f32_partials: bool = False,
+           normalise: bool = False):
     """The grids of `sp` serial passes (see enumerate_grids)."""
     if panel:   # b in micro-panels: k blocks of whole panels, any (even: f16 outputs) n
         qk, qn = max(panel, word_elems(a_dtype)), 2
@@ -122,8 +123,17 @@ def _grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose
     rr = reduce_rows(mb, gk, nb, N)
     red = gb * (gk - 1) * rr * nb * pe
     reducing = gk > 1
+    if normalise:   # policy.deferred_norm: the finishing tile's f32 row sums (8-byte slots a group) ride the
+        fin = np.where(reducing, rr, mb)           # reduction's exchange (else the operands'), and a ROWSCALE
+        sums = gb * -(-fin * 4 // 8) * 8           # F_RECIP a group divides its output rows (expand/matmul.py)
+        red = red + reducing * sums
+        recv_in = recv_in + (~reducing) * sums
+        send_in = -(-(gg * gm * gn * gk * recv_in) // T)
+        ex_in = t.exchange_phase_cycles + -(-np.maximum(recv_in, send_in) // bw)
     ex_red = reducing * (t.exchange_phase_cycles + -(-red // bw))
     add = reducing * gb * t.add_cycles(rr * nb, gk - 1, pe == 4)      # src0 + gk - 1 partials
+    if normalise:
+        add = add + gb * t.rowscale_cycles(fin, nb, 0, 1)
     steps = np.where(reducing, 4, 2)
     cycles = ex_in + ex_later + sp * (mm + ex_red + add + steps * t.sync_cycles)
     c_blk = gb * rr * nb * OUT_BYTES
@@ -158,7 +168,7 @@ def region1_live(t: Target, sp: int, home_r1: int, a_blk, b_blk, p_blk, red, c_b
 
 def enumerate_grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, transpose_b: bool,
                     t: Target, home_bytes: int = 0, passes: tuple = (1,), panel: int = 0, home_r1: int = 0,
-                    f32_partials: bool = False):
+                    f32_partials: bool = False, normalise: bool = False):
     """Every grid (for each serial pass count of `passes`; ungrouped matmuls only) with
     estimated cycles, peak memory and rejection reason. With `panel` (the AMP reads b as
     micro-panels of that height) k blocks are whole panels (the last may end at K). `cycles` assumes the operand
@@ -166,8 +176,10 @@ def enumerate_grids(G: int, M: int, K: int, N: int, a_dtype: str, b_dtype: str, 
     exchange) and `rest` (cycles besides it) let the beam cost that exchange from the
     producers' layouts instead. `home_r1`: bytes of homes only region 1 can hold (the
     region-1 screen's, plan/homes.py home_bytes with over = region 0's size). `f32_partials`:
-    k-splits keep their partials in f32 (partial_bytes), priced so."""
-    parts = [_grids(G, M, K, N, a_dtype, b_dtype, transpose_b, t, home_bytes, sp, panel, home_r1, f32_partials)
+    k-splits keep their partials in f32 (partial_bytes), priced so. `normalise`: the op's output
+    rows are divided by its a rows' sums (policy.deferred_norm), priced so."""
+    parts = [_grids(G, M, K, N, a_dtype, b_dtype, transpose_b, t, home_bytes, sp, panel, home_r1, f32_partials,
+                    normalise)
              for sp in passes if sp == 1 or (G == 1 and M >= 2 * sp)]
     out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "rejected_grid"}
     out["rejected_grid"] = sum(p["rejected_grid"] for p in parts)

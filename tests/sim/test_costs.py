@@ -247,6 +247,8 @@ VEC_HAND = {
     ("gelu", (2240,)): 5811,             # 94 vectors a worker: 9 + 6 (20 + 943 + 4)
     ("gelu", (1,)): 201,                 # no vector, one left-over half: 9 + 6 (20 + 4 + 8)
     ("softmax", (8, 730)): 23359,        # the default trial's attention rows
+    ("softmax", (8, 730, True, True)): 18570,   # deferred (F_SM_DEFER): 23,359 less the UnaryOp1D INVERSE of
+                                         # the 8 sums (212) and the by-row MULTIPLY over 8 x 730 (4,577)
     ("layernorm", (1, 1152)): 5923,      # one row: scalar broadcasts and element-wise gamma / beta; each row
                                          # sum in two stages: 6 pieces of 192 (48 + 29), then the 6 (1 + 29):
                                          # 6 x 107 = 642 (one worker's 6 x (288 + 29) = 1902 before: 8443);
@@ -295,6 +297,8 @@ def _vector_disagreements(fig: dict) -> int:
              (isa.LAYERNORM, (5, 6), isa.F_LN_HALF, t.layernorm_cycles(r, c, isa.F_LN_HALF)),
              (isa.ONLINE_SOFTMAX, (4, 5), 0, t.online_softmax_cycles(r, c)),
              (isa.SOFTMAX, (3, 4, 5), 0, t.softmax_cycles(r, c, False)),     # word 5 = 1.0: no scale multiply
+             (isa.SOFTMAX, (3, 4), isa.F_SM_DEFER, t.softmax_cycles(r, c, True, True)),   # policy.deferred_norm
+             (isa.SOFTMAX, (3, 4, 5), isa.F_SM_DEFER, t.softmax_cycles(r, c, False, True)),
              (isa.ROWSCALE, (5, 6), 0, t.rowscale_cycles(r, c, 0, 0)),
              (isa.ROWSCALE, (5, 6), isa.F_ADD, t.rowscale_cycles(r, c, 1, 0)),
              (isa.ROWSCALE, (5, 6), isa.F_RECIP, t.rowscale_cycles(r, c, 0, 1)),
@@ -365,10 +369,15 @@ VEC_MUTANTS = {
         "broadcast_outer_by_row_cycles"](r, c, vertices.PERF[(op, "f16")], W, v)),
     "by column: one row as BroadcastVectorInner": ("by_col_cycles", lambda r, c, op, W, v: np.where(
         np.asarray(r) == 1, _ov["by_col_cycles"](np.asarray(r) + 1, c, op, W, v), _ov["by_col_cycles"](r, c, op, W, v))),
-    "softmax: divide as popops' DIVIDE entry a loop": ("softmax_cycles", lambda r, c, W, v, s=True: _ov[
-        "softmax_cycles"](r, c, W, v, s) + W * -(-np.asarray(r) // W) * -(-np.asarray(c) // 4) * 20),
-    "softmax: the scale multiplied at 1.0": ("softmax_cycles", lambda r, c, W, v, s=True: _ov["softmax_cycles"](
-        r, c, W, v, True)),
+    "softmax: divide as popops' DIVIDE entry a loop": ("softmax_cycles", lambda r, c, W, v, s=True, d=False: _ov[
+        "softmax_cycles"](r, c, W, v, s, d) + W * -(-np.asarray(r) // W) * -(-np.asarray(c) // 4) * 20),
+    "softmax: the scale multiplied at 1.0": ("softmax_cycles", lambda r, c, W, v, s=True, d=False: _ov["softmax_cycles"](
+        r, c, W, v, True, d)),
+    "softmax deferred: still divides": ("softmax_cycles", lambda r, c, W, v, s=True, d=False: _ov["softmax_cycles"](
+        r, c, W, v, s, False)),
+    "softmax deferred: the reciprocal kept": ("softmax_cycles", lambda r, c, W, v, s=True, d=False: _ov[
+        "softmax_cycles"](r, c, W, v, s, d) + np.asarray(d) * _ov["unary_op_1d_cycles"](
+            r, vertices.PERF[("INVERSE", "f16")], 2, W, v, False)),
     "online softmax: no state update": ("online_softmax_cycles", lambda r, c, W, v: _ov["online_softmax_cycles"](
         r, c, W, v) - 2 * _ov["binary_op_1d_cycles"](r, (None, 1), 4, W, v)),
     "layernorm: one reduction": ("layernorm_cycles", lambda r, c, W, v, f=0: _ov["layernorm_cycles"](r, c, W, v, f)

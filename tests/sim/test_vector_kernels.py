@@ -559,3 +559,41 @@ def test_layernorm_halves_with_extreme_rows():
         assert res.tile_cycles[:, t].sum() == 2 * (t_.layernorm_cycles(rows, h, isa.F_LN_STATS)
                                                  + t_.layernorm_cycles(rows, h, isa.F_LN_HALF))
     assert np.array_equal(np.concatenate([Y[0, 0, 0], Y[0, 1, 0]]), B[0])
+
+
+def test_deferred_softmax_rows_and_sums():
+    """SOFTMAX F_SM_DEFER (policy.deferred_norm): out = exp(s - rowmax) unnormalised, in
+    (0, 1], the max's entry exactly 1; word 7's f32 sums = each row's f16 outputs summed
+    (float64 here: within the f32 sum's k e); masked columns 0 and not in the sum; the
+    cycles are the deferred estimate's (no 1/sum, no by-row multiply), below the plain one's."""
+    rng = np.random.default_rng(29)
+    r, c, scale = 8, 200, 0.125
+    X = [_f16(rng, (r, c), 4.0) for _ in TILES]
+    X[0][1, :] = -65504; X[0][1, 17] = 65504         # one dominant entry
+    X[0][2, :] = 65504                               # all at the top of f16
+    X[0][4] = _f16(rng, c, 3000.0)
+    valid = [0, 200, 17, 1, 0, 150]
+
+    def build(off):
+        a = Asm()
+        s = {"x": _load(a, "x", lambda t: R0_DATA + off(t), X)}
+        for v, t in zip(valid, TILES):
+            a.on(t, isa.SOFTMAX, R1 + off(t), R0_DATA + off(t), r, c, isa.f32_bits(scale), v, R1_B + off(t),
+                 flags=isa.F_SM_DEFER)
+        a.sync()
+        _unload(a, "y", lambda t: R1 + off(t), 2 * r * c)
+        _unload(a, "sums", lambda t: R1_B + off(t), 4 * r)
+        return a.build(), s
+
+    res = _run_both(build)
+    Y = res.outputs["y"].view(np.float16).reshape(len(TILES), r, c)
+    S = res.outputs["sums"].view(np.float32).reshape(len(TILES), r)
+    t_ = Asm().t
+    for i, (v, t) in enumerate(zip(valid, TILES)):
+        v = v or c
+        s = X[i][:, :v].astype(np.float64) * scale
+        _close(Y[i][:, :v], np.exp(s - s.max(-1, keepdims=True)), rtol=2e-3, atol=F16_TINY)
+        assert not Y[i][:, v:].view(np.uint16).any() and (Y[i].max(-1) == 1).all()
+        np.testing.assert_allclose(S[i], Y[i].astype(np.float64).sum(-1), rtol=c * 2.0 ** -24)
+        assert res.tile_cycles[0, t] == t_.softmax_cycles(r, c, True, True) < t_.softmax_cycles(r, c)
+    assert S[0, 1] == 1 and S[0, 2] == c

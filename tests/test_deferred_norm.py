@@ -1,0 +1,78 @@
+"""policy.deferred_norm (compiler/deferred_norm.py): the attention softmax leaves its rows
+unnormalised (SOFTMAX isa.F_SM_DEFER, f32 row sums beside them) and p·v divides its output
+rows by the sums (ROWSCALE F_RECIP where the k-split's reduction finishes them). A ViT on
+the tiny target with 128 keys and 32 columns a head (where the division pays there too)
+runs on the simulator flag off and on and validates op by op against the numpy reference
+(the device's probs against the deferred reference op, attn against the row-normalised
+one) and at the graph's outputs against the model's own softmax; on, it takes fewer cycles,
+the simulator's equal expand's, and the plan's estimate falls by what expand's body falls.
+Faults must be caught: the sums gathered from another head's rows, and the division
+skipped."""
+import numpy as np
+import pytest
+
+from compiler import isa
+from compiler.deferred_norm import deferrable, defer
+from compiler.expand import matmul as expand_matmul_mod
+from compiler.phases import compile_trial
+from helpers import target_cfg
+
+MODEL = dict(name="vit", preset="custom", width=256, hidden=512, heads=8, tokens=127, layers=2)
+
+
+def _trial(on: bool):
+    return compile_trial(dict(model=MODEL, target=target_cfg("tiny"), policy={"check": "all", "deferred_norm": on}))
+
+
+@pytest.fixture(scope="module")
+def both():
+    return _trial(False), _trial(True)
+
+
+def _kernels(r, op):
+    k = r["expand"].finalists[0].tilegraph.kern
+    return k["dtype"][k["op"] == op] >> 16
+
+
+def test_deferred_validates_with_fewer_cycles(both):
+    off, on = both
+    assert (_kernels(off, isa.SOFTMAX) == 0).all() and len(_kernels(off, isa.ROWSCALE)) == 0
+    assert (_kernels(on, isa.SOFTMAX) == isa.F_SM_DEFER).all() and (_kernels(on, isa.ROWSCALE) == isa.F_RECIP).all()
+    for r in (off, on):
+        m = r["run"].metrics()
+        assert r["run"].validated and m["ops_failed"] == 0 and m["ops_checked"] > 0, r["run"].failed
+        assert m["cycles"] == r["expand"].metrics()["cycles"]
+    assert on["expand"].metrics()["cycles"] < off["expand"].metrics()["cycles"]
+
+
+def test_plan_prices_what_expand_builds(both):
+    """Same grids; the plan's estimate falls by what expand's exact body cycles fall."""
+    (p0, p1), (e0, e1) = ((r["plan"].candidates[0].cycles for r in both),
+                          (r["expand"].finalists[0].analysis["body_cycles"] for r in both))
+    assert [g.label for _, g in both[0]["plan"].candidates[0].strategy] == \
+        [g.label for _, g in both[1]["plan"].candidates[0].strategy]
+    assert p0 - p1 == e0 - e1 > 0
+
+
+def test_rewrite_marks_each_attention_once(both):
+    g = both[0]["model"].graph
+    pairs = deferrable(g)
+    assert len(pairs) == 1 and g.ops[pairs[0][0]].kind == "softmax" and g.ops[pairs[0][1]].kind == "matmul"
+    d = defer(g, True)
+    assert d.ops[pairs[0][0]].attr("deferred") and d.ops[pairs[0][1]].attr("normalise")
+    assert defer(g, False) is g and deferrable(d) == [] and g.ops[pairs[0][0]].attr("deferred") is None
+
+
+def test_sums_of_another_head_are_caught(monkeypatch):
+    orig = expand_matmul_mod._row_sums
+    monkeypatch.setattr(expand_matmul_mod, "_row_sums",
+                        lambda c, op, x, tile, red, q, i, gs, ms, ng, rows, groups, glen, r0=0:
+                        orig(c, op, x, tile, red, q, i, gs, ms, ng, rows, groups[::-1].copy(), glen, r0))
+    m = _trial(True)["run"].metrics()
+    assert not m["validated"] and m["ops_failed"] > 0 and m["first_failed_op"]["op"] == "attn"
+
+
+def test_division_skipped_is_caught(monkeypatch):
+    monkeypatch.setattr(expand_matmul_mod, "_divide", lambda *a, **k: None)
+    m = _trial(True)["run"].metrics()
+    assert not m["validated"] and m["ops_failed"] > 0

@@ -44,7 +44,7 @@ The machine, as docs/architecture.md §2 states it:
 - GELU, SOFTMAX, ONLINE_SOFTMAX, LAYERNORM, ROWSCALE and CAST cost the sum of the popops /
   popnn vertex estimates their PopLibs counterparts run (see vector_cycles and _cast): popnn's
   GELU non-linearity; softmax = scale (none at a scale word of 1.0), row max, subtract, exp,
-  row sum, reciprocal, multiply;
+  row sum, reciprocal, multiply (F_SM_DEFER: neither of the last two);
   the online softmax adds the f32 state updates (a row reduction with fewer rows than workers
   runs in popops' two stages: each row cut for the idle workers, then the pieces reduced);
   layer norm = two row reductions, the f32 statistics, whitening, gamma and beta; ROWSCALE a

@@ -27,6 +27,8 @@ from experiments.comm.steps import expanded  # noqa: E402
 def _shape(op: int, i0: int, i1: int, flags: int = 0) -> str:
     if op == isa.LAYERNORM and flags:                  # policy.ln_halves' two kernels
         return f"{i0}x{i1} {'stats' if flags == isa.F_LN_STATS else 'half'}"
+    if op == isa.SOFTMAX and flags & isa.F_SM_DEFER:   # policy.deferred_norm
+        return f"{i0}x{i1} deferred"
     if op in (isa.LAYERNORM, isa.SOFTMAX, isa.BIAS, isa.ONLINE_SOFTMAX, isa.ROWSCALE):
         return f"{i0}x{i1}"
     if op == isa.ADD:
@@ -54,10 +56,11 @@ def row_terms(kind: str, rows: int, cols: int, W: int, V: int, scaled: bool = Fa
                 "x-mean, *invstd": byrow("SUBTRACT") + byrow("MULTIPLY"),
                 "gamma, beta": int(vec.by_col_cycles(rows, cols, "MULTIPLY", W, V) + vec.by_col_cycles(rows, cols, "ADD", W, V))}
     n = rows * cols
+    norm = part != "deferred"                          # deferred: no 1/sum, no by-row multiply
     return {"scale": int(scaled) * int(vt.broadcast_scalar_1d_cycles(n, P[("MULTIPLY", "f16")], 2, W, V)),
-            "2 row reductions": 2 * red, "x-max, *1/sum": byrow("SUBTRACT") + byrow("MULTIPLY"),
+            "2 row reductions": 2 * red, "x-max, *1/sum": byrow("SUBTRACT") + norm * byrow("MULTIPLY"),
             "exp": int(vt.unary_op_1d_cycles(n, P[("EXPONENT", "f16")], 2, W, V, True)),
-            "1/sum": int(vt.unary_op_1d_cycles(rows, P[("INVERSE", "f16")], 2, W, V, False))}
+            "1/sum": norm * int(vt.unary_op_1d_cycles(rows, P[("INVERSE", "f16")], 2, W, V, False))}
 
 
 def report(g, e, t) -> dict:

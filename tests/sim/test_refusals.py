@@ -212,6 +212,12 @@ def test_new_kernels_sizes_and_ranges():
     a = Asm()
     a.on(2, isa.SOFTMAX, R1, a.t.memory_end - 64, 4, 16, isa.f32_bits(1.0)).sync()
     _fault(a.build(), match="SOFTMAX operand src .* out of range")
+    a = Asm()                 # F_SM_DEFER's sums are f32[rows]: 4 * rows bytes (unflagged: word 7 unread)
+    a.on(2, isa.SOFTMAX, R1, R0_DATA, 4, 16, isa.f32_bits(1.0), 0, a.t.memory_end - 12, flags=isa.F_SM_DEFER).sync()
+    _fault(a.build(), match="SOFTMAX operand sums .* out of range")
+    a = Asm()
+    a.on(2, isa.SOFTMAX, R1, R0_DATA, 4, 16, isa.f32_bits(1.0), 0, a.t.memory_end - 12).sync()
+    sim.run(a.build(), {})
     a = Asm()                 # the state is f32[3, rows]: 12 * rows bytes
     a.on(2, isa.ONLINE_SOFTMAX, R1, R0_DATA, a.t.memory_end - 11 * 4, 4, 16, isa.f32_bits(1.0)).sync()
     _fault(a.build(), match="operand state .* out of range")
@@ -221,7 +227,7 @@ def test_new_kernels_sizes_and_ranges():
     (isa.GELU, dict(flags=2), "GELU has unknown flag bits 0x2"),
     (isa.GELU, dict(dtype2="f16"), "GELU has invalid dtype2"),
     (isa.GELU, dict(dtype="fp8"), "GELU has invalid dtype code 2"),
-    (isa.SOFTMAX, dict(flags=1), "SOFTMAX has unknown flag bits"),
+    (isa.SOFTMAX, dict(flags=2), "SOFTMAX has unknown flag bits 0x2"),     # 1: F_SM_DEFER (policy.deferred_norm)
     (isa.ONLINE_SOFTMAX, dict(flags=isa.F_FIRST | 4), "unknown flag bits 0x4"),
     (isa.ROWSCALE, dict(flags=8), "unknown flag bits 0x8"),
     (isa.CAST, dict(dtype="f16", dtype2="f16"), "CAST from f16 to itself"),

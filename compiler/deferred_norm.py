@@ -9,10 +9,11 @@ division; SOFTMAX isa.F_SM_DEFER writes the row sums beside it) and its matmul g
 `normalise` (reference_ops.row_normalised: rows divided by the sums of its a rows; expand
 gathers the sums to the tiles that finish the output and runs ROWSCALE F_RECIP there).
 
-Plan, expand, the run's op-by-op read-back and the report see the rewritten graph (the
-device's ops, each checked against its own reference op); the reference phase and the
-model-level checks keep the model's graph, so the deferred program is still held to the
-true attention. A softmax qualifies when its only reader is a matmul taking it as `a`
+Plan and expand see the rewritten graph (compiler/phases.py device_model), and so does the
+run's op-by-op read-back, told by the program (LowerResult.deferred_norm, set by expand):
+each device op is checked against its own reference op. The reference phase and the
+model-level checks keep the model's graph, so the deferred program is still held to the true
+attention. A softmax qualifies when its only reader is a matmul taking it as `a`
 whose every group reads whole rows of it (columns [0, k) with k = its width), and it is
 not a graph output."""
 from __future__ import annotations

@@ -103,8 +103,9 @@ def place_config(cfg):
 
 def device_model(m, cfg):
     """The model as the device computes it: with policy.deferred_norm its softmax / p·v pairs
-    rewritten (compiler/deferred_norm.py); plan, expand, run and report read this one, the
-    reference phase the model's own graph."""
+    rewritten (compiler/deferred_norm.py); plan and expand read this one, the reference phase
+    and the report (op names and kinds alike) the model's own graph; run takes it from the
+    program (LowerResult.deferred_norm)."""
     from dataclasses import replace
     from .deferred_norm import defer
     g = defer(m.graph, policy_of(cfg).deferred_norm)
@@ -139,13 +140,13 @@ def _lower(pl, s, cfg, mp):
 def _run(lo, m, ref, cfg, mp):
     from .run import run
     p = policy_of(cfg)
-    return run(lo, device_model(m, cfg), target_of(cfg), p.check, ref=ref, fp8_budget=(p.fp8_budget_embedding, p.fp8_budget_features),
+    return run(lo, m, target_of(cfg), p.check, ref=ref, fp8_budget=(p.fp8_budget_embedding, p.fp8_budget_features),
                check_exchanges=p.check_exchanges)
 
 
 def _report(m, p, e, pl, s, r, cfg, mp):
     from .report import report
-    return report(device_model(m, cfg), p, e, pl, s, r, target_of(cfg))
+    return report(m, p, e, pl, s, r, target_of(cfg))
 
 
 # name -> (upstream phases, function(upstream results..., cfg, mapper))

@@ -159,7 +159,10 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     from .readback import ReadBack
     from .readback_views import checked_iterations
     from .compare import real_rows, rms_rel_error
-    prog, g = lower_res.program, model.graph
+    from .deferred_norm import defer
+    # the graph as the program computes it: with policy.deferred_norm its softmax / p·v pairs
+    # are checked op by op against their deferred reference ops (the outputs against the model's)
+    prog, g = lower_res.program, defer(model.graph, getattr(lower_res, "deferred_norm", False))
     count = g.repeat.count if g.repeat else 1
     checked_iterations(check, count)                      # a bad value fails before the run
     streams = _Streams(prog.in_streams, streams or {}, model.data)

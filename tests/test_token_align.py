@@ -38,10 +38,13 @@ def test_padding_and_real_rows():
 
 def test_tiny_vit_validates_both_alignments_single_rows_with_4():
     """8 rows of 510 keys a tile: 1,020-byte rows pair up (6 + 2 costs more than one call of 8);
-    8 rows of 512 run as 6 + 1 + 1 (single rows of 512 keys are cheaper than pairs), fewer cycles."""
+    8 rows of 512 run as 6 + 1 + 1 (single rows of 512 keys are cheaper than pairs), fewer cycles.
+    The whole-softmax kernel's chunks: policy.deferred_norm (on by default) pinned off, its
+    cheaper calls (no by-row multiply) chunk otherwise."""
     got = {}
     for align in (2, 4):
-        r = compile_trial(dict(model=dict(WIDE, token_align=align), target=target_cfg("tiny"), policy={"check": "all"}))
+        r = compile_trial(dict(model=dict(WIDE, token_align=align), target=target_cfg("tiny"),
+                               policy={"check": "all", "deferred_norm": False}))
         rows, cols, valid = _softmax_rows(r)
         assert (cols == 510 + 2 * (align == 4)).all() and (valid == 509).all()
         assert r["run"].validated, r["run"].failed

@@ -417,6 +417,7 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
     tg.dump = concat(c.dump) if c.dump else soa(DUMP)
     tg.in_panels = c.in_panels
     tg.bcast = bool(c.policy.broadcast_sends)
+    tg.deferred = bool(c.sums)                         # the run's read-back checks the deferred ops
     if c.movable:
         early_gathers(tg, c.movable, target)
     return tg

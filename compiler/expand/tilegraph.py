@@ -108,6 +108,7 @@ class TileGraph:
     scale_seqs: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # float64[nseq, count]
     bseg: dict = field(default_factory=lambda: soa(BSEG))   # MATMUL b segments (F_SEG_B)
     bcast: bool = False       # policy.broadcast_sends: one step's same source range to several tiles is one multicast send (isa.MCAST)
+    deferred: bool = False    # policy.deferred_norm: its attention softmax / p·v pairs run deferred (compiler/deferred_norm.py)
 
     def body_steps(self) -> tuple[int, int]:
         return tuple(self.body) if self.body else (0, len(self.steps))

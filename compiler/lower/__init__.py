@@ -26,6 +26,9 @@ class LowerResult:
     # independent statement of what each exchange moves (run's exchange check,
     # compiler/exchange_check.py), not the program's encoded tables
     moves: dict = field(default_factory=dict)
+    # host side: the program runs the graph's softmax / p·v pairs deferred (policy.deferred_norm),
+    # so run's read-back checks them against the deferred reference ops (compiler/deferred_norm.py)
+    deferred_norm: bool = False
 
     def metrics(self) -> dict:
         p = self.program
@@ -318,7 +321,8 @@ def lower(place_res, sched, t: Target, exchange_table_cap: int) -> LowerResult:
     dump = {k: v for k, v in d.items() if k not in ("req", "off")}
     if d:
         dump["addr"] = pl.addr[d["req"]] + d["off"]
-    return LowerResult(prog, dump=dump, body=tuple(int(b) for b in tg.body_steps()), moves=moves(tg, pl.addr))
+    return LowerResult(prog, dump=dump, body=tuple(int(b) for b in tg.body_steps()), moves=moves(tg, pl.addr),
+                       deferred_norm=bool(getattr(tg, "deferred", False)))
 
 
 def moves(tg, addr: np.ndarray) -> dict:

@@ -7,7 +7,8 @@ runs on the simulator flag off and on and validates op by op against the numpy r
 one) and at the graph's outputs against the model's own softmax; on, it takes fewer cycles,
 the simulator's equal expand's, and the plan's estimate falls by what expand's body falls.
 Faults must be caught: the sums gathered from another head's rows, and the division
-skipped."""
+skipped. An attention alone, forced to grids with and without a k-split, validates both
+ways the division runs."""
 import numpy as np
 import pytest
 
@@ -76,3 +77,15 @@ def test_division_skipped_is_caught(monkeypatch):
     monkeypatch.setattr(expand_matmul_mod, "_divide", lambda *a, **k: None)
     m = _trial(True)["run"].metrics()
     assert not m["validated"] and m["ops_failed"] > 0
+
+
+@pytest.mark.parametrize("grid", ["4x1x1", "4x1x2"])
+def test_attention_alone_without_and_with_a_k_split(grid):
+    """p·v with no k-split divides its MATMUL's output in place (the sums gathered with its
+    operands); with one, after the reduction's ADD. Both validate op by op, 37 tokens (38 keys,
+    one masked) a head."""
+    r = compile_trial(dict(model=dict(name="attention", tokens=37, heads=2, head_dim=8), target=target_cfg("tiny"),
+                           policy={"check": "all", "deferred_norm": True, "grid": grid}))
+    m = r["run"].metrics()
+    assert r["run"].validated and m["ops_failed"] == 0 and m["ops_checked"] == 3, r["run"].failed
+    assert (_kernels(r, isa.ROWSCALE) == isa.F_RECIP).all() and len(_kernels(r, isa.ROWSCALE)) > 0

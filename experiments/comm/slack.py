@@ -12,7 +12,10 @@ taken per receiver), then how much of the gather fits in that room: all receiver
 body the median room on the receivers of the step's largest gather. Receive side only
 (the B gathers' senders are far from the steps' max: steps.py -v). Read from the tile
 graph as expand built it (after early_gathers, split_gathers if on), so with
-split_gathers on it shows what was left."""
+split_gathers on it shows what was left. The last two columns bound what moving the
+gather's transfers can save: the step's max less its max with each receiver's share
+moved into its room (between its ready step and its own; or any other body step, as a
+prefetch across Repeat iterations could). Gathers under 1 KiB a tile left out (-a: all)."""
 from __future__ import annotations
 
 import sys
@@ -74,10 +77,28 @@ def room_table(g, tg, movable) -> list[dict]:
     return rows
 
 
+def step_table(g, tg) -> list[dict]:
+    """Per exchange step of the body: its bytes W (busiest sender or receiver), how many
+    tiles receive W, how many have >= 1 KiB of room, the median room."""
+    x, T = tg.xfer, tg.tiles
+    nb, ch = x["s_row_bytes"] * x["s_rows"], send_charge(tg)
+    b0, b1 = tg.body_steps()
+    out = []
+    for s in range(b0 + 1, b1 + 1):
+        if tg.steps[s - 1] != "exchange":
+            continue
+        sel = x["step"] == s
+        r = np.bincount(x["dst"][sel], nb[sel], minlength=T)
+        W = max(r.max(initial=0), np.bincount(x["src"][sel], ch[sel], minlength=T).max(initial=0))
+        out.append(dict(step=s - 1, op=g.ops[tg.step_op[s - 1]].outputs[0], W=int(W), at_max=int((r == W).sum()),
+                        roomy=int((W - r >= 1024).sum()), median=int(np.median(W - r))))
+    return out
+
+
 def main(argv):
     ex_graph.early_gathers = _record(ex_graph.early_gathers)       # whichever runs first
     ex_graph.split_gathers = _record(ex_graph.split_gathers)
-    for label, g, e, t in expanded(argv):
+    for label, g, e, t in expanded([a for a in argv if a != "-a"]):
         if not e.finalists:
             print("rejected", e.rejection)
             continue
@@ -88,10 +109,14 @@ def main(argv):
               "step max could drop B (between) | (any body step) |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in room_table(g, tg, SEEN[id(tg)][1]):
-            if r["recv_max"] >= 1024:
+            if r["recv_max"] >= 1024 or "-a" in argv:
                 print(f"| {r['name']} | x{r['step']} | {r['ready']} | {r['steps']} | {r['recv_max']:,} | {r['at_max']} "
                       f"| {r['room_busiest']:,} | {r['room_median']:,} | {r['fits']:.0%} | {r['fits_busiest']:.0%} "
                       f"| {r['share']:.0%} | {r['fits_wrap']:.0%} | {r['gain']:,} | {r['gain_wrap']:,} |")
+        print("\n| step | op | bytes W | tiles receiving W | tiles with >= 1 KiB room | median room B |")
+        print("|---|---|---:|---:|---:|---:|")
+        for r in step_table(g, tg):
+            print(f"| x{r['step']} | {r['op']} | {r['W']:,} | {r['at_max']} | {r['roomy']} | {r['median']:,} |")
 
 
 if __name__ == "__main__":

@@ -98,5 +98,9 @@ def test_a_gather_moved_before_its_source_is_ready_is_caught(monkeypatch):
         return moved
 
     monkeypatch.setattr(ex_graph, "early_gathers", too_early)
+    with pytest.raises(RuntimeError, match="outside their lifetime"):   # the source is not live yet:
+        compile_trial(cfg())                                            # expand's lifetime check stops it
+    import compiler.expand as ex                                        # without that check, read-back
+    monkeypatch.setattr(ex, "lifetime_faults", lambda tg: [])
     r = compile_trial(cfg())
     assert not r["run"].metrics()["validated"]

@@ -22,6 +22,7 @@ from ..target import Target
 from .analysis import analyse
 from .graph import expand_graph
 from .layout import Unencodable
+from .lifetimes import lifetime_faults
 from .tilegraph import TileGraph
 
 
@@ -41,6 +42,9 @@ def expand_one(cand, graph, target: Target, policy: Policy) -> Expanded:
         tg = expand_graph(graph, cand.grids, target, policy, cand.label, cand.resident, cand.halves)
     except Unencodable as e:             # a byte-wise permutation: rejected before any analysis
         return Expanded(cand, None, {}, "unencodable", str(e))
+    bad = lifetime_faults(tg)                # a compiler bug, not a plan's limit: stop
+    if bad:
+        raise RuntimeError(f"expand {cand.label}: requests touched outside their lifetime: " + "; ".join(bad))
     a = analyse(tg, target)
     op_cycles = {}
     for op, c in zip(tg.step_op, a["step_cycles"]):

@@ -22,6 +22,7 @@ from .flash import expand_flash
 from .matmul import expand_matmul, resident_weights
 from .balance import fixed_load, vector_load, vector_rotation, vector_shards, vector_tiles
 from .early import early_gathers
+from .split import split_gathers
 from .lnhalves import expand_ln_halves
 from .ring import ring_homes, ring_weights
 from ..plan.rowcalls import row_quantum, split_blocks
@@ -75,7 +76,7 @@ class Ctx:
         requests dst_rows in `step`: a matmul's B, a bias slice, a LayerNorm's gamma and
         beta) for early_gathers: movable to any exchange step after `name` is complete
         (a parameter: any in the same Repeat body)."""
-        if not self.policy.early_gathers:
+        if not (self.policy.early_gathers or self.policy.split_gathers):
             return
         t = self.g.tensors[name]
         if t.kind != "param" and name not in self.done:
@@ -418,6 +419,8 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
     tg.in_panels = c.in_panels
     tg.bcast = bool(c.policy.broadcast_sends)
     tg.deferred = bool(c.sums)                         # the run's read-back checks the deferred ops
-    if c.movable:
+    if c.movable and c.policy.early_gathers:
         early_gathers(tg, c.movable, target)
+    if c.movable and c.policy.split_gathers:
+        split_gathers(tg, c.movable, target)
     return tg

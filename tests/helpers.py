@@ -44,3 +44,34 @@ def trial_ok(r) -> bool:
 def finalist_grids(r):
     """The first finalist's grid per op."""
     return [g for _, g in r["expand"].finalists[0].candidate.strategy]
+
+
+def flag_validates_cheaper(off, on) -> None:
+    """Two in-process trials, a policy flag off and on: both validate op by op in the cycles
+    expand computed, and on is fewer cycles."""
+    for r in (off, on):
+        m = r["run"].metrics()
+        assert r["run"].validated and m["ops_failed"] == 0 and m["ops_checked"] > 0, r["run"].failed
+        assert m["cycles"] == r["expand"].metrics()["cycles"]
+    assert on["expand"].metrics()["cycles"] < off["expand"].metrics()["cycles"]
+
+
+def plan_prices_expand(off, on) -> None:
+    """Same grids off and on; the plan's estimate falls by what expand's exact body cycles fall."""
+    (p0, p1), (e0, e1) = ((r["plan"].candidates[0].cycles for r in (off, on)),
+                          (r["expand"].finalists[0].analysis["body_cycles"] for r in (off, on)))
+    assert [g.label for _, g in off["plan"].candidates[0].strategy] == \
+        [g.label for _, g in on["plan"].candidates[0].strategy]
+    assert p0 - p1 == e0 - e1 > 0
+
+
+def kernel_flags(r, op):
+    """The flags (dtype's high half) of the first finalist's kernels of opcode `op`."""
+    k = r["expand"].finalists[0].tilegraph.kern
+    return k["dtype"][k["op"] == op] >> 16
+
+
+def tiny_trial(model: dict, **policy):
+    """Every phase in-process on the tiny target, every row read back (policy.check=all)."""
+    from compiler.phases import compile_trial
+    return compile_trial(dict(model=model, target=target_cfg("tiny"), policy={"check": "all", **policy}))

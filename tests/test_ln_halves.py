@@ -9,14 +9,13 @@ import pytest
 
 from compiler import isa
 from compiler.expand import lnhalves as expand_lnhalves_mod
-from compiler.phases import compile_trial
-from helpers import target_cfg
+from helpers import flag_validates_cheaper, kernel_flags, plan_prices_expand, tiny_trial
 
 WIDE = dict(name="vit", preset="custom", width=512, hidden=1024, heads=2, tokens=15, layers=2)
 
 
 def _trial(on: bool):
-    return compile_trial(dict(model=WIDE, target=target_cfg("tiny"), policy={"check": "all", "ln_halves": on}))
+    return tiny_trial(WIDE, ln_halves=on)
 
 
 @pytest.fixture(scope="module")
@@ -24,30 +23,17 @@ def both():
     return _trial(False), _trial(True)
 
 
-def _ln_flags(r):
-    k = r["expand"].finalists[0].tilegraph.kern
-    return k["dtype"][k["op"] == isa.LAYERNORM] >> 16
-
-
 def test_halves_validate_with_fewer_cycles(both):
     off, on = both
-    assert (_ln_flags(off) == 0).all()
-    f = _ln_flags(on)
+    assert (kernel_flags(off, isa.LAYERNORM) == 0).all()
+    f = kernel_flags(on, isa.LAYERNORM)
     assert (f == isa.F_LN_STATS).sum() == (f == isa.F_LN_HALF).sum() > 0 and "halves:" in on["plan"].candidates[0].label
-    for r in (off, on):
-        m = r["run"].metrics()
-        assert r["run"].validated and m["ops_failed"] == 0 and m["ops_checked"] > 0, r["run"].failed
-        assert m["cycles"] == r["expand"].metrics()["cycles"]
-    assert on["expand"].metrics()["cycles"] < off["expand"].metrics()["cycles"]
+    flag_validates_cheaper(off, on)
 
 
 def test_plan_prices_the_halves_expand_builds(both):
     """Same grids; the plan's estimate falls by what expand's exact body cycles fall."""
-    (p0, p1), (e0, e1) = ((r["plan"].candidates[0].cycles for r in both),
-                          (r["expand"].finalists[0].analysis["body_cycles"] for r in both))
-    assert [g.label for _, g in both[0]["plan"].candidates[0].strategy] == \
-        [g.label for _, g in both[1]["plan"].candidates[0].strategy]
-    assert p0 - p1 == e0 - e1 > 0
+    plan_prices_expand(*both)
 
 
 def test_statistics_to_the_wrong_tiles_are_caught(monkeypatch):

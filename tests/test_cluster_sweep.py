@@ -179,7 +179,7 @@ def test_sweep_in_process_shares_and_reuses_phases(tmp_path, capsys):
     assert "phases: 28 computed, 4 from the store" in capsys.readouterr().out
     recs2, text2 = sw.sweep(args, tmp_path / "b")      # again: nothing computed
     assert all(s == "stored" for r in recs2 for s, _ in r["phases"].values())
-    cut = lambda t: [row.split(" | ")[:9] for row in t.splitlines()]    # up to min free B: not host s
+    cut = lambda t: [row.split(" | ")[:10] for row in t.splitlines()]    # up to min free B: not host s
     assert cut(text) == cut(text2)
     for i in range(4):
         assert (tmp_path / "a" / str(i) / "summary.json").is_file()

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from conftest import REPO
+from pipeline.trial import table
 from test_bad_input import one_line_error, run
 from test_dvc import copy_repo
 
@@ -55,6 +56,9 @@ def test_trial_writes_its_outputs_and_an_exporters_npz_is_an_input(repo, tmp_pat
     assert emb.shape == (1, 64) and np.isfinite(emb).all()
     s = json.loads((out / "summary.json").read_text())
     assert s["status"] == "ok" and np.abs(emb - ref).max() <= s["run"]["tolerance"]
+    head, _, row = table([("tower", s)]).splitlines()        # a multirun's row shows the tower's images/s
+    cell = dict(zip(head.split(" | "), row.split(" | ")))["images/s"]
+    assert s["run"]["images_per_s"] > 0 and cell == f"{s['run']['images_per_s']:.3g}"
 
 
 def _imports(path) -> set[str]:

@@ -6,7 +6,8 @@ For each depth: the status, cycles per layer when it runs, the error against its
 tolerance, and for a rejection its phase, reason, tile and deficit (a rejection is
 data, docs/architecture.md §3); the minimum free bytes of the placement; per encoder
 matmul the weight mode of the placed candidate (R×r: resident, replication r = the
-tiles holding each block; H: gathered from its home each layer) with its grid and the
+tiles holding each block; H: gathered from its home each layer; ring: homed in pieces
+on its grid's tiles, swapped each layer) with its grid and the
 resident bytes per tile; host seconds per phase. Extra Hydra overrides (key=value,
 e.g. policy.resident_replication=1) apply to every depth. Runs every phase in-process
 (serial mapper). --ops DIR also writes each depth's per-op cycles (the report's ops.csv) as
@@ -49,8 +50,8 @@ def trial(layers: int, overrides: list, ops: Path | None = None) -> dict:
 def mode(m: dict | None) -> str:
     if not m:
         return "-"
-    if m["mode"] == "homes":
-        return f"H {m['grid']}"
+    if m["mode"] in ("homes", "ring"):          # gathered every layer: from homes (H) or ring pieces
+        return f"{'H' if m['mode'] == 'homes' else 'ring'} {m['grid']}"
     return f"R×{m['replication']} {m['grid']} {m['resident_bytes'] / 1024:.0f}K"
 
 

@@ -162,7 +162,7 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     from .deferred_norm import defer
     # the graph as the program computes it: with policy.deferred_norm its softmax / p·v pairs
     # are checked op by op against their deferred reference ops (the outputs against the model's)
-    prog, g = lower_res.program, defer(model.graph, getattr(lower_res, "deferred_norm", False))
+    prog, g = lower_res.program, defer(model.graph, lower_res.deferred_norm)
     count = g.repeat.count if g.repeat else 1
     checked_iterations(check, count)                      # a bad value fails before the run
     streams = _Streams(prog.in_streams, streams or {}, model.data)

@@ -322,7 +322,7 @@ def lower(place_res, sched, t: Target, exchange_table_cap: int) -> LowerResult:
     if d:
         dump["addr"] = pl.addr[d["req"]] + d["off"]
     return LowerResult(prog, dump=dump, body=tuple(int(b) for b in tg.body_steps()), moves=moves(tg, pl.addr),
-                       deferred_norm=bool(getattr(tg, "deferred", False)))
+                       deferred_norm=tg.deferred)
 
 
 def moves(tg, addr: np.ndarray) -> dict:

@@ -9,7 +9,7 @@ division; SOFTMAX isa.F_SM_DEFER writes the row sums beside it) and its matmul g
 `normalise` (reference_ops.row_normalised: rows divided by the sums of its a rows; expand
 gathers the sums to the tiles that finish the output and runs ROWSCALE F_RECIP there).
 
-Plan and expand see the rewritten graph (compiler/phases.py device_model), and so does the
+Plan and expand see the rewritten graph (device_model, for one chip and a pod alike), and so does the
 run's op-by-op read-back, told by the program (LowerResult.deferred_norm, set by expand):
 each device op is checked against its own reference op. The reference phase and the
 model-level checks keep the model's graph, so the deferred program is still held to the true
@@ -56,3 +56,10 @@ def defer(g: Graph, on: bool) -> Graph:
     for s, m in pairs:
         ops[s], ops[m] = _with(ops[s], deferred=True), _with(ops[m], normalise=True)
     return dataclasses.replace(g, ops=ops)
+
+
+def device_model(m, on: bool):
+    """The model result `m` as the device computes it: its graph through `defer`; plan and
+    expand read this one, the reference phase and the report the model's own graph."""
+    g = defer(m.graph, on)
+    return m if g is m.graph else dataclasses.replace(m, graph=g)

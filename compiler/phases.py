@@ -101,25 +101,16 @@ def place_config(cfg):
     return PlaceConfig.from_dict(policy_of(cfg).place)
 
 
-def device_model(m, cfg):
-    """The model as the device computes it: with policy.deferred_norm its softmax / p·v pairs
-    rewritten (compiler/deferred_norm.py); plan and expand read this one, the reference phase
-    and the report (op names and kinds alike) the model's own graph; run takes it from the
-    program (LowerResult.deferred_norm)."""
-    from dataclasses import replace
-    from .deferred_norm import defer
-    g = defer(m.graph, policy_of(cfg).deferred_norm)
-    return m if g is m.graph else replace(m, graph=g)
-
-
 def _plan(m, cfg, mp):
+    from .deferred_norm import device_model
     from .plan import plan
-    return plan(device_model(m, cfg), target_of(cfg), policy_of(cfg))
+    return plan(device_model(m, policy_of(cfg).deferred_norm), target_of(cfg), policy_of(cfg))
 
 
 def _expand(m, p, cfg, mp):
+    from .deferred_norm import device_model
     from .expand import expand
-    return expand(device_model(m, cfg), p, target_of(cfg), policy_of(cfg), mp)
+    return expand(device_model(m, policy_of(cfg).deferred_norm), p, target_of(cfg), policy_of(cfg), mp)
 
 
 def _place(e, cfg, mp):

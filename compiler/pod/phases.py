@@ -56,12 +56,11 @@ def _collect(phase: str, split, results) -> PodResult:
 
 
 def pod_plan(m, t, policy, pod, mapper) -> PodResult:
-    from dataclasses import replace
-    from ..deferred_norm import defer
+    from ..deferred_norm import device_model
     from ..plan import plan
     if m.rejection:
         return PodResult("plan", rejection=m.rejection)
-    m = replace(m, graph=defer(m.graph, policy.deferred_norm))    # as expand lowers it (phases.device_model)
+    m = device_model(m, policy.deferred_norm)                     # as expand lowers it
     split = choose(m.graph, t, pod)
     if isinstance(split, Rejection):
         return PodResult("plan", rejection=split)

@@ -55,6 +55,7 @@ class Ctx:
         self.ring_reps: dict[str, list] = {}           # ... and its replicas' layouts
         self.halves: frozenset = frozenset()           # LayerNorm ops over row halves (policy.ln_halves)
         self.sums: dict[str, Layout] = {}              # deferred softmax output -> its f32 row sums [rows, 1]
+        self.carried: dict[str, str] = {}              # Repeat body output -> the body input it feeds
 
     # supersteps ---------------------------------------------------------------
     def exchange_step(self) -> int:
@@ -206,14 +207,36 @@ def _same_grid(a: Layout, b: Layout) -> bool:
             and np.array_equal(a.tile, b.tile))
 
 
+def carried_in_place(c: Ctx, name: str, lay: Layout, ebytes: int) -> Layout | None:
+    """policy.carried_in_place: the layout of the body input that body output `name` feeds,
+    if the output can be written straight into it: the same blocks on the same tiles and
+    bytes, and no later op of the body reads the input (its last read has passed). Then
+    the body ends without the exchange that copies the output into the input's blocks
+    (_end_body), a same-tile copy of the whole tensor every iteration."""
+    inp = c.carried.get(name)
+    if not c.policy.carried_in_place or inp is None:
+        return None
+    dst = c.lay[inp]
+    _, stop = c.g.body()
+    later = any(inp in o.inputs for o in c.g.ops[c.op + 1:stop])
+    if later or dst.ebytes != ebytes or dst.panel or not _same_grid(dst, lay):
+        return None
+    return dst
+
+
 def expand_add(c: Ctx, op):
-    """Residual add; the second operand is converted to the first's layout if needed."""
+    """Residual add; the second operand is converted to the first's layout if needed.
+    A carried output may be written into its body input's blocks (carried_in_place)."""
     x, y = (c.lay[n] for n in op.inputs)
     if not _same_grid(x, y):
         y = convert(c.bld, y, f"{op.inputs[1]}@{op.outputs[0]}", x.rstart, x.cstart, x.tile,
                     c.exchange_step(), 8, STANDARD)
     s = c.compute_step()
-    out = like(c.bld, op.outputs[0], x, s, OUT_BYTES)
+    out = carried_in_place(c, op.outputs[0], x, OUT_BYTES)
+    if out is not None:
+        c.bld.reads(out, s)
+    else:
+        out = like(c.bld, op.outputs[0], x, s, OUT_BYTES)
     A, B, r, k = blocks(x)
     c.kernel(step=s, tile=x.tile[A, B], op=isa.ADD, dtype=F16, r0=out.req[A, B], r1=x.req[A, B],
              o1=x.off[A, B], r2=y.req[A, B], o2=y.off[A, B], i0=1, i1=r * k, i2=0)
@@ -343,9 +366,10 @@ def _end_body(c: Ctx, carried: dict) -> int:
     """Close the Repeat body: carried outputs are exchanged into their inputs' blocks
     (which stay live through it: the next iteration reads them); ops after the body
     read a carried output there. Returns the step count so far (the body's end)."""
-    if carried:
+    moving = {out: inp for out, inp in carried.items() if c.lay[out] is not c.lay[inp]}
+    if moving:
         x = c.exchange_step()
-        for out, inp in carried.items():
+        for out, inp in moving.items():
             fill(c.bld, c.lay[out], c.lay[inp], x)
             c.bld.reads(c.lay[inp], x)
             c.lay[out] = c.lay[inp]
@@ -366,6 +390,7 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
     seq = set(rep.sequences) if rep else set()
     c.count, c.seq = count, seq
     carried = dict(rep.carried) if rep else {}
+    c.carried = carried
     ins = [t.name for t in graph.tensors.values() if t.kind in ("input", "param")]
     still = stationary_weights(graph) & {graph.ops[n].inputs[1] for n in resident}
     c.stationary = {n: k for k, n in enumerate(ins) if n in still}

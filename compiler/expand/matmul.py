@@ -74,8 +74,11 @@ def expand_matmul(c, op, grid: Grid, scale: float):
             has = gl < ng
             # (B_g is [N, K] when transposed: nj rows of kl, exactly the transposed-b operand)
             r0, nr, c0, nc = (v[has] for v in gt.b_rect(np.minimum(gt.gs[gt.q] + gl, len(gt.groups) - 1)))
-            gather_b(c, B.name, x, gt.i[has], r0, r0 + nr, c0, c0 + nc, tile[has], b_blk[tile[has]],
-                     gl * sb[has], nc * eb, P)                # ring copies: each grid row its sources
+            if gt.tb and P:                                 # an FP8 activation read as b transposed
+                transposed_panels(c, B.name, x, r0, nr, c0, nc, tile[has], b_blk[tile[has]], gl * sb[has], P)
+            else:
+                gather_b(c, B.name, x, gt.i[has], r0, r0 + nr, c0, c0 + nc, tile[has], b_blk[tile[has]],
+                         gl * sb[has], nc * eb, P)            # ring copies: each grid row its sources
         if grid.ring:                                       # ring home: own pieces copied on the tile
             local_pieces(c, first)
         c.may_move(B.name, first, b_blk[tile], x)           # policy.early_gathers (expand/early.py)
@@ -86,6 +89,21 @@ def expand_matmul(c, op, grid: Grid, scale: float):
         cells += _matmul_pass(c, op, grid, scale, x if p == 0 else c.exchange_step(), p * Mp,
                               np.arange(0, rows, grid.mb), rows, b, a_lay, segs)
     c.lay[op.outputs[0]] = _layout_of_cells(g.tensors[op.outputs[0]], cells)
+
+
+def transposed_panels(c, name: str, x: int, r0, nr, c0, nc, tiles, req, off, P: int) -> None:
+    """B [N, K] row-major (an FP8 activation: attention's K, model.fp8_scores) read as the
+    b = B^T [K, N] the AMP loads only in micro-panels along k (isa.panel_order): panel p of
+    b is rows [p·P, p·P + h) of b transposed, [N, h] row-major, which is B's rectangle
+    [r0, r0 + nr) x [c0 + p·P, c0 + p·P + h) row-major. So each panel is one row-major
+    gather of whole rows of h bytes (no byte-wise permutation), panel p at off + p·P·nr."""
+    lay = c.lay[name]
+    e = lay.ebytes
+    for p0 in range(0, int(nc.max()), P):
+        has = p0 < nc
+        h = np.minimum(nc - p0, P)[has]
+        gather(c.bld, lay, x, r0[has], (r0 + nr)[has], (c0 + p0)[has], (c0 + p0)[has] + h, tiles[has],
+               req[has], (off + p0 * nr * e)[has], h * e)
 
 
 def relay_operand(c, name: str, out: str) -> Layout:
@@ -159,7 +177,7 @@ def _matmul_pass(c, op, grid: Grid, scale: float, x: int, r0: int, mstarts, rows
     cells = []
     sc, sseq = bld.scale_of(scale * np.asarray(A.scale) * np.asarray(B.scale))   # per layer: a table
     dt2 = 0 if A.dtype == B.dtype else isa.DTYPES[A.dtype]          # 0: same as b's
-    flags = isa.F_TRANSPOSE_B if tb else isa.F_PANEL_B if panel_elems(c.t, B.dtype) else 0
+    flags = isa.F_PANEL_B if panel_elems(c.t, B.dtype) else isa.F_TRANSPOSE_B if tb else 0
     flags |= isa.F_F32_OUT if pe == 4 else 0
     for gl in range(int(glen.max())):
         has = gl < ng

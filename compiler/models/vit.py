@@ -126,8 +126,9 @@ def build(cfg: dict):
     if c.attention == "flash":     # the same function, S never stored whole (attention.py)
         g.op("flash_attention", [qkv, qkv, qkv], [act("attn", D)], tokens=T, heads=H, head_dim=hd,
              valid=T0, block=128, scale=1 / np.sqrt(hd), cols=(0, D, 2 * D), batch=B)
-    else:
-        attention_ops(g, qkv, qkv, qkv, act("attn", D), T, H, hd, valid=T0, cols=(0, D, 2 * D), batch=B)
+    else:   # model.fp8_scores: q and k in FP8 (the whole QKV output cast: V's third unread by the scores)
+        qk = fp8(qkv, lambda: after_norm("norm1", s1, "attn.qkv.weight"))[0] if c.fp8_scores else qkv
+        attention_ops(g, qk, qk, qkv, act("attn", D), T, H, hd, valid=T0, cols=(0, D, 2 * D), batch=B)
     # attention rows are convex combinations of V's rows: |attn_j| <= max |V_j|
     a, _ = fp8("attn", lambda: after_norm("norm1", s1, "attn.qkv.weight", slice(2 * D, 3 * D)))
     linear(a, "attn.proj.weight", "proj", D, D)

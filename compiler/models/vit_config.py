@@ -75,6 +75,8 @@ class VitConfig:
                                    # to their input's token-to-token part, exceeds fp8_fallback_error (their
                                    # matmul runs FP16 x FP8, at the f16 rate; calibrate.least_error_scales)
     fp8_fallback_error: float = 0.15  # (calibrate.py: between the errors of the casts kept and taken out)
+    fp8_scores: bool = True        # with fp8_activations, materialized attention: q·kᵀ reads q and k in FP8
+                                   # (a cast of the QKV output, one scale per layer; K read as micro-panels)
     fp8_centering: str = "norms"   # least_error, calibrated: cast the LayerNorm outputs (QKV's, fc1's input)
                                    # less their per-channel calibration means, folded into biases | norms+attn
                                    # (proj's input too: clips on new images) | none (models/centering.py)

@@ -243,13 +243,6 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
     for n, op in enumerate(g.ops):
         if op.kind != "matmul":
             continue
-        B = g.tensors[op.inputs[1]]
-        if op.attr("transpose_b", False) and panel_elems(target, B.dtype):
-            res = PlanResult([], considered, dict(rejected))
-            res.rejection = Rejection("plan", "unencodable", f"op {n} ({op.outputs[0]}): {B.name} is read "
-                                      f"transposed, but the AMP reads {B.dtype} b only as micro-panels along k "
-                                      f"(target.amp_panel_elems); store it [k, n]", {})
-            return res
         opts, rej, cons, lean = matmul_options(g, n, target, policy, homes, homes_r1)
         rejected.update(rej)
         considered += cons
@@ -311,7 +304,8 @@ def plan(model, target: Target, policy: Policy) -> PlanResult:
 def _unencodable(g, target: Target, options: dict, panels: dict, beam: int) -> str:
     """Why no state of the beam could gather its operands."""
     row_fed = sorted(g.ops[n].inputs[1] for n in options
-                     if panel_elems(target, g.tensors[g.ops[n].inputs[1]].dtype) and g.ops[n].inputs[1] not in panels)
+                     if panel_elems(target, g.tensors[g.ops[n].inputs[1]].dtype) and g.ops[n].inputs[1] not in panels
+                     and not g.ops[n].attr("transpose_b", False))
     if row_fed:
         return (f"{row_fed[0]} is stored row-major but its matmul reads AMP micro-panels: every gather would be a "
                 f"byte-wise permutation (policy.panel_homes stores such weights in panel order)")

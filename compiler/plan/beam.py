@@ -160,8 +160,9 @@ class Costs:
         both = (U @ np.stack([o.a["gn"], o.a["gm"]])).max(0)
         homes = self.exchange(o.a["recv"], both)
         B = self.g.tensors[op.inputs[1]]
-        if panel_elems(self.t, B.dtype) and b_desc != PANELS:
-            homes = np.full(len(o), np.inf)      # a byte-wise permutation, never a choice
+        if panel_elems(self.t, B.dtype) and b_desc != PANELS and not op.attr("transpose_b", False):
+            homes = np.full(len(o), np.inf)      # a byte-wise permutation, never a choice (a transposed
+            # row-major B is whole rows of each panel: expand/matmul.py transposed_panels)
         if "ring" in o.a:                          # B from ring homes (plan/ring.py)
             homes = np.where(o.a["ring"] == 1, ring_exchange(self, o, per_tile[0]), homes)
         if "still" not in o.a:

@@ -45,6 +45,7 @@ VARIANTS = {                                            # label -> model keys ov
     "calibration-3": dict(calibration=3),
     "limit-0.1": dict(fp8_fallback_error=0.1),   # at 27 layers: attn and gelu in f16
     "attn-only": dict(fp8_fallback=False),      # + only the attention output's cast kept in f16 (POST)
+    "f16-scores": dict(fp8_scores=False),        # q·kᵀ reads q and k in f16 (the default before model.fp8_scores)
 }
 POST = {"attn-only": lambda g: keep_in_f16(g, ["attn"])}
 

@@ -33,7 +33,7 @@ def samples(spec, data):
 def test_per_layer_and_independent_of_the_trial_input(tmp_path):
     g, data = vit.build(TOWER)
     s = scales(g)
-    assert set(s) == {"ln1.fp8", "attn.fp8", "ln2.fp8", "gelu.fp8"}       # calibrated: no fallback
+    assert set(s) == {"ln1.fp8", "qkv.fp8", "attn.fp8", "ln2.fp8", "gelu.fp8"}   # calibrated: no fallback
     assert all(v.shape == (3,) and len(set(v)) == 3 for v in s.values())
     assert all(g.tensors[n].scale == tuple(v) for n, v in s.items())
     pix = np.random.default_rng(5).uniform(-1, 1, (1, 3, 28, 28)).astype(np.float32) * 0.1
@@ -97,7 +97,7 @@ def test_least_error_is_the_best_candidate_by_brute_force(tmp_path):
         return op
 
     reference.evaluate(g, {**data, **inputs}, rewrite=keep)
-    assert len(seen) == 4 * 3
+    assert len(seen) == 5 * 3
     moved = 0
     for (name, i), (x, s) in seen.items():
         floor = 1.5 * np.abs(x).max() / vit.FP8_MAX
@@ -143,13 +143,14 @@ def token_errors(g, data, inputs):
 def test_fallback_takes_out_the_casts_over_the_limit_and_its_ablation_keeps_them():
     spec = dict(TOWER, fp8_scales="least_error", calibration=1)
     g0, d0 = vit.build(dict(spec, fp8_fallback=False))
-    assert {op.inputs[0] for op in g0.ops if op.kind == "cast"} == {"ln1", "attn", "ln2", "gelu"}
-    assert "fp8_fallback" not in g0.meta and set(g0.meta["fp8_cast_error"]) == {"ln1", "attn", "ln2", "gelu"}
+    CASTS = {"ln1", "qkv", "attn", "ln2", "gelu"}        # qkv: model.fp8_scores
+    assert {op.inputs[0] for op in g0.ops if op.kind == "cast"} == CASTS
+    assert "fp8_fallback" not in g0.meta and set(g0.meta["fp8_cast_error"]) == CASTS
     err = token_errors(g0, d0, samples(spec, d0))
     assert g0.meta["fp8_cast_error"] == pytest.approx(err, abs=1e-6)      # what calibration measured (6 decimals)
     order = sorted(err, key=err.get)
     assert err["attn"] == max(err.values())           # the attention output: most of it common to every token
-    for k in range(1, 4):                              # a limit between each pair of measured errors
+    for k in range(1, len(CASTS)):                     # a limit between each pair of measured errors
         limit = (err[order[k - 1]] + err[order[k]]) / 2
         g, d = vit.build(dict(spec, fp8_fallback_error=float(limit)))
         assert g.meta["fp8_fallback"] == sorted(order[k:]), (limit, err)
@@ -157,8 +158,8 @@ def test_fallback_takes_out_the_casts_over_the_limit_and_its_ablation_keeps_them
         for j, op in enumerate(g.ops):                 # the f16 input goes straight to its matmul
             if op.kind == "matmul" and op.inputs[0] in order[k:]:
                 assert g.tensors[op.inputs[0]].dtype == "f16"
-        assert len(g.ops) == len(g0.ops) - (4 - k)
-        assert g.repeat.stop - g.repeat.first == g0.repeat.stop - g0.repeat.first - (4 - k)
+        assert len(g.ops) == len(g0.ops) - (len(CASTS) - k)
+        assert g.repeat.stop - g.repeat.first == g0.repeat.stop - g0.repeat.first - (len(CASTS) - k)
         for n in order[:k]:                            # the scales of the casts kept: as without the fallback
             assert g.tensors[n + ".fp8"].scale == g0.tensors[n + ".fp8"].scale
 
@@ -210,7 +211,7 @@ def test_clipped_fraction_is_a_plain_count():
     g.tensors["ln2.fp8"] = dataclasses.replace(g.tensors["ln2.fp8"], scale=tuple(s))
     r = reference_phase(ModelResult(g, data))
     want = clipped_by_hand(g, data)
-    assert set(r.fp8_clipping) == set(want) == {"ln1", "ln2", "gelu"}
+    assert set(r.fp8_clipping) == set(want) == {"ln1", "qkv", "ln2", "gelu"}
     for n, v in want.items():
         assert r.fp8_clipping[n]["clipped"].tolist() == pytest.approx(v, abs=0), n
     assert want["ln2"][1] > 0 and want["ln2"][0] == 0

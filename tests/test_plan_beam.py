@@ -131,8 +131,9 @@ class Reference:
         wb = {(g[2], N, g[3], K) if tb else (g[2], K, g[3], N) for g in groups}
         acc = {}
         b = op.inputs[1]
-        if self.g.tensors[b].dtype in self.t.amp_panel_elems and lays[1] != self.home(b):
+        if self.g.tensors[b].dtype in self.t.amp_panel_elems and lays[1] != self.home(b) and not tb:
             return math.inf           # micro-panels from row-major blocks: a byte-wise permutation
+            # (a transposed b's panels are whole rows of its row-major blocks: any layout will do)
         for name, lay, win, rep in zip(op.inputs, lays, (wa, wb), (gr["gn"], gr["gm"])):
             words = name not in self.panels     # panel spans are whole words anyway
             if not self.sends(lay, win, DTYPE_BYTES[self.g.tensors[name].dtype], rep, acc, words):

@@ -19,7 +19,7 @@ def test_casts_cover_every_weight_matmul():
     g, _ = vit.build(CFG)
     fp8_in = [op for op in g.ops if op.kind == "matmul" and g.tensors[op.inputs[1]].kind == "param"]
     assert len(fp8_in) == 4 and all(g.tensors[op.inputs[0]].dtype == "fp8" for op in fp8_in)
-    assert set(casts(g)) == {"ln1", "attn", "ln2", "gelu"}
+    assert set(casts(g)) == {"ln1", "qkv", "attn", "ln2", "gelu"}          # qkv: q and k (model.fp8_scores)
 
 
 def test_bounds_hold_for_any_input():

@@ -383,8 +383,14 @@ def relocations(r, kind="member"):
                 w = int(word) - int(prog.table_addr[t])
                 src = int(table[w:w + 4].view("<u4")[0])
                 ext = addr[seqs] + tg.req["count"][seqs] * tg.req["stride"][seqs]
-                home = nm[seqs[(addr[seqs] <= src) & (src < ext)][0]]
-                name = reader[home.removesuffix(".home")]
+                hreq = seqs[(addr[seqs] <= src) & (src < ext)][0]
+                home = nm[hreq].removesuffix(".home")
+                if home in reader:
+                    name = reader[home]
+                else:                        # a pooled request (weights.ring): the op whose operand it feeds
+                    x = tg.xfer
+                    at_src = (x["src"] == t) & (x["sreq"] == hreq) & (addr[hreq] + x["soff"] == src)
+                    name = nm[x["dreq"][np.flatnonzero(at_src)[0]]].removesuffix(".b")
             out.append((at, t, name, int(word)))
     return out
 

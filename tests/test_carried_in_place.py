@@ -3,7 +3,7 @@ carried output, a layer's last residual add, is written straight into the blocks
 input it feeds when they are alike, so the body ends without the exchange superstep that
 copied it there every layer. A 3-layer ViT on the tiny target runs on the simulator flag off
 and on: both validate every row of every iteration, on is one exchange step a layer shorter
-and writes no other byte differently; a body that skips the carry without writing in place must be caught."""
+with the same supersteps otherwise, shorter by exactly that step's cycles; a body that skips the carry without writing in place must be caught."""
 import pytest
 
 from compiler.expand import graph as expand_graph_mod
@@ -40,6 +40,6 @@ def test_in_place_validates_one_step_shorter(both):
 def test_a_skipped_carry_is_caught(monkeypatch):
     """The risk the flag brings: a body that ends without the carry while its output is
     not in the input's blocks. Every later iteration then reads the first's input."""
-    monkeypatch.setattr(expand_graph_mod, "_end_body", lambda c, carried: len(c.kinds))
+    monkeypatch.setattr(expand_graph_mod, "_end_body", lambda c: len(c.kinds))
     m = tiny_trial(MODEL, carried_in_place=False)["run"].metrics()
     assert not m["validated"] and m["ops_failed"] > 0

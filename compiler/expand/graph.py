@@ -362,11 +362,11 @@ def home_rotations(graph, names, seq, count: int, T: int, panels: dict, candidat
     return out
 
 
-def _end_body(c: Ctx, carried: dict) -> int:
+def _end_body(c: Ctx) -> int:
     """Close the Repeat body: carried outputs are exchanged into their inputs' blocks
     (which stay live through it: the next iteration reads them); ops after the body
     read a carried output there. Returns the step count so far (the body's end)."""
-    moving = {out: inp for out, inp in carried.items() if c.lay[out] is not c.lay[inp]}
+    moving = {out: inp for out, inp in c.carried.items() if c.lay[out] is not c.lay[inp]}
     if moving:
         x = c.exchange_step()
         for out, inp in moving.items():
@@ -389,8 +389,7 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
     count = rep.count if rep else 1
     seq = set(rep.sequences) if rep else set()
     c.count, c.seq = count, seq
-    carried = dict(rep.carried) if rep else {}
-    c.carried = carried
+    c.carried = dict(rep.carried) if rep else {}
     ins = [t.name for t in graph.tensors.values() if t.kind in ("input", "param")]
     still = stationary_weights(graph) & {graph.ops[n].inputs[1] for n in resident}
     c.stationary = {n: k for k, n in enumerate(ins) if n in still}
@@ -406,7 +405,7 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
     for k, name in enumerate(ins):
         if name in homed and name not in ring:
             c.home(name, k, rots.get(name, 0), count if name in seq else 1,
-                   resident=graph.tensors[name].kind == "param" or name in carried.values())
+                   resident=graph.tensors[name].kind == "param" or name in c.carried.values())
     first, stop = graph.body()
     body = [0, 0]                                      # the body's supersteps [b0, b1), 0-based
     for n, op in enumerate(graph.ops):
@@ -414,7 +413,7 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
         if rep and n == first:
             c.fence = body[0] = len(c.kinds)
         if rep and n == stop:
-            body[1] = c.fence = _end_body(c, carried)
+            body[1] = c.fence = _end_body(c)
         if op.kind == "matmul":
             expand_matmul(c, op, strategy[n], op.attr("scale", 1.0))
         elif op.kind in ("gelu", "cast"):
@@ -433,7 +432,7 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
         if not c.lay[op.outputs[0]].panel:
             c.dump.append(dump_rows(n, len(c.kinds), c.lay[op.outputs[0]]))
     if rep and stop == len(graph.ops):
-        body[1] = _end_body(c, carried)
+        body[1] = _end_body(c)
     outs = [t.name for t in graph.of_kind("output")]
     for k, name in enumerate(outs):
         host_out(c, name, k)

@@ -1,7 +1,7 @@
 """FP8 activation scales on held-out real photos: the acceptance measurement of issue #23 C.
 
     python experiments/fp8_scales/held_out.py [--layers 4,27] [--variants default,seeded,...]
-                                              [--photos astronaut,rocket,...] [--seed 0]
+                                              [--photos astronaut,rocket,...] [--seed 0] [--batch B]
 
 For each depth and variant: the So400m tower (seeded weights of --seed, model.weight_dtype=fp8,
 model.fp8_activations=true and the variant's keys) is built once (its calibration runs on
@@ -14,7 +14,10 @@ whether both are within the acceptance bounds (3 % / 5 %), and what the casts cl
 largest clipped fraction over casts and layers, and the largest |x| / (448 · scale), > 1 clips;
 calibrate.clipping, the figures the reference phase reports). These are host-side figures
 (the reference evaluation of the graph, which the device is validated against op by op).
-Ends with each variant's worst photo. Variants (VARIANTS below) differ only in model keys."""
+Ends with each variant's worst photo. Variants (VARIANTS below) differ only in model keys.
+With --batch B: the model is built for B images a run (model.batch, calibrated per B as a trial
+is) and the first B photos go in as one input; a row per image (its own rows of the batch's
+outputs), then the batch's figure over all B (what a batch trial's fp8 budget reads)."""
 from __future__ import annotations
 
 import sys
@@ -58,20 +61,38 @@ def rms(g, got, want, n):
     return compare.rms_rel_error(g, {n: got[n]}, {n: want[n]})
 
 
+def per_image(g, outs: dict, b: int, B: int) -> dict:
+    """Image b's rows of each output of a B-image run (rows are image-major), the padding
+    rows zeroed so that compare's real-rows mask over the whole tensor counts only b's."""
+    one = {}
+    for k, v in outs.items():
+        v = np.asarray(v)
+        n = v.shape[0] // B
+        w = np.zeros_like(v)
+        w[b * n:(b + 1) * n] = v[b * n:(b + 1) * n]
+        one[k] = w
+    return one
+
+
 def main(argv):
     layers = [int(v) for v in arg(argv, "--layers", "4").split(",")]
     labels = arg(argv, "--variants", "default").split(",")
     names = arg(argv, "--photos", ",".join(photos.HELD_OUT)).split(",")
     seed = int(arg(argv, "--seed", 0))
+    batch = int(arg(argv, "--batch", 0))
+    if batch:
+        names = [names[i % len(names)] for i in range(batch)]
     assert not set(names) & set(photos.CALIBRATION), "a calibration photo is not held out"
     worst = {}
     for L in layers:
         spec = dict(name="vit", preset="so400m", scope="tower", layers=L, seed=seed, weight_dtype="fp8",
-                    fp8_activations=True)
+                    fp8_activations=True, **({"batch": batch} if batch else {}))
         c = vit_config.VitConfig(**spec)
         d = c.dims()
-        inputs = {n: tower_input([photo_pixels(n, d["image"], d.get("crop_pct", 1.0), MEAN, STD)], d,
-                                 padded(d["tokens"])) for n in names}
+        pixels = lambda n: photo_pixels(n, d["image"], d.get("crop_pct", 1.0), MEAN, STD)
+        T = padded(d["tokens"])
+        inputs = ({"batch": tower_input([pixels(n) for n in names], d, T)} if batch else
+                  {n: tower_input([pixels(n)], d, T) for n in names})
         fp16 = {}
         for label in labels:
             t0 = time.perf_counter()
@@ -87,12 +108,18 @@ def main(argv):
                   flush=True)
             print("| photo | embedding | features | within 3 % / 5 % | clipped (max fraction) | peak |x| / range "
                   "| seconds |\n|---|---:|---:|---|---:|---:|---:|", flush=True)
-            for n in names:
+            for n in inputs:
                 t0 = time.perf_counter()
                 run = {**data, **inputs[n]}
                 if n not in fp16:          # the FP16 model: the same for every variant (parameters as given)
                     fp16[n] = compare.fp16_activations(g, run)
                 clip, out = clipping(g, run)
+                if batch:                  # each image's own rows first, then the batch's figure
+                    for b, name in enumerate(names):
+                        one = {k: per_image(g, v, b, batch) for k, v in (("got", out), ("want", fp16[n]))}
+                        print(f"| {name} (image {b}) | " + " | ".join(
+                            f"{rms(g, one['got'], one['want'], k):.3%}" for k in ("embedding", "features"))
+                            + " | | | | |", flush=True)
                 e = {k: rms(g, out, fp16[n], k) for k in ("embedding", "features")}
                 ok = all(e[k] <= b for k, b in BOUNDS.items())
                 cl = max((float(v["clipped"].max()) for v in clip.values()), default=0.0)
@@ -105,7 +132,7 @@ def main(argv):
                 w["failed"] += not ok
     print("\n| layers | variant | worst embedding | worst features | photos over 3 % / 5 % |\n|---:|---|---:|---:|---:|")
     for (L, label), w in worst.items():
-        print(f"| {L} | {label} | {w['embedding']:.3%} | {w['features']:.3%} | {w['failed']}/{len(names)} |")
+        print(f"| {L} | {label} | {w['embedding']:.3%} | {w['features']:.3%} | {w['failed']}/{len(inputs)} |")
 
 
 if __name__ == "__main__":

@@ -73,3 +73,23 @@ def rms_rel_error(g: Graph, got: dict, want: dict) -> float:
         sq_ref.append(math.fsum((w * w).ravel().tolist()))
     e, r = math.fsum(sq_err), math.fsum(sq_ref)
     return math.sqrt(e / r) if r > 0 else (0.0 if e == 0 else math.inf)
+
+
+def one_image(x: np.ndarray, b: int, images: int) -> np.ndarray:
+    """Output x of a run of `images` images (rows image-major: image b's are the b-th
+    of `images` equal row blocks) with every other image's rows zeroed, so that
+    rms_rel_error over x's real rows counts image b's alone."""
+    x = np.asarray(x)
+    n = x.shape[0] // images
+    out = np.zeros_like(x)
+    out[b * n:(b + 1) * n] = x[b * n:(b + 1) * n]
+    return out
+
+
+def worst_image_error(g: Graph, got: dict, want: dict) -> float:
+    """The largest rms_rel_error of one image of a batch (g.meta["images"]) over the
+    outputs of `want`: a batch's figure averages its images, and could hide one."""
+    B = g.meta.get("images") or 1
+    return max(rms_rel_error(g, {n: one_image(got[n], b, B) for n in want},
+                             {n: one_image(w, b, B) for n, w in want.items()}) for b in range(B))
+

@@ -182,6 +182,7 @@ def pod_run(lo, m, ref, target, policy, pod, mapper, inject_link=None) -> PodRun
 
 def _figures(chips, links, split, g, m, ref, target, model, fp8_accuracy, policy) -> PodRun:
     from ..compare import rms_rel_error
+    from ..run import over_budget
     from ..sim.load import host_cycles
     last = chips[-1].run
     size = lambda kind: sum(math.prod(t.shape) * DTYPE_BYTES[t.dtype] for t in g.of_kind(kind))
@@ -205,8 +206,7 @@ def _figures(chips, links, split, g, m, ref, target, model, fp8_accuracy, policy
     if not model.get("ok", True):
         failed.append(model["failed"])
     if not all(f["ok"] for f in acc.values()):
-        failed.append("fp8 accuracy: " + "; ".join(f"{n} rms {f['rms_rel_error']:.4g} > {f['budget']:.4g}"
-                                                   for n, f in acc.items() if not f["ok"]))
+        failed.append("fp8 accuracy: " + over_budget(acc))
     return PodRun(chips=chips, links=links, split=split, cycles=int(total),
                   cycles_per_layer=max(c.run.cycles_per_layer for c in chips), ms=total / target.clock_hz * 1e3,
                   throughput=thr, max_abs_error=last.max_abs_error,

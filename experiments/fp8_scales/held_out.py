@@ -61,19 +61,6 @@ def rms(g, got, want, n):
     return compare.rms_rel_error(g, {n: got[n]}, {n: want[n]})
 
 
-def per_image(g, outs: dict, b: int, B: int) -> dict:
-    """Image b's rows of each output of a B-image run (rows are image-major), the padding
-    rows zeroed so that compare's real-rows mask over the whole tensor counts only b's."""
-    one = {}
-    for k, v in outs.items():
-        v = np.asarray(v)
-        n = v.shape[0] // B
-        w = np.zeros_like(v)
-        w[b * n:(b + 1) * n] = v[b * n:(b + 1) * n]
-        one[k] = w
-    return one
-
-
 def main(argv):
     layers = [int(v) for v in arg(argv, "--layers", "4").split(",")]
     labels = arg(argv, "--variants", "default").split(",")
@@ -116,7 +103,8 @@ def main(argv):
                 clip, out = clipping(g, run)
                 if batch:                  # each image's own rows first, then the batch's figure
                     for b, name in enumerate(names):
-                        one = {k: per_image(g, v, b, batch) for k, v in (("got", out), ("want", fp16[n]))}
+                        one = {k: {o: compare.one_image(x, b, batch) for o, x in v.items()}
+                               for k, v in (("got", out), ("want", fp16[n]))}
                         print(f"| {name} (image {b}) | " + " | ".join(
                             f"{rms(g, one['got'], one['want'], k):.3%}" for k in ("embedding", "features"))
                             + " | | | | |", flush=True)

@@ -10,8 +10,8 @@ One markdown row per B: status, the plan family (batch: every matmul's rows are 
 images' tokens, B·729 (+1 padding each), weights gathered from their homes once per run for
 all B images), cycles, cycles per image, latency_ms (first image in to last output out:
 compiler/run.py throughput), images_per_s (B / latency), min free bytes, the error against
-its tolerance (FP8: each output's rms error against the FP16-activation twin, and its
-budget), and for a rejection its phase, reason and figures (a rejection is data). The
+its tolerance (FP8: each output's rms error against the FP16-activation twin, its worst
+image's, and the budget), and for a rejection its phase, reason and figures (a rejection is data). The
 B images are the held-out photos of compiler/models/photos.py, in order (repeated past 8),
 never a calibration photo. Extra Hydra overrides apply to every row."""
 from __future__ import annotations
@@ -98,7 +98,8 @@ def row(b: int, act: str, extra: list) -> str:
         return (f"| {b} | {act} | batch | {s['status']} | - | - | - | - | - | rejected at {rej.get('phase')} "
                 f"({rej.get('reason')}): {figs} | {r['secs']:.0f} | {cmd} |")
     acc = run.get("fp8_accuracy", {})          # FP8: each output against the FP16-activation twin, its budget
-    fp8 = "; vs FP16 activations " + ", ".join(f"{n} {f['rms_rel_error']:.3%} ({f['budget']:.0%})"
+    worst = lambda f: f", worst image {f['worst_image_rms_rel_error']:.3%}" if "worst_image_rms_rel_error" in f else ""
+    fp8 = "; vs FP16 activations " + ", ".join(f"{n} {f['rms_rel_error']:.3%}{worst(f)} ({f['budget']:.0%})"
                                                 for n, f in acc.items()) if acc else ""
     return (f"| {b} | {act} | batch | {s['status']} | {run['cycles']:,} | {run['cycles'] // b:,} | "
             f"{run['latency_ms']:.4f} | {run['images_per_s']:.1f} | {r['place'].get('min_free_bytes'):,} | "

@@ -92,4 +92,3 @@ def worst_image_error(g: Graph, got: dict, want: dict) -> float:
     B = g.meta.get("images") or 1
     return max(rms_rel_error(g, {n: one_image(got[n], b, B) for n in want},
                              {n: one_image(w, b, B) for n, w in want.items()}) for b in range(B))
-

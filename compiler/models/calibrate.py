@@ -32,9 +32,9 @@ convex combinations of V's rows, and on a photo's smooth regions nearly equal) r
 common part and leaves an error large against what differs between tokens, which is what the
 next layers and the head read. The calibration pass measures, per cast, the rms rounding error
 at the chosen scales over the rms of the input less each image's per-channel mean over its real
-rows (token_energy; over every layer and calibration input); a cast over model.fp8_fallback_error (0.15) is taken
-out and its matmul reads the f16 input (FP16 x FP8, at the f16 rate, which the planner
-prices). On the 6 photos, So400m, 4 layers: attention output 0.249, GELU 0.066, LayerNorm
+rows (token_energy; over every layer and calibration input); a cast over
+model.fp8_fallback_error (0.15) is taken out and its matmul reads the f16 input (FP16 x FP8,
+at the f16 rate, which the planner prices). On the 6 photos, So400m, 4 layers: attention output 0.249, GELU 0.066, LayerNorm
 outputs 0.038 / 0.046 (centred); 27 layers: 0.678, 0.102, 0.060 / 0.067. 0.15 is the
 log-midpoint of the gap between 0.102 and 0.249 (assumed; calibration figures only): the
 attention output, and only it, stays f16. Alone it was 3.5 -> 0.8 % of the embedding's error

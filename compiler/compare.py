@@ -75,6 +75,11 @@ def rms_rel_error(g: Graph, got: dict, want: dict) -> float:
     return math.sqrt(e / r) if r > 0 else (0.0 if e == 0 else math.inf)
 
 
+def images(g: Graph) -> int:
+    """Images a run of g takes (model.batch; 1 for a graph that is not a tower)."""
+    return g.meta.get("images") or 1
+
+
 def one_image(x: np.ndarray, b: int, images: int) -> np.ndarray:
     """Output x of a run of `images` images (rows image-major: image b's are the b-th
     of `images` equal row blocks) with every other image's rows zeroed, so that
@@ -89,6 +94,6 @@ def one_image(x: np.ndarray, b: int, images: int) -> np.ndarray:
 def worst_image_error(g: Graph, got: dict, want: dict) -> float:
     """The largest rms_rel_error of one image of a batch (g.meta["images"]) over the
     outputs of `want`: a batch's figure averages its images, and could hide one."""
-    B = g.meta.get("images") or 1
+    B = images(g)
     return max(rms_rel_error(g, {n: one_image(got[n], b, B) for n in want},
                              {n: one_image(w, b, B) for n, w in want.items()}) for b in range(B))

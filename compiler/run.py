@@ -96,11 +96,11 @@ def fp8_accuracy(g, got16: dict, fp16: dict | None, budgets: dict) -> dict:
     from .model_check import applies
     if fp16 is None or not applies(g):
         return {}
-    from .compare import rms_rel_error, worst_image_error
+    from .compare import images, rms_rel_error, worst_image_error
     out = {n: {"rms_rel_error": round(rms_rel_error(g, {n: got16[n]}, {n: fp16[n]}), 9), "budget": budgets[n]}
            for n in sorted(fp16)}
     for n, f in out.items():
-        if (g.meta.get("images") or 1) > 1:    # a batch: each image within the budget, not only their mean
+        if images(g) > 1:                      # a batch: each image within the budget, not only their mean
             f["worst_image_rms_rel_error"] = round(worst_image_error(g, {n: got16[n]}, {n: fp16[n]}), 9)
         f["ok"] = max(f["rms_rel_error"], f.get("worst_image_rms_rel_error", 0.0)) <= f["budget"]
     return out

@@ -34,11 +34,11 @@ next layers and the head read. The calibration pass measures, per cast, the rms 
 at the chosen scales over the rms of the input less each image's per-channel mean over its real
 rows (token_energy; over every layer and calibration input); a cast over
 model.fp8_fallback_error (0.15) is taken out and its matmul reads the f16 input (FP16 x FP8,
-at the f16 rate, which the planner prices). On the 6 photos, So400m, 4 layers: attention output 0.249, GELU 0.066, LayerNorm
-outputs 0.038 / 0.046 (centred); 27 layers: 0.678, 0.102, 0.060 / 0.067. 0.15 is the
-log-midpoint of the gap between 0.102 and 0.249 (assumed; calibration figures only): the
-attention output, and only it, stays f16. Alone it was 3.5 -> 0.8 % of the embedding's error
-on `moon` at 4 layers (experiments/fp8_scales/README.md).
+at the f16 rate, which the planner prices). On the 6 photos, So400m, 4 layers: attention
+output 0.249, GELU 0.066, LayerNorm outputs 0.038 / 0.046 (centred); 27 layers: 0.678, 0.102,
+0.060 / 0.067. 0.15 is the log-midpoint of the gap between 0.102 and 0.249 (assumed;
+calibration figures only): the attention output, and only it, stays f16. Alone it was 3.5 ->
+0.8 % of the embedding's error on `moon` at 4 layers (experiments/fp8_scales/README.md).
 
 Clipping (clipping): per cast and layer, the fraction of the real rows' elements over the
 cast's range and the largest |x| / range, on any input: the reference phase reports them
@@ -125,9 +125,8 @@ def least_error_scales(g: Graph, data: dict, samples: list[dict], headroom: floa
     varying = {n: np.zeros(L) for n in casts}           # energy of the token-to-token part
     built = {n: np.broadcast_to(np.asarray(g.ops[n].attr("scale"), np.float64), (L,))   # headroom None's floor
              for n in casts} if headroom is None else {}
-    from ..compare import real_rows
+    from ..compare import images, real_rows
     keep = {n: real_rows(g, g.ops[n].inputs[0]) for n in casts}
-    images = g.meta.get("images") or 1
 
     def floor_of(n, i, top):
         return float(built[n][i]) if headroom is None else headroom * top / FP8_MAX or 1.0
@@ -146,7 +145,7 @@ def least_error_scales(g: Graph, data: dict, samples: list[dict], headroom: floa
             s = _step_above(floor_of(n, i, top), j)
             q = np.clip(v / s, -FP8_MAX, FP8_MAX).astype(FP8).astype(np.float64) * s
             sq[n][i, j] += exact.fsum64(w * np.square(q - v))    # not BLAS's dot: it varies by CPU (issue #24)
-        varying[n][i] += token_energy(x, keep[n], images)
+        varying[n][i] += token_energy(x, keep[n], images(g))
         return dataclasses.replace(op, attrs=_with_scale(op, scale_of(n, i)))
 
     from .. import reference

@@ -181,7 +181,7 @@ def pod_run(lo, m, ref, target, policy, pod, mapper, inject_link=None) -> PodRun
 
 
 def _figures(chips, links, split, g, m, ref, target, model, fp8_accuracy, policy) -> PodRun:
-    from ..compare import rms_rel_error
+    from ..compare import images as compare_images, rms_rel_error
     from ..run import over_budget
     from ..sim.load import host_cycles
     last = chips[-1].run
@@ -191,7 +191,7 @@ def _figures(chips, links, split, g, m, ref, target, model, fp8_accuracy, policy
     stages[0] += host_in
     stages[-1] += host_out
     total = sum(c.run.cycles for c in chips) + sum(li["cycles"] for li in links)
-    images = g.meta.get("images") or 1
+    images = compare_images(g)
     thr = {"latency_ms": round((total + host_in + host_out) / target.clock_hz * 1e3, 6),
            "images_per_s": round(images * target.clock_hz / max(stages), 3),
            "slowest_stage": int(np.argmax(stages)), "stage_cycles": [int(s) for s in stages]}

@@ -22,6 +22,7 @@ class Policy:
     lean_candidates: bool = True      # also plan grids leaving a tile's support when the best would not (plan.with_lean)
     home_rotation: bool = True        # rotate parameter homes away from input homes
     vector_homes: bool = True         # vectors (LayerNorm γ, β): replicated homes of 256-byte shards
+    single_vector_homes: bool = True  # with broadcast_sends, a vector home holds each shard once (no replicas): one multicast serves every consumer, a replica only takes memory (27 So400m layers: ~29 KB a tile; expand/balance.py vector_shards)
     balanced_homes: bool = True       # the home rotation also spreads vectors' shard homes, from the ring / resident homes' load (expand/balance.py)
     weight_stationary: bool = True    # also expand each candidate with weights resident where used
     resident_replication: int = 0     # most tiles holding one resident weight block (a grid's gm); 0 = any

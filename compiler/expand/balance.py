@@ -17,12 +17,15 @@ import numpy as np
 from ..plan.homes import VECTOR_SHARD
 
 
-def vector_shards(cols: int, ebytes: int, nbytes: int, T: int) -> tuple[np.ndarray, int]:
+def vector_shards(cols: int, ebytes: int, nbytes: int, T: int, replicas: bool = True) -> tuple[np.ndarray, int]:
     """A [1, cols] vector's shard column starts and replica count R: each shard tile
-    serves about as many bytes as a row tile receives (half the tiles consume it)."""
+    serves about as many bytes as a row tile receives (half the tiles consume it).
+    Without `replicas` R = 1: where a send to many tiles is one multicast charged once
+    (policy.broadcast_sends), a replica saves no exchange cycle and only takes memory
+    (policy.single_vector_homes)."""
     cs = np.arange(0, cols, max(2, VECTOR_SHARD // ebytes))
     S = len(cs)
-    R = int(min(max(1, -(-(T // 2) * VECTOR_SHARD // nbytes)), max(1, T // S)))
+    R = int(min(max(1, -(-(T // 2) * VECTOR_SHARD // nbytes)), max(1, T // S))) if replicas else 1
     return cs, R
 
 
@@ -31,11 +34,17 @@ def vector_tiles(S: int, R: int, rot: int, T: int) -> np.ndarray:
     return (rot + (np.arange(R)[:, None] * S + np.arange(S)) * T // (R * S)) % T
 
 
-def vector_load(t, count: int, T: int) -> np.ndarray:
+def vector_replicas(policy) -> bool:
+    """Whether vector homes are replicated: not where one multicast serves every
+    consumer (policy.single_vector_homes with policy.broadcast_sends)."""
+    return not (policy.single_vector_homes and policy.broadcast_sends)
+
+
+def vector_load(t, count: int, T: int, replicas: bool = True) -> np.ndarray:
     """Bytes per tile of vector tensor t's home at rotation 0 (count members, each
     shard padded to 16 B as vector_home allocates it)."""
     e = t.nbytes // max(1, t.shape[1])
-    cs, R = vector_shards(t.shape[1], e, t.nbytes, T)
+    cs, R = vector_shards(t.shape[1], e, t.nbytes, T, replicas)
     size = np.diff(np.append(cs, t.shape[1])) * e
     size = -(-size // 16) * 16 * count if count > 1 else size
     tiles = vector_tiles(len(cs), R, 0, T)

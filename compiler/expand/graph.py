@@ -20,7 +20,7 @@ from ..target import DTYPE_BYTES, STANDARD, Target
 from .layout import Layout, allocate, blocks, convert, fill, gather, host_rects, like, pad
 from .flash import expand_flash
 from .matmul import expand_matmul, resident_weights
-from .balance import fixed_load, vector_load, vector_rotation, vector_shards, vector_tiles
+from .balance import fixed_load, vector_load, vector_replicas, vector_rotation, vector_shards, vector_tiles
 from .early import early_gathers
 from .split import split_gathers
 from .lnhalves import expand_ln_halves
@@ -119,13 +119,14 @@ class Ctx:
     def vector_home(self, name: str, stream: int, rot: int, count: int):
         """A [1, C] parameter in shards of ~VECTOR_SHARD bytes, replicated so that each
         shard tile serves about as many bytes as a row tile receives (half the tiles
-        consume it; each needs all S shards: R = ⌈(T/2)·shard / vector⌉ replicas).
+        consume it; each needs all S shards: R = ⌈(T/2)·shard / vector⌉ replicas; one
+        with policy.single_vector_homes, expand/balance.py vector_shards).
         All R replicas in one request table and one host table (replica-major, as R
         separate homes would be: the same rows in the same order, without R rounds of
         Python per vector; 27 layers' vectors were half of expand's time)."""
         t, T = self.g.tensors[name], self.t.tiles
         cols, e = t.shape[1], DTYPE_BYTES[t.dtype]
-        cs, R = vector_shards(cols, e, t.nbytes, T)
+        cs, R = vector_shards(cols, e, t.nbytes, T, vector_replicas(self.policy))
         S = len(cs)
         tiles = vector_tiles(S, R, rot, T)                   # [R, S]
         k = np.diff(np.append(cs, cols))                     # columns per shard
@@ -334,7 +335,7 @@ def dump_rows(op: int, step: int, lay: Layout) -> dict:
 
 
 def home_rotations(graph, names, seq, count: int, T: int, panels: dict, candidates: int = 64,
-                   vectors: bool = False, base=None) -> dict[str, int]:
+                   vectors: bool = False, base=None, replicas: bool = True) -> dict[str, int]:
     """Balanced home rotation: homes (plan/homes.py) put each tensor's bytes on evenly
     spread tiles from its rotation; largest tensors first, each takes the rotation (from
     `candidates` evenly spaced ones) that keeps the fullest tile lowest. A sequence
@@ -347,7 +348,7 @@ def home_rotations(graph, names, seq, count: int, T: int, panels: dict, candidat
         t = graph.tensors[n]
         if t.shape[0] == 1:
             if vectors and t.kind == "param":          # replicated shard homes (vector_home)
-                sizes[n] = vector_load(t, count if n in seq else 1, T)
+                sizes[n] = vector_load(t, count if n in seq else 1, T, replicas)
             continue
         blocks, size = home_blocks(*t.shape, DTYPE_BYTES[t.dtype], T, panels.get(n, 0))
         sizes[n] = np.bincount(blocks[4], size * (count if n in seq else 1), minlength=T).astype(np.int64)
@@ -400,7 +401,8 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
                {n: count if n in seq else 1 for n in ring})
     even = policy.balanced_homes and policy.vector_homes        # expand/balance.py
     rots = home_rotations(graph, [n for n in homed if n not in ring], seq, count, target.tiles, c.panels,
-                          vectors=even, base=fixed_load(c.bld, target.tiles) if even else None) \
+                          vectors=even, base=fixed_load(c.bld, target.tiles) if even else None,
+                          replicas=vector_replicas(policy)) \
         if policy.home_rotation else {}
     for k, name in enumerate(ins):
         if name in homed and name not in ring:

@@ -83,7 +83,7 @@ def test_vector_rotation_against_every_roll():
 
 
 def _vector_homes(r) -> dict:
-    """Each [1, C] parameter's home: (tiles holding its requests, their count)."""
+    """Each [1, C] parameter's home: (its columns, the number of its home requests)."""
     res = r["expand"].finalists[0]
     tg, g = res.tilegraph, r["model"].graph
     out = {}

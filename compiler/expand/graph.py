@@ -5,8 +5,9 @@ then runs its kernels (a compute superstep, shared with the previous op's when n
 exchange came between). Inputs and parameters start in their homes (plan/homes.py):
 whole rows spread evenly over the tiles, or for FP8 weights whole micro-panel spans
 (the order their MATMUL reads, sent so by the host), each tensor rotated to balance
-the fullest tile (policy.home_rotation); vectors in replicated 256-byte shards (policy.vector_homes) so that broadcasting them
-to every row tile costs no home tile more than a consumer receives; weights a candidate
+the fullest tile (policy.home_rotation); vectors in 256-byte shards (policy.vector_homes), each held once
+where one multicast reaches every consumer (policy.single_vector_homes), else replicated so that broadcasting
+them to every row tile costs no home tile more than a consumer receives; weights a candidate
 keeps resident sit where their matmul reads them instead (matmul.py, with the matmuls).
 """
 from __future__ import annotations

@@ -1,0 +1,66 @@
+"""Why a batch plan is slow to place: for each expand finalist of a throughput row, its
+distinct tile problems and how many fail every greedy order (compiler/place/greedy.py);
+with --solve N, `compiler.place.solve` on the first N of those, the method that ended each
+(search, canonical, cpsat, unknown) and the seconds each took.
+
+    python experiments/throughput/place_probe.py B f16|fp8 [--solve N] [key=value ...]
+e.g.  place_probe.py 6 f16 --solve 12 ; place_probe.py 6 f16 policy.single_vector_homes=false"""
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from compiler.expand.analysis import profile_bytes  # noqa: E402
+from compiler.phases import run_phase, target_of  # noqa: E402
+from compiler.place import greedy  # noqa: E402
+from compiler.place.config import PlaceConfig  # noqa: E402
+from compiler.place.instance import Instance  # noqa: E402
+from compiler.place.phase import _digest, reserve_support, tile_problems  # noqa: E402
+from compiler.place.solve import solve  # noqa: E402
+from experiments.throughput.run import overrides  # noqa: E402
+from pipeline.config import compose  # noqa: E402
+
+
+def greedy_fails(p) -> bool:
+    inst = Instance(p)
+    return all(greedy.place_order(inst, order)[1] >= 0 for _, order in greedy.orders(inst, PlaceConfig()))
+
+
+def main(argv):
+    if len(argv) < 2 or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return
+    b, act, n_solve = int(argv[0]), argv[1], 0
+    if "--solve" in argv:
+        n_solve = int(argv[argv.index("--solve") + 1])
+    cfg = compose(overrides(b, act, [a for a in argv[2:] if "=" in a]))
+    res = {"model": run_phase("model", {}, cfg)}
+    res["plan"] = run_phase("plan", res, cfg)
+    res["expand"] = run_phase("expand", res, cfg)
+    t = target_of(cfg)
+    for k, f in enumerate(res["expand"].finalists):
+        tg = f.tilegraph
+        probs, _ = tile_problems(tg, reserve_support(tg.analysis, tg.tiles, profile_bytes(tg), t), t)
+        keys = [_digest(p) for p in probs]
+        distinct = [probs[keys.index(h)] for h in sorted(set(keys), key=keys.index)]
+        failing = [p for p in distinct if greedy_fails(p)]
+        print(f"finalist {k} ({f.candidate.label}): {len(distinct)} distinct tile problems, "
+              f"{len(failing)} fail every greedy order")
+        if k == 0 and n_solve:
+            ends, secs = Counter(), []
+            for p in failing[:n_solve]:
+                t0 = time.perf_counter()
+                s = solve(p, PlaceConfig())
+                secs.append(time.perf_counter() - t0)
+                ends[f"{s.status}/{s.method}"] += 1
+            print(f"  solve on {len(secs)} of them: {dict(ends)}; seconds median {np.median(secs):.2f}, "
+                  f"max {max(secs):.2f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -4,8 +4,6 @@ resident bytes within region 1) and chosen against homes by exact cycles and the
 memory screen."""
 from dataclasses import replace
 
-import numpy as np
-
 from compiler import lower as lower_mod
 from compiler.expand import expand_one
 from compiler.phases import compile_trial, model_phase, policy_of, target_of
@@ -43,12 +41,7 @@ def test_without_relocation_every_layer_reads_layer_0(monkeypatch):
         return blob, off, rl[:0]
 
     monkeypatch.setattr(lower_mod, "encode_code", no_kernel_relocs)
-    def sends_only(tg):               # the sends' relocated words (a multicast group's once), no kernel's
-        x = tg.xfer
-        leads = lower_mod.analysis.send_leaders(tg) == np.arange(len(x["src"]))
-        return np.bincount(x["src"][(x["reloc"] != 0) & leads], minlength=tg.tiles)
-
-    monkeypatch.setattr(lower_mod.analysis, "reloc_entries", sends_only)
+    monkeypatch.setattr(lower_mod.analysis, "reloc_entries", lower_mod.analysis.send_reloc_entries)
     r = compile_trial(cfg())
     assert r["expand"].finalists[0].candidate.stationary
     assert not r["run"].metrics()["validated"]

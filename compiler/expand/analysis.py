@@ -190,14 +190,21 @@ def list_bytes(tg: TileGraph) -> np.ndarray:
     return _per_tile(tg.tiles, tg.xfer["src"][lead], isa.mcast_list_bytes(k))
 
 
+def send_reloc_entries(tg: TileGraph) -> np.ndarray:
+    """Relocated source words per tile of the sends from a sequence (a multicast group's
+    entry relocates once)."""
+    x = tg.xfer
+    sends = send_leaders(tg) == np.arange(len(x["src"]))
+    return _per_tile(tg.tiles, x["src"][(x["reloc"] != 0) & sends])
+
+
 def reloc_entries(tg: TileGraph) -> np.ndarray:
     """Relocated words per tile: the source address of every send from a sequence,
     the operand-1 address of every kernel reading a sequence in place, and the scale
     word of every kernel with per-iteration scales (tilegraph sseq), and the address
     word of every b segment read in place from a sequence (tilegraph bseg)."""
-    x, k, b = tg.xfer, tg.kern, tg.bseg
-    sends = send_leaders(tg) == np.arange(len(x["src"]))       # a multicast group's entry relocates once
-    return (_per_tile(tg.tiles, x["src"][(x["reloc"] != 0) & sends]) + _per_tile(tg.tiles, k["tile"][k["reloc"] != 0])
+    k, b = tg.kern, tg.bseg
+    return (send_reloc_entries(tg) + _per_tile(tg.tiles, k["tile"][k["reloc"] != 0])
             + _per_tile(tg.tiles, k["tile"][k["sseq"] != 0])
             + _per_tile(tg.tiles, k["tile"][b["kern"][b["reloc"] != 0]]))
 

@@ -87,6 +87,14 @@ def _digest(p: Problem) -> str:
     return h.hexdigest()
 
 
+def distinct(problems: list[Problem]) -> tuple[list, list, dict]:
+    """Each tile problem's digest, the distinct digests in first-tile order (deterministic)
+    and each one's first tile: tiles whose problems are identical are solved once."""
+    keys = [_digest(p) for p in problems]
+    uniq = sorted(set(keys), key=keys.index)
+    return keys, uniq, {k: keys.index(k) for k in uniq}
+
+
 def solve_chunk(problems: list[Problem], place_cfg: PlaceConfig):
     """Solutions in order; with `stop_at_failure` the list ends at the first tile that
     failed (a finalist with one failed tile is rejected whatever its others do)."""
@@ -130,9 +138,7 @@ class PlaceResult:
 def place_finalist(tg, t: Target, place_cfg: PlaceConfig, mapper):
     support = reserve_support(tg.analysis, tg.tiles, profile_bytes(tg), t)
     problems, rows = tile_problems(tg, support, t)
-    keys = [_digest(p) for p in problems]
-    uniq = sorted(set(keys), key=keys.index)        # deterministic: first tile of each kind
-    first = {k: keys.index(k) for k in uniq}
+    keys, uniq, first = distinct(problems)
     chunks = [[problems[first[k]] for k in uniq[i:i + CHUNK]] for i in range(0, len(uniq), CHUNK)]
     sols = mapper("place", solve_chunk, chunks, lambda acc, i, r: {**acc, i: r}, {},
                   dict(place_cfg=place_cfg.solver_key()))

@@ -20,7 +20,7 @@ from compiler.phases import run_phase, target_of  # noqa: E402
 from compiler.place import greedy  # noqa: E402
 from compiler.place.config import PlaceConfig  # noqa: E402
 from compiler.place.instance import Instance  # noqa: E402
-from compiler.place.phase import _digest, reserve_support, tile_problems  # noqa: E402
+from compiler.place.phase import distinct, reserve_support, tile_problems  # noqa: E402
 from compiler.place.solve import solve  # noqa: E402
 from experiments.throughput.run import overrides  # noqa: E402
 from pipeline.config import compose  # noqa: E402
@@ -46,10 +46,9 @@ def main(argv):
     for k, f in enumerate(res["expand"].finalists):
         tg = f.tilegraph
         probs, _ = tile_problems(tg, reserve_support(tg.analysis, tg.tiles, profile_bytes(tg), t), t)
-        keys = [_digest(p) for p in probs]
-        distinct = [probs[keys.index(h)] for h in sorted(set(keys), key=keys.index)]
-        failing = [p for p in distinct if greedy_fails(p)]
-        print(f"finalist {k} ({f.candidate.label}): {len(distinct)} distinct tile problems, "
+        _, uniq, first = distinct(probs)
+        failing = [probs[first[h]] for h in uniq if greedy_fails(probs[first[h]])]
+        print(f"finalist {k} ({f.candidate.label}): {len(uniq)} distinct tile problems, "
               f"{len(failing)} fail every greedy order")
         if k == 0 and n_solve:
             ends, secs = Counter(), []

@@ -19,6 +19,9 @@ class PlaceConfig:
     order_alignment: bool = True        # largest alignment first
     order_end_first: bool = True        # allocations surviving to completion first, by size
     # exact searches (run only when every greedy order failed)
+    pin_whole_lifetime: bool = True     # first fix the requests live at every event (homes), largest
+                                        #   first at the lowest address, and search the rest, which
+                                        #   then splits into parts (pinned.py); else the whole tile
     decompose: bool = True              # split at times no request crosses (independent parts)
     search: bool = True                 # address-domain search with propagation
     must_occupy_propagation: bool = True  # propagate bytes/elements every legal address covers

@@ -3,7 +3,9 @@
   1. check the input (bad input raises ProblemError naming the request);
   2. live-byte lower bound -> INFEASIBLE with the proof's figures;
   3. greedy orders (online, lifetime, alignment, end-first) -> PLACED;
-  4. per independent part (time sections no request crosses): address-domain
+  4. the requests live at every event pinned first, the rest searched per part
+     (`pin_whole_lifetime`, pinned.py); failing that, the whole tile:
+     per independent part (time sections no request crosses): address-domain
      search, then the canonical search, each under its named budgets;
   5. tiles outside the compiled kernels' class (bank edges, several windows):
      CP-SAT on the whole tile (`cpsat_fallback`) -> PLACED | INFEASIBLE;
@@ -61,6 +63,10 @@ def solve(problem: Problem, cfg: PlaceConfig | None = None) -> Solution:
     scfg = cfg
     if fallback and cfg.time_limit_s is not None:   # the searches get a share, CP-SAT the rest
         scfg = cfg.override(time_limit_s=cfg.time_limit_s * cfg.cpsat_search_share)
+    if cfg.pin_whole_lifetime:
+        got = _pinned(problem, inst, scfg, t0)
+        if got is not None:
+            return done(PLACED, got[0], got[1], nodes=got[2], detail=detail)
     res = _search.run(inst, scfg, t0, best[2] if best else None)
     nodes = res.nodes
     detail.update(res.detail)
@@ -86,6 +92,21 @@ def solve(problem: Problem, cfg: PlaceConfig | None = None) -> Solution:
         live = int(problem.extent[mask].sum())
     return done(UNKNOWN, None, "unknown", nodes=nodes, event=ev, live_bytes=live,
                 available_bytes=avail, request=failed, detail=detail)
+
+
+def _pinned(problem, inst, cfg, t0):
+    """(addresses, method, nodes) with the whole-lifetime requests pinned, or None."""
+    from . import pinned
+    from . import search as _search
+    addr = pinned.pin(problem, inst)
+    if addr is None:
+        return None
+    q, rest = pinned.residual(problem, addr)
+    res = _search.run(Instance(q), cfg, t0)
+    if res.addr is None:             # not a proof for the tile: the pins may be what failed
+        return None
+    out = pinned.merged(problem, addr, rest, res.addr)
+    return None if out is None else (out, f"pinned+{res.method}", res.nodes)
 
 
 def _cpsat(problem, cfg, t0):

@@ -22,6 +22,8 @@ class PlaceConfig:
     pin_whole_lifetime: bool = True     # first fix the requests live at every event (homes), largest
                                         #   first at the lowest address, and search the rest, which
                                         #   then splits into parts (pinned.py); else the whole tile
+    pin_time_share: float = 0.1         # ...with time_limit_s, the pinned attempt's share of it (assumed:
+                                        #   pinned tiles place in < 1 s or not at all, 27-layer batch 6)
     decompose: bool = True              # split at times no request crosses (independent parts)
     search: bool = True                 # address-domain search with propagation
     must_occupy_propagation: bool = True  # propagate bytes/elements every legal address covers

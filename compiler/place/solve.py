@@ -64,7 +64,8 @@ def solve(problem: Problem, cfg: PlaceConfig | None = None) -> Solution:
     if fallback and cfg.time_limit_s is not None:   # the searches get a share, CP-SAT the rest
         scfg = cfg.override(time_limit_s=cfg.time_limit_s * cfg.cpsat_search_share)
     if cfg.pin_whole_lifetime:
-        got = _pinned(problem, inst, scfg, t0)
+        pcfg = scfg if scfg.time_limit_s is None else scfg.override(time_limit_s=scfg.time_limit_s * cfg.pin_time_share)
+        got = _pinned(problem, inst, pcfg, t0)
         if got is not None:
             return done(PLACED, got[0], got[1], nodes=got[2], detail=detail)
     res = _search.run(inst, scfg, t0, best[2] if best else None)

@@ -41,15 +41,17 @@ def whole_lifetime(p: Problem) -> np.ndarray:
 def residual(p: Problem, addr: dict) -> tuple[Problem, np.ndarray]:
     """The tile without the pinned requests, their bytes reserved; and the rest's
     original indices (request k of the residual is request rest[k] of `p`)."""
-    rest = np.array([i for i in range(len(p)) if i not in addr], np.int64)
+    keep = np.ones(len(p), bool)
+    keep[list(addr)] = False
+    rest = np.flatnonzero(keep)
     pos = np.full(len(p), -1, np.int64)
     pos[rest] = np.arange(len(rest))
     e = pos[p.bank_edges].reshape(-1, 2) if len(p.bank_edges) else p.bank_edges
-    pinned = np.array([(a, a + int(p.extent[i])) for i, a in addr.items()], np.int64).reshape(-1, 2)
+    held = np.array([(a, a + int(p.extent[i])) for i, a in addr.items()], np.int64).reshape(-1, 2)
     q = Problem(p.memory_base, p.region0_end, p.memory_end, p.element_bytes,
                 size=p.size[rest], align=p.align[rest], start=p.start[rest], end=p.end[rest],
                 region=p.region[rest], count=p.count[rest], stride=p.stride[rest],
-                bank_edges=e, reserved=np.concatenate([p.reserved, pinned]),
+                bank_edges=e, reserved=np.concatenate([p.reserved, held]),
                 names=[p.names[i] for i in rest] if p.names else None, max_alloc=p.max_alloc)
     return q, rest
 

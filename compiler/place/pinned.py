@@ -70,7 +70,6 @@ def merged(p: Problem, addr: dict, rest: np.ndarray, rest_addr) -> np.ndarray | 
     """The whole tile's addresses, or None when the independent validator refuses them
     (e.g. a bank-separated sequence sharing a unit with a pinned request)."""
     out = np.full(len(p), -1, np.int64)
-    for i, a in addr.items():
-        out[i] = a
+    out[list(addr)] = list(addr.values())
     out[rest] = np.asarray(rest_addr, np.int64)
     return None if validate(p, out) else out

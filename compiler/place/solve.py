@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from . import bound, greedy
+from . import bound, greedy, pinned
 from .validate import validate
 from .config import PlaceConfig
 from .instance import Instance
@@ -97,8 +97,7 @@ def solve(problem: Problem, cfg: PlaceConfig | None = None) -> Solution:
 
 def _pinned(problem, inst, cfg, t0):
     """(addresses, method, nodes) with the whole-lifetime requests pinned, or None."""
-    from . import pinned
-    from . import search as _search
+    from . import search as _search  # the searches live in their own module
     addr = pinned.pin(problem, inst)
     if addr is None:
         return None

@@ -2,7 +2,7 @@
 fixed first and the rest searched. The fixture is a real tile: tile 18 of the 27-layer
 So400m f16 batch-6 plan (its plain-homes candidate, ~304 KB of weight homes, a 158 KB A
 block), dumped by the place phase's format. Under the phase's budgets the whole-tile
-search ends `unknown` on it after ~80 s and CP-SAT needs ~280 s; pinned, it places at once."""
+search ends `unknown` on it after 80-130 s and CP-SAT needs ~280 s; pinned, it places at once."""
 import json
 from pathlib import Path
 

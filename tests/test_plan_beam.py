@@ -264,10 +264,10 @@ def test_plan_beam_must_be_a_non_negative_integer(bad):
 
 def test_resident_windows_match_a_tile_by_tile_count():
     """The resident beam's fullest tile inside and outside a grid laid from the cursor
-    (plan/beam.py _windows) against the tiles enumerated one by one."""
+    (plan/budgets.py windows) against the tiles enumerated one by one."""
     import numpy as np
 
-    from compiler.plan.beam import _windows
+    from compiler.plan.budgets import windows as _windows
     rng = np.random.default_rng(0)
     for T in (1, 5, 64):
         for _ in range(20):
@@ -277,3 +277,32 @@ def test_resident_windows_match_a_tile_by_tile_count():
                 inside = {(cursor + k) % T for k in range(n)}
                 assert pre[n - 1] == max(load[t] for t in inside)
                 assert post[n] == max([load[t] for t in range(T) if t not in inside], default=0)
+
+
+def test_cheapest_is_best_of_the_pruned_totals():
+    """beam.cheapest (each row's own first K, the prune asked only about a prefix) against
+    the plain form written here: every total formed, the pruned set to inf, sorted by
+    (total, flat index), the finite first k. Rows share arrays (states with the same
+    layouts), totals tie, some are infinite, and the prune is dense or sparse, so the
+    prefix must grow or fall back to every total."""
+    import numpy as np
+
+    from compiler.plan.beam import cheapest
+    rng = np.random.default_rng(1)
+    for trial in range(300):
+        S, N, k = int(rng.integers(1, 9)), int(rng.integers(1, 300)), int(rng.integers(1, 12))
+        shared = [np.where(rng.random(N) < 0.1, np.inf, rng.integers(0, 3, N).astype(float)) for _ in range(3)]
+        rows = [shared[int(rng.integers(0, 3))] for _ in range(S)]
+        cycles = rng.integers(0, 4, S).astype(float)
+        bad = rng.random(S * N) < rng.choice([0.0, 0.3, 0.95])
+        asked = []
+
+        def drop(f):
+            asked.append(len(f))
+            return bad[f]
+        got = cheapest(cycles, rows, k, drop)
+        flat = np.concatenate([c + r for c, r in zip(cycles, rows)])
+        flat[bad] = np.inf
+        want = [f for f in sorted(range(S * N), key=lambda f: (flat[f], f)) if np.isfinite(flat[f])][:k]
+        assert list(got) == want, trial
+        assert sum(asked) <= 4 * S * N

@@ -18,7 +18,7 @@ import compiler.plan as plan_mod
 from compiler.expand import expand_one
 from compiler.expand.graph import expand_graph
 from compiler.phases import policy_of, run_phase, target_of
-from compiler.plan import beam
+from compiler.plan import budgets
 from compiler.plan.ring import copied, in_units
 from test_batch_plans import _cfg
 from test_ring_units import cfg as mlp_cfg
@@ -28,13 +28,13 @@ from test_ring_units import cfg as mlp_cfg
 def old_estimate():
     """Plan's estimate before #26's fix: no pair padding, the lean beam's extras against
     the whole tile."""
-    pad, search = beam.pair_padding, plan_mod.beam_search
-    beam.pair_padding = lambda seq, t: np.zeros_like(np.asarray(seq))
+    pad, search = budgets.pair_padding, plan_mod.beam_search
+    budgets.pair_padding = lambda seq, t: np.zeros_like(np.asarray(seq))
     plan_mod.beam_search = lambda *a, reserve=0, **k: search(*a, **k)
     try:
         yield
     finally:
-        beam.pair_padding, plan_mod.beam_search = pad, search
+        budgets.pair_padding, plan_mod.beam_search = pad, search
 
 
 def _plan(cfg, old=False):
@@ -142,6 +142,6 @@ def test_plan_pooled_bytes_bound_expands():
                 extent = int((r["stride"] * (r["count"] - 1) + r["size"])[sel].max())
                 pair = 2 * t.element_bytes
                 assert seq >= extent, (cfg["model"], seq, extent)
-                assert seq + int(beam.pair_padding(seq, t)) >= -(-extent // pair) * pair
+                assert seq + int(budgets.pair_padding(seq, t)) >= -(-extent // pair) * pair
                 checked += 1
     assert checked >= 20, checked

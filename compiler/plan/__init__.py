@@ -209,7 +209,7 @@ def with_lean(g, target: Target, policy: Policy, homes: int, panels: dict, found
     or less where some matmul's leanest grid (`leanest` bytes, the largest over the
     matmuls) would leave less (the tiny target's tiles are 192 KiB). Nothing changes when
     the best candidate leaves the reserve. The beam's screen of ring copies and whole-unit
-    pieces (budgets.copies_over) keeps the reserve too (beam_search `reserve`)."""
+    pieces (budgets.pruned) keeps the reserve too (beam_search `reserve`)."""
     reserve = min(support_reserve(target), target.tile_bytes - leanest)
     if not found or reserve <= 0:
         return found

@@ -50,7 +50,7 @@ from .homes import home_blocks, panel_elems
 from .layouts import groups_of, rotated, full_rows, operand_windows, tile_elems, word_aligned, pareto, per_tile_cost
 from .matmul import OUT_BYTES, reduce_rows
 from .relay import relay_blocks
-from .budgets import UNITS_MARGIN_ELEMENTS, copies_over, in_place_budget, pair_padding
+from .budgets import pruned
 from .rowcalls import chunked_cycles, row_quantum
 from .ring import ring_exchange
 from .lnhalves import HALVES, fits as halves_fit, halves_blocks, halves_cycles
@@ -300,13 +300,35 @@ def best(totals: np.ndarray, k: int) -> np.ndarray:
     return cand[np.lexsort((cand, flat[cand]))][:k]
 
 
-def _windows(load: np.ndarray, cursor: int):
-    """For a grid laid on tiles [cursor, cursor + n) (mod T): the fullest tile inside
-    (pre[n - 1]) and outside (post[n]) the window, for every n."""
-    r = np.roll(load, -cursor)
-    pre = np.maximum.accumulate(r)
-    post = np.append(np.maximum.accumulate(r[::-1])[::-1], 0)
-    return pre, post
+def cheapest(cycles: np.ndarray, rows: list, k: int, drop) -> np.ndarray:
+    """best(totals, k) of totals[s] = cycles[s] + rows[s] once every finite total that
+    drop(flat indices) prunes is inf, without forming every total: drop is asked only
+    about a prefix of best's order (4k, 4x longer while too few stand), and a prefix of
+    K < N comes from each row's own K first (best of each distinct row: states with the
+    same layouts share one), since no total of a row can be in the prefix while K of its
+    row come before it. The same indices as the full form."""
+    N, K = len(rows[0]), 4 * k
+    while True:
+        if K < N:
+            first, order = [], {}
+            for r in rows:
+                if id(r) not in order:
+                    order[id(r)] = best(r, K)
+                first.append(order[id(r)])
+            cand = np.concatenate([s * N + f for s, f in enumerate(first)])
+            val = np.concatenate([cycles[s] + r[f] for s, (r, f) in enumerate(zip(rows, first))])
+            top = np.lexsort((cand, val))[:K]
+            pool, v = cand[top], val[top]
+        else:
+            totals = np.stack([c + r for c, r in zip(cycles, rows)])
+            pool = best(totals, K)
+            v = totals.ravel()[pool]
+        ok = np.isfinite(v)
+        if ok.any():
+            ok[ok] = ~drop(pool[ok])
+        if ok.sum() >= k or len(pool) == len(rows) * N or not np.isfinite(v[-1]):
+            return pool[ok][:k]
+        K *= 4
 
 
 def beam_search(graph, target: Target, options: dict[int, Options], width: int, keep: int,
@@ -346,43 +368,24 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
             states = [step(c, n, op, s) for s in states]
             continue
         o = options[n]
-        totals = np.stack([s.cycles + c.matmul(n, tuple(s.lay[x] for x in op.inputs)) for s in states])
-        N = totals.shape[1]
+        rows = [c.matmul(n, tuple(s.lay[x] for x in op.inputs)) for s in states]
+        cycles = np.array([s.cycles for s in states])
+        N = len(rows[0])
+        z = np.zeros(N, np.int64)
+        grid = {k: o.a[k] if k in o.a else z for k in ("extra", "r1", "r1_seq")}
+        grid["base"] = o.a["mem"] - grid["extra"]
         if counts:
             still = o.a["still"] == 1 if n in counts else np.zeros(N, bool)
             tiles = o.a["gg"] * o.a["gm"] * o.a["gn"] * o.a["gk"]
             own = counts.get(n, 0) * (-(-o.a["b_blk"] // 16) * 16) * still      # per tile of the grid
-            work = o.a["mem"] - res.base
-            gone = still * res.homes.get(n, 0)                                  # its home, no longer needed
-            peak, mem = [], []
-            for s in states:
-                pre, post = _windows(s.load, s.cursor)
-                pk = np.where(still, np.maximum(pre[tiles - 1] + own, post[tiles]), pre[-1])
-                peak.append(pk)
-                mem.append(pk + s.homes - gone + np.maximum(s.work, work))
-            peak, mem = np.stack(peak), np.stack(mem)
-            bad = (own * tiles > share.get(n, 0)) | (still & (res.max_rep > 0) & (o.a["gm"] > res.max_rep))
-            # only states keeping something resident are judged by the memory estimate: homes
-            # states are what plan/matmul.py's screen admitted
-            held = np.array([s.r1 for s in states])[:, None] + (o.a["r1"] if "r1" in o.a else 0)
-            totals = np.where(bad[None, :] | (peak + held > res.region1) | ((peak > 0) & (mem > res.memory)),
-                              np.inf, totals)
-        extra = o.a["extra"] if "extra" in o.a else np.zeros(N, np.int64)
-        base = o.a["mem"] - extra
-        r1 = o.a["r1"] if "r1" in o.a else np.zeros(N, np.int64)
-        r1_seq = o.a["r1_seq"] if "r1_seq" in o.a else np.zeros(N, np.int64)
-        padding = pair_padding(np.array([s.r1_seq for s in states])[:, None] + r1_seq[None, :], target)
-        if extra.any() or any(s.extra for s in states) or padding.any():
-            units = (np.array([s.r1 for s in states])[:, None] + r1[None, :]) > 0
-            limit = target.tile_bytes - reserve - units * UNITS_MARGIN_ELEMENTS * target.element_bytes
-            totals = np.where(copies_over(states, base, extra, limit, padding), np.inf, totals)
-        if r1.any() or any(s.r1 for s in states):      # pieces read in place: region 1, summed over weights
-            totals = np.where(np.array([s.r1 for s in states])[:, None] + r1[None, :] > in_place_budget(target),
-                              np.inf, totals)
+            grid.update(still=still, tiles=tiles, own=own, gm=o.a["gm"], work=o.a["mem"] - res.base,
+                        gone=still * res.homes.get(n, 0))          # its home, no longer needed
+        in_place = bool(grid["r1"].any() or any(s.r1 for s in states))
+        drop = lambda f: pruned(states, f // N, f % N, grid, target, reserve, res if counts else None,
+                                share.get(n, 0) if counts else 0, in_place)
+        base, extra, r1, r1_seq = grid["base"], grid["extra"], grid["r1"], grid["r1_seq"]
         nxt = []
-        for f in best(totals, max(width, keep) if n == last else width):
-            if not np.isfinite(totals.flat[f]):
-                break                                 # the rest cannot be gathered either
+        for f in cheapest(cycles, rows, max(width, keep) if n == last else width, drop):
             s, i = states[f // N], int(f % N)
             rot, load, cursor, homes, work = 0, s.load, s.cursor, s.homes, s.work
             if counts:
@@ -392,7 +395,7 @@ def beam_search(graph, target: Target, options: dict[int, Options], width: int, 
                     load = s.load.copy()
                     load[(rot + np.arange(k)) % T] += int(own[i])
                     cursor, homes = (rot + k) % T, homes - res.homes[n]
-            nxt.append(State(totals.flat[f], s.choice + ((n, i, rot),),
+            nxt.append(State(s.cycles + rows[f // N][i], s.choice + ((n, i, rot),),
                              {**s.lay, op.outputs[0]: ("out", n, i, rot)}, load, cursor, homes, work,
                              max(s.peak0, int(base[i])), s.extra + int(extra[i]), s.r1 + int(r1[i]),
                              s.r1_seq + int(r1_seq[i]), s.halves))

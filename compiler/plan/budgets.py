@@ -10,29 +10,60 @@ from ..target import Target
 
 
 # assumed: the slack (memory elements) a state holding ring pieces read in place keeps under
-# copies_over's limit: the per-grid figure counts every other weight as its home block, not
-# its pieces (the pooled request's rounding to whole element pairs is counted apart:
+# the copy screen's limit (pruned): the per-grid figure counts every other weight as its home
+# block, not its pieces (the pooled request's rounding to whole element pairs is counted apart:
 # pair_padding); at 27 So400m layers expand's footprint exceeded that figure plus the
 # extras by 15-19 KB (experiments/comm/README.md, policy.ring_units)
 UNITS_MARGIN_ELEMENTS = 1
 
 
-def copies_over(states, base: np.ndarray, extra: np.ndarray, limit, padding=0) -> np.ndarray:
-    """[states, grids]: where ring copies (policy.ring_copies) would overfill a tile: the
-    fullest grid's memory figure so far or this grid's (plan/matmul.py: the homes of
-    every weight plus its working set), plus the bytes every copy chosen adds, plus
-    `padding` ([states, grids]: pair_padding of the pieces read in place), over `limit`.
-    Only states holding some copy or padding are judged (the others passed the per-grid
-    screen). The figure is plan's estimate; expand's exact screen decides (and keeps
-    each candidate's twin without copies: plan/ring.py uncopied). `limit`: one figure,
-    or [states, grids]."""
-    out = []
-    limit = np.broadcast_to(limit, (len(states), len(base)))
-    padding = np.broadcast_to(padding, (len(states), len(base)))
-    for k, s in enumerate(states):
-        held = s.extra + extra + padding[k]
-        out.append((held > 0) & (np.maximum(s.peak0, base) + held > limit[k]))
-    return np.stack(out)
+def windows(load: np.ndarray, cursor: int):
+    """For a grid laid on tiles [cursor, cursor + n) (mod T): the fullest tile inside
+    (pre[n - 1]) and outside (post[n]) the window, for every n."""
+    r = np.roll(load, -cursor)
+    pre = np.maximum.accumulate(r)
+    post = np.append(np.maximum.accumulate(r[::-1])[::-1], 0)
+    return pre, post
+
+
+def pruned(states, si, gi, grid: dict, t: Target, reserve: int, res=None, share: int = 0,
+           in_place: bool = True) -> np.ndarray:
+    """bool [len(si)]: whether grid gi[j] taken in state states[si[j]] overfills a tile by
+    plan's estimates, so the beam drops it. Element-wise in (state, grid), so the beam asks
+    only about its cheapest pairs (beam.cheapest). `grid`: the op's per-grid arrays
+    (beam_search). Three screens:
+    - resident grids (`res`, the resident beam's budgets; `share` the op's region-1 bytes
+      over all tiles): the fullest tile of the grid's window (windows) against region 1
+      and, with the homes and working set, against the tile (only pairs keeping something
+      resident: homes states are what plan/matmul.py's screen admitted);
+    - ring copies and whole-unit pieces (policy.ring_copies, ring_units) with the pair
+      padding of the pieces read in place (pair_padding): the fullest grid's memory figure
+      so far or this grid's (plan/matmul.py: every weight's home plus the working set),
+      plus what the extras add, over the tile less `reserve` (and one margin element
+      where pieces are read in place). Only pairs holding some extra are judged (the
+      others passed the per-grid screen);
+    - ring pieces read in place (`in_place`: some state or grid holds any): their region-1
+      bytes, summed over weights, beyond in_place_budget.
+    The figures are plan's estimates; expand's exact screens decide (and keep each
+    candidate's twin without copies: plan/ring.py uncopied)."""
+    col = lambda f: np.array([getattr(s, f) for s in states], np.int64)[si]
+    r1 = col("r1") + grid["r1"][gi]
+    out = np.zeros(len(si), bool)
+    if res is not None:
+        still, tiles, own = grid["still"][gi], grid["tiles"][gi], grid["own"][gi]
+        u, inv = np.unique(si, return_inverse=True)
+        pre, post = map(np.stack, zip(*(windows(states[k].load, states[k].cursor) for k in u)))
+        inv = inv.ravel()
+        peak = np.where(still, np.maximum(pre[inv, tiles - 1] + own, post[inv, tiles]), pre[inv, -1])
+        mem = peak + col("homes") - grid["gone"][gi] + np.maximum(col("work"), grid["work"][gi])
+        bad = (own * tiles > share) | (still & (res.max_rep > 0) & (grid["gm"][gi] > res.max_rep))
+        out |= bad | (peak + r1 > res.region1) | ((peak > 0) & (mem > res.memory))
+    held = col("extra") + grid["extra"][gi] + pair_padding(col("r1_seq") + grid["r1_seq"][gi], t)
+    limit = t.tile_bytes - reserve - (r1 > 0) * UNITS_MARGIN_ELEMENTS * t.element_bytes
+    out |= (held > 0) & (np.maximum(col("peak0"), grid["base"][gi]) + held > limit)
+    if in_place:
+        out |= r1 > in_place_budget(t)
+    return out
 
 
 def pair_padding(seq, t: Target):

@@ -37,7 +37,7 @@ the gm tiles (replica d on grid row (p + d) mod pieces), a point further along T
 time-memory Pareto set: a tile receives the block less c pieces and copies c locally,
 for count × c pieces of memory. A copy nets w/8 - 40 cycles per layer for count × w
 bytes of every tile of the grid (the local COPY runs at 8 B/cycle, the exchange at 4),
-so the beam takes one only where memory is left (budgets.copies_over; experiments/comm).
+so the beam takes one only where memory is left (budgets.pruned; experiments/comm).
 
 Read in place (policy.ring_in_place, Grid.inplace): the local COPY goes if the MATMUL
 reads a tile's own pieces where they live, its b in segments (isa.F_SEG_B: the received
@@ -52,7 +52,7 @@ group and panel) × (out-channel group) block, the vertex's weight-pointer granu
 block's units in column-major order are cut into near-equal runs (unit_pieces), read as
 rectangles of b (isa.F_SEG_2D; compiler/expand/ring2d.py). fc1's 288 × 48 block at 27
 layers is 27 units (7, 7, 7, 6 over 4 tiles) where columns give 3 and k 9. Whole units
-hold a little more than word-cut pieces (the excess counts as `extra`, budgets.copies_over).
+hold a little more than word-cut pieces (the excess counts as `extra`, budgets.pruned).
 """
 from __future__ import annotations
 
@@ -136,7 +136,7 @@ def with_ring(o, N: int, eb: int, q: int, count: int, home_blk: int, t, copies: 
     a["ring_send"] = np.where(on, send, 0)
     a["rest"] = a["rest"] + np.where(on, copy, 0)
     a["mem"] = a["mem"] + np.where(on, count * (own - home_blk), 0) - np.where(inp > 0, own, 0)
-    # what copies, or whole-unit pieces, add over one word-cut piece (budgets.copies_over): the
+    # what copies, or whole-unit pieces, add over one word-cut piece (budgets.pruned): the
     # per-grid memory figure counts every other weight as its home block, about that piece
     a["extra"] = np.where(on & ((cop > 1) | two), count * (own - own1), 0)
     a["r1"] = np.where(inp > 0, count * own, 0)       # in place: the pieces sit in region 1 (beam.py State.r1)

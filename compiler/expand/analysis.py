@@ -96,22 +96,34 @@ def send_leaders(tg: TileGraph) -> np.ndarray:
 _MEMO: dict[int, tuple] = {}
 
 
-def _packed(x) -> list:
-    """The source key columns, two packed into one int64 where both are in [0, 2^31)."""
-    cols, out = [x[f] for f in SOURCE], []
-    for a, b in zip(cols[::2], cols[1::2]):
-        fits = lambda c: not len(c) or (c.min() >= 0 and c.max() < 1 << 31)
-        out += [(a << 31) | b] if fits(a) and fits(b) else [a, b]
-    return out
+def _packed(x) -> tuple[list, int]:
+    """The source key columns and then dst, each less its minimum in as many bits as its
+    range needs, packed into as few int64 words as fit 62 bits each (equal words, equal
+    columns), dst in the last word's lowest bits. Returns the words and dst's bits."""
+    words, used = [], 63
+    for f in SOURCE + ("dst",):
+        c = np.asarray(x[f], np.int64)
+        c = c - c.min() if len(c) else c
+        bits = max(1, int(c.max()).bit_length()) if len(c) else 1
+        if bits > 62:                                          # a word of its own, as it is
+            words, used = words + [np.asarray(x[f], np.int64)], 63
+            continue
+        if used + bits > 62:
+            words.append(np.zeros(len(c), np.int64))
+            used = 0
+        words[-1] = (words[-1] << bits) | c
+        used += bits
+    return words, bits
 
 
 def _leaders(x, n: int) -> np.ndarray:
-    cols = _packed(x)
-    o = np.lexsort([x["dst"]] + cols[::-1])                  # stable: xfer order among equals
-    new = np.r_[True, np.any([c[o][1:] != c[o][:-1] for c in cols], 0)]
+    words, db = _packed(x)
+    o = np.lexsort(words[::-1])                               # stable: xfer order among equals
+    w = [c[o] for c in words]
+    w[-1], d = w[-1] >> db, w[-1] & ((1 << db) - 1)           # the source part, dst
+    new = np.r_[True, np.any([c[1:] != c[:-1] for c in w], 0)]
     start = np.flatnonzero(new)                               # source range runs, sorted order
     kid = np.cumsum(new) - 1
-    d = x["dst"][o]
     again = (d[1:] == d[:-1]) & ~new[1:]                      # a tile receiving the range twice
     if not again.any():                                       # one group per range: its first row
         lead = np.empty(n, np.int64)
@@ -120,8 +132,9 @@ def _leaders(x, n: int) -> np.ndarray:
     pair = np.r_[True, ~again]
     run = np.flatnonzero(pair)                                # (range, dst) runs: ordinal within
     ordinal = np.arange(n) - np.repeat(run, np.diff(np.r_[run, n]))
-    g = np.lexsort((o, ordinal, kid))                         # groups (range, ordinal), xfer order
-    gkey = (kid * n + ordinal)[g]
+    key = kid * n + ordinal                                   # groups (range, ordinal)
+    g = np.lexsort((o, key))                                  # ... in xfer order
+    gkey = key[g]
     first = np.r_[True, gkey[1:] != gkey[:-1]]
     lead = np.empty(n, np.int64)
     lead[o[g]] = o[g][np.flatnonzero(first)[np.cumsum(first) - 1]]

@@ -30,6 +30,7 @@ class Policy:
     operand_relay: bool = True        # plan may spread a matmul's A over idle tiles before gathering it (plan/relay.py)
     broadcast_sends: bool = True      # one step's same source range to several tiles is one multicast send (isa.MCAST), its sender charged once; plan and expand price it so (experiments/comm/README.md)
     early_gathers: bool = True        # expand moves a matmul's B (bias, LayerNorm parameter) gather to an earlier exchange step with room (expand/early.py)
+    early_fit: bool = True            # ... only where every tile it lengthens a buffer on stays within the tile, else the next best step (expand/early.py)
     split_gathers: bool = False       # expand spreads a B (bias, LayerNorm parameter) gather's transfers over earlier exchange steps, each part where its tiles have room (expand/split.py)
     ring_homes: bool = True           # plan may home a weight on its matmul's grid, blocks in pieces over the gm tiles reading them (plan/ring.py)
     ring_copies: int = 2              # ring homes: plan may hold each piece on up to this many of the gm tiles (fewer bytes received, more held); 1 = once

@@ -253,17 +253,27 @@ def _span(r: dict) -> np.ndarray:
     return r["stride"] * (r["count"] - 1) + r["size"] + r["align"] - 1
 
 
-def live_peak(tg: TileGraph, sz: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Peak live request bytes per tile (sizes padded to alignment, or `sz` per
-    request) and its event."""
+def live_bytes(tg: TileGraph, sz: np.ndarray | None = None) -> np.ndarray:
+    """Live request bytes [tile, event] (sizes padded to alignment, or `sz` per request)."""
     r = tg.req
     live = np.zeros((tg.tiles, tg.end_event + 1), np.int64)
     if sz is None:
         sz = _span(r)
     np.add.at(live, (r["tile"], r["start"]), sz)
     np.add.at(live, (r["tile"], r["end"]), -sz)
-    live = np.cumsum(live, axis=1)
+    return np.cumsum(live, axis=1)
+
+
+def live_peak(tg: TileGraph, sz: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Peak live request bytes per tile and its event (live_bytes)."""
+    live = live_bytes(tg, sz)
     return live.max(1), live.argmax(1)
+
+
+def support_bytes(tg: TileGraph) -> np.ndarray:
+    """Per tile: what the footprint screen adds to the live bytes (code, exchange table,
+    profile samples, 3 × 16 B)."""
+    return isa.code_bytes(code_instructions(tg)) + table_blob_bytes(tg) + profile_bytes(tg) + 3 * 16
 
 
 def unit_waste(tg: TileGraph, t, region0_free: np.ndarray, prof_bytes: int) -> np.ndarray:
@@ -334,7 +344,7 @@ def analyse(tg: TileGraph, t: Target) -> dict:
     cyc, per_tile = step_cycles(tg, t)
     code = isa.code_bytes(code_instructions(tg))
     table = table_blob_bytes(tg)
-    support = code + table + profile_bytes(tg) + 3 * 16
+    support = code + table + profile_bytes(tg) + 3 * 16         # support_bytes
     region1 = t.region1_bytes - profile_bytes(tg)
     region0_free = t.region0_bytes - code - table     # place.phase reserve_support
     peak, event = live_peak(tg)

@@ -447,7 +447,7 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
     tg.bcast = bool(c.policy.broadcast_sends)
     tg.deferred = bool(c.sums)                         # the run's read-back checks the deferred ops
     if c.movable and c.policy.early_gathers:
-        early_gathers(tg, c.movable, target)
+        early_gathers(tg, c.movable, target, c.policy.early_fit)
     if c.movable and c.policy.split_gathers:
         split_gathers(tg, c.movable, target)
     return tg

@@ -37,8 +37,17 @@ def early_gathers(tg, movable: list, t, fit: bool = False) -> int:
     step, ready step) in place in tg; returns how many moved."""
     x, T, r = tg.xfer, tg.tiles, tg.req
     if fit:
-        live, size = live_bytes(tg), _span(r)
-        room = np.maximum(t.tile_bytes - support_bytes(tg), live.max(1))    # a tile over already: no worse
+        live, size, room, steps0 = live_bytes(tg), _span(r), [], x["step"].copy()
+        peak = live.max(1)
+
+    def support():
+        """support_bytes as before the moves (asked once, only when a move grows a peak)."""
+        now = x["step"].copy()
+        x["step"][:] = steps0
+        try:
+            return support_bytes(tg)
+        finally:
+            x["step"][:] = now
 
     def lengthen(dst, y):
         """The tiles a move to step y lengthens buffers on and their live bytes after it
@@ -51,7 +60,12 @@ def early_gathers(tg, movable: list, t, fit: bool = False) -> int:
         np.add.at(add, (inv.ravel(), y), size[d])
         np.add.at(add, (inv.ravel(), r["start"][d]), -size[d])
         after = live[u] + np.cumsum(add, axis=1)
-        return (u, after) if (after.max(1) <= room[u]).all() else (None, False)
+        top = after.max(1)
+        if (top <= peak[u]).all():                  # no peak grows: nothing to check
+            return u, after
+        if not room:                                # a tile over already may not grow
+            room.append(np.maximum(t.tile_bytes - support(), peak))
+        return (u, after) if (top <= room[0][u]).all() else (None, False)
     nb = x["s_row_bytes"] * x["s_rows"]
     ch = send_charge(tg)                      # what each row costs its sender
     exchange = [s + 1 for s, k in enumerate(tg.steps) if k == "exchange"]
@@ -89,6 +103,7 @@ def early_gathers(tg, movable: list, t, fit: bool = False) -> int:
             continue
         if u is not None:
             live[u] = after
+            peak[u] = after.max(1)
         x["step"][r0:r1] = best
         load[step] = (snd - gs, rcv - gr)
         ys, yr = sides(best)

@@ -85,7 +85,7 @@ def test_a_gather_moved_before_its_source_is_ready_is_caught(monkeypatch):
     """Injected fault: every activation B gather (k, v) moves to the exchange step just
     before its producer completes, so it sends the previous iteration's (or unwritten)
     bytes; read-back must fail."""
-    def too_early(tg, movable, t):
+    def too_early(tg, movable, t, fit=False):
         exchange = [s + 1 for s, k in enumerate(tg.steps) if k == "exchange"]
         moved = 0
         for r0, r1, dst, step, ready in movable:

@@ -52,9 +52,9 @@ def built(graph, cand, t, policy):
     seen = {}
     inner = G.early_gathers
 
-    def spy(tg, movable, target):
+    def spy(tg, movable, target, *a):
         seen["steps"], seen["movable"] = tg.xfer["step"].copy(), list(movable)
-        return inner(tg, movable, target)
+        return inner(tg, movable, target, *a)
     G.early_gathers = spy
     try:
         tg = G.expand_graph(graph, cand.grids, t, policy, cand.label, cand.resident)

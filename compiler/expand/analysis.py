@@ -270,10 +270,12 @@ def live_peak(tg: TileGraph, sz: np.ndarray | None = None) -> tuple[np.ndarray, 
     return live.max(1), live.argmax(1)
 
 
-def support_bytes(tg: TileGraph) -> np.ndarray:
+def support_bytes(tg: TileGraph, code=None, table=None) -> np.ndarray:
     """Per tile: what the footprint screen adds to the live bytes (code, exchange table,
-    profile samples, 3 × 16 B)."""
-    return isa.code_bytes(code_instructions(tg)) + table_blob_bytes(tg) + profile_bytes(tg) + 3 * 16
+    profile samples, 3 × 16 B); `code`, `table`: those bytes where already known."""
+    code = isa.code_bytes(code_instructions(tg)) if code is None else code
+    table = table_blob_bytes(tg) if table is None else table
+    return code + table + profile_bytes(tg) + 3 * 16
 
 
 def unit_waste(tg: TileGraph, t, region0_free: np.ndarray, prof_bytes: int) -> np.ndarray:
@@ -344,7 +346,7 @@ def analyse(tg: TileGraph, t: Target) -> dict:
     cyc, per_tile = step_cycles(tg, t)
     code = isa.code_bytes(code_instructions(tg))
     table = table_blob_bytes(tg)
-    support = code + table + profile_bytes(tg) + 3 * 16         # support_bytes
+    support = support_bytes(tg, code, table)
     region1 = t.region1_bytes - profile_bytes(tg)
     region0_free = t.region0_bytes - code - table     # place.phase reserve_support
     peak, event = live_peak(tg)

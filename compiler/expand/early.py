@@ -50,8 +50,9 @@ def early_gathers(tg, movable: list, t, fit: bool = False) -> int:
             x["step"][:] = now
 
     def lengthen(dst, y):
-        """The tiles a move to step y lengthens buffers on and their live bytes after it
-        (None: it does not fit)."""
+        """The tiles a move to step y lengthens buffers on and their live bytes after it;
+        (None, None): nothing to track (fit off, or no buffer lengthened); (None, False):
+        it does not fit."""
         d = dst[r["start"][dst] > y]
         if not fit or not len(d):
             return None, None

@@ -53,8 +53,10 @@ def early_gathers(tg, movable: list, t, fit: bool = False) -> int:
         """The tiles a move to step y lengthens buffers on and their live bytes after it;
         (None, None): nothing to track (fit off, or no buffer lengthened); (None, False):
         it does not fit."""
+        if not fit:
+            return None, None
         d = dst[r["start"][dst] > y]
-        if not fit or not len(d):
+        if not len(d):
             return None, None
         u, inv = np.unique(r["tile"][d], return_inverse=True)
         add = np.zeros((len(u), live.shape[1]), np.int64)

@@ -46,7 +46,7 @@ def pruned(states, si, gi, grid: dict, t: Target, reserve: int, res=None, share:
       bytes, summed over weights, beyond in_place_budget.
     The figures are plan's estimates; expand's exact screens decide (and keep each
     candidate's twin without copies: plan/ring.py uncopied)."""
-    col = lambda f: np.array([getattr(s, f) for s in states], np.int64)[si]
+    col = lambda f: np.fromiter((getattr(states[k], f) for k in si), np.int64, len(si))
     r1 = col("r1") + grid["r1"][gi]
     out = np.zeros(len(si), bool)
     if res is not None:

@@ -27,6 +27,8 @@ A task result is stored under a key that hashes everything the result depends on
   pickle, another format version, a payload the codec refuses -- did not come from a torn
   write: someone wrote it. ``get`` refuses it with a one-line ``StoreError`` naming the entry
   and leaves it for inspection; nothing in it runs.
+* ``once(key, fn)`` (and ``cached``): on a local store one caller at a time computes a key
+  (an flock beside the entry, pipeline/keylock.py); the others wait and read it back.
 * The store is probed at construction; an unwritable location raises
   ``StoreError: cannot write to store <path>: <reason>`` (one line).
 
@@ -57,7 +59,7 @@ from typing import Any, Callable, Iterable
 
 import cloudpickle
 
-from . import codec
+from . import codec, keylock
 
 __all__ = ["Store", "StoreError", "MISSING", "task_key", "digest", "code_version"]
 
@@ -71,6 +73,7 @@ CODEC_DATA = 1              # pipeline/codec.py
 _HEADER = struct.Struct(">8sHHQ32s")  # magic, version, codec, payload length, sha256(payload)
 HEADER_SIZE = _HEADER.size  # 52
 SUFFIX = ".tsr"
+LOCK_SUFFIX = ".lock"     # beside an entry while a caller computes it (Store.once)
 _TMP_PREFIX = ".tmp-"
 _KEY_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{2,200}$")
 
@@ -445,12 +448,29 @@ class Store:
             self._refuse(path, f"not a data entry: {e}")
 
     def cached(self, key: str, fn: Callable[[], Any]) -> Any:
-        """``get(key)``, or compute ``fn()``, ``put`` it, and return it."""
+        """``get(key)``, or compute ``fn()``, ``put`` it, and return it (``once``)."""
+        return self.once(key, fn)[0]
+
+    def once(self, key: str, fn: Callable[[], Any]) -> tuple[Any, bool]:
+        """(the value under ``key``, whether ``fn`` computed it here). On a local store, one
+        caller at a time computes a key (pipeline/keylock.py): a caller that finds the key
+        being computed waits and reads it back instead of computing it too; a dead holder's
+        lock is gone with it. Other fsspec stores have no such lock: two callers may both
+        compute it (the later put replaces an equal entry)."""
         v = self.get(key)
-        if v is MISSING:
+        if v is not MISSING:
+            return v, False
+        if not self._local:
             v = fn()
             self.put(key, v)
-        return v
+            return v, True
+        with keylock.locked(self.path(key).removesuffix(SUFFIX) + LOCK_SUFFIX, key):
+            v = self.get(key)           # put by the holder this caller waited for
+            if v is not MISSING:
+                return v, False
+            v = fn()
+            self.put(key, v)
+        return v, True
 
     def __contains__(self, key: str) -> bool:
         """Cheap check: an entry exists and its size agrees with its header (no sha256)."""

@@ -18,7 +18,8 @@ is stored when it finishes, under a key of (phase, the compiler's code version, 
 reads: the model group for model and reference, otherwise everything but executor and store; a
 model's input files by content), beside the fan-out's per-item entries. A trial rerun after its
 worker was killed starts from the phases and items already stored; trials of a sweep that share
-a model share its model and reference phases (`--no-phase-store`: fan-out items only).
+a model share its model and reference phases, one computing while another that needs them
+waits (Store.once; `--no-phase-store`: fan-out items only).
 
 Results come back to this process with the task (summary, profile, outputs, host figures) and
 are written under the sweep directory (artifacts/trials/sweep-<date-time>/, or --dir): N/ per
@@ -54,7 +55,7 @@ from .fanout import Executor, ExecutorConfig
 from .inputs import KEYS as INPUT_KEYS
 from .progress import Progress
 from .stages import CODE, StoreError, write_atomic
-from .store import MISSING, Store, code_version, task_key
+from .store import Store, code_version, task_key
 from .trial import TABLE, headline_line, table, trial
 
 MODEL_ONLY = ("model", "reference")   # compiler/phases.py: model_phase reads cfg["model"] alone, reference_phase no cfg
@@ -145,18 +146,13 @@ def compute_phase(key: str, name: str, res: dict, cfg: dict, mapper):
 
 def stored_phases(store: Store | None, cfg: dict, log: dict):
     """A phase runner for trial(): a phase already in `store` is read back, not computed; one
-    computed is stored at once. `log[name] = [computed|stored, key]` (no store: keys only)."""
+    computed is stored at once; one being computed by another trial (a shared model's reference)
+    is waited for and read back (Store.once). `log[name] = [computed|stored, key]`."""
     def run(name, res, cfg_, mapper):
         key = phase_key(name, cfg)
-        if store is not None:
-            v = store.get(key)
-            if v is not MISSING:
-                log[name] = ["stored", key]
-                return v
-        v = compute_phase(key, name, res, cfg_, mapper)
-        if store is not None:
-            store.put(key, v)
-        log[name] = ["computed", key]
+        compute = lambda: compute_phase(key, name, res, cfg_, mapper)  # noqa: E731
+        v, computed = store.once(key, compute) if store is not None else (compute(), True)
+        log[name] = ["computed" if computed else "stored", key]
         return v
     return run
 

@@ -187,6 +187,16 @@ def test_sweep_in_process_shares_and_reuses_phases(tmp_path, capsys):
     assert (tmp_path / "a" / "0" / "output.npz").read_bytes() == (tmp_path / "b" / "0" / "output.npz").read_bytes()
 
 
+def test_trials_started_together_compute_their_model_once(tmp_path):
+    """One model, two workers: both trials start at once, so spreading cannot keep them apart;
+    one computes the model and reference phases while the other waits and reads them back."""
+    args = ["executor=processes", "executor.workers=2", f"store={tmp_path / 'store'}", "model=gemm",
+            "target=tiny", "model.m=32", "policy.exchange_table_cap=65536,16"]
+    recs, _ = sw.sweep(args, tmp_path / "s")
+    for phase in ("model", "reference"):
+        assert sorted(r["phases"][phase][0] for r in recs) == ["computed", "stored"], (phase, recs)
+
+
 @pytest.mark.parametrize("args, message", [
     (["model=gemm", "target=tiny", "executor.workers=1,2"], "executor must be the same for every trial"),
     (["model=gemm", "target=tiny", "hydra.sweep.dir=x"], "Hydra's own keys do not apply"),

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from .. import mapper as mappers
 from ..plan import all_resident
 from ..plan.matmul import stationary_weights
@@ -23,6 +25,7 @@ from .analysis import analyse
 from .graph import expand_graph
 from .layout import Unencodable
 from .lifetimes import lifetime_faults
+from .matmul import resident_blocks
 from .tilegraph import TileGraph
 
 
@@ -38,6 +41,10 @@ class Expanded:
 
 
 def expand_one(cand, graph, target: Target, policy: Policy) -> Expanded:
+    if cand.resident:
+        over = resident_over(cand, graph, target)
+        if over is not None:
+            return over
     try:
         tg = expand_graph(graph, cand.grids, target, policy, cand.label, cand.resident, cand.halves)
     except Unencodable as e:             # a byte-wise permutation: rejected before any analysis
@@ -74,6 +81,30 @@ def expand_one(cand, graph, target: Target, policy: Policy) -> Expanded:
                         dict(tile=w, live_bytes=int(il[w]), available_bytes=r1, deficit_bytes=int(il[w]) - r1))
     tg.analysis = a
     return Expanded(cand, tg, a, op_cycles=op_cycles)
+
+
+def resident_floor(cand, graph, target: Target) -> np.ndarray:
+    """Every tile's bytes of resident weight blocks, count members of them (int64[tiles])."""
+    still = stationary_weights(graph) & {graph.ops[n].inputs[1] for n in cand.resident}
+    _, used = resident_blocks(graph, still, cand.grids, target.tiles)
+    return used * (graph.repeat.count if graph.repeat else 1)
+
+
+def resident_over(cand, graph, target: Target) -> Expanded | None:
+    """Rejected for memory before the tile graph is built, where one tile's resident weight
+    blocks alone (their request lives all the program: count members of its bytes at least)
+    outgrow the tile: every weight resident at 27 layers needs ~2.2 tiles' bytes, and
+    expanding such a candidate only to find that costs about a second. A lower bound of
+    the footprint analyse() counts, so it rejects nothing that screen admits."""
+    need = resident_floor(cand, graph, target)
+    w = int(need.argmax())
+    if need[w] <= target.tile_bytes:
+        return None
+    over = int(need[w]) - target.tile_bytes
+    return Expanded(cand, None, {}, "memory",
+                    f"tile {w}: {int(need[w])} B of resident weights alone, {target.tile_bytes} B available "
+                    f"(deficit {over} B)",
+                    dict(tile=w, live_bytes=int(need[w]), available_bytes=target.tile_bytes, deficit_bytes=over))
 
 
 def _over_tile(cand, a, target: Target, w: int, need: int, ev: int, how: str) -> Expanded:

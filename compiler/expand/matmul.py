@@ -234,6 +234,21 @@ def _divide(c, s, tile, red, out, so, vec, s4, ng, rows, nj, glen):
                  r1=out[tt], o1=(gl * so)[sel], r2=vec[tt], o2=(gl * s4)[sel], i0=rows[sel], i1=nj[sel])
 
 
+def resident_blocks(g, stationary, strategy: dict, T: int):
+    """The stationary weights' blocks, (op, B, tile, offset, r0, nr, c0, nc) each, one after
+    another on their tiles, and every tile's bytes of them (a member's, before the count)."""
+    parts, used = [], np.zeros(T, np.int64)
+    for n, op in enumerate(g.ops):
+        if op.kind == "matmul" and op.inputs[1] in stationary:
+            B = g.tensors[op.inputs[1]]
+            gt = GridTiles(op, strategy[n], strategy[n].gm, T)     # ungrouped: group 0 only
+            tile, (r0, nr, c0, nc) = gt.tile, gt.b_rect(np.zeros_like(gt.tile))
+            off = used[tile].copy()
+            used[tile] += pad(nr * nc * DTYPE_BYTES[B.dtype], 16)
+            parts.append((n, B, tile, off, r0, nr, c0, nc))
+    return parts, used
+
+
 def resident_weights(c, strategy: dict):
     """Weight-stationary: every tile's blocks of the stationary weights, resident where
     their matmuls read them (replicated over tiles that share a block), written once by
@@ -242,15 +257,7 @@ def resident_weights(c, strategy: dict):
     element it touches, so one request wastes at most one element pair, not one per
     weight. Member i is read in place through an operand address the REPEAT relocates."""
     T, count = c.t.tiles, c.count
-    parts, used = [], np.zeros(T, np.int64)
-    for n, op in enumerate(c.g.ops):
-        if op.kind == "matmul" and op.inputs[1] in c.stationary:
-            B = c.g.tensors[op.inputs[1]]
-            gt = GridTiles(op, strategy[n], strategy[n].gm, T)     # ungrouped: group 0 only
-            tile, (r0, nr, c0, nc) = gt.tile, gt.b_rect(np.zeros_like(gt.tile))
-            off = used[tile].copy()
-            used[tile] += pad(nr * nc * DTYPE_BYTES[B.dtype], 16)
-            parts.append((n, B, tile, off, r0, nr, c0, nc))
+    parts, used = resident_blocks(c.g, c.stationary, strategy, T)
     if not parts:
         return
     align, region = isa.OPERANDS[isa.MATMUL]["b"]

@@ -29,6 +29,8 @@ A task result is stored under a key that hashes everything the result depends on
   and leaves it for inspection; nothing in it runs.
 * ``once(key, fn)`` (and ``cached``): on a local store one caller at a time computes a key
   (an flock beside the entry, pipeline/keylock.py); the others wait and read it back.
+* Entries are never removed but by ``python -m pipeline.store_gc`` (least recently used
+  first: a read touches an entry's mtime).
 * The store is probed at construction; an unwritable location raises
   ``StoreError: cannot write to store <path>: <reason>`` (one line).
 
@@ -40,6 +42,7 @@ names in ``compiler.result.RESULT_TYPES``, its allowlist, when it first meets on
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import importlib.util
@@ -443,9 +446,13 @@ class Store:
             self._refuse(path, f"format version {ver}, codec {kind} (refused: this Tessera reads "
                                f"{FORMAT_VERSION}, {CODEC_DATA})")
         try:
-            return codec.loads(payload)
+            v = codec.loads(payload)
         except codec.CodecError as e:
             self._refuse(path, f"not a data entry: {e}")
+        if self._local:             # its mtime is its last use: pipeline/store_gc.py drops the least recent
+            with contextlib.suppress(OSError):
+                os.utime(path)
+        return v
 
     def cached(self, key: str, fn: Callable[[], Any]) -> Any:
         """``get(key)``, or compute ``fn()``, ``put`` it, and return it (``once``)."""

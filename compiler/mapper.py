@@ -1,14 +1,16 @@
 """How a phase fans work out without knowing about Dask.
 
-A mapper is called as mapper(task, fn, items, reduce, init, shared) and returns
-the accumulator after `acc = reduce(acc, index, fn(item, **shared))` for every
+A mapper is called as mapper(task, fn, items, reduce, init, shared, stored=None) and
+returns the accumulator after `acc = reduce(acc, index, fn(item, **shared))` for every
 item. Reducers must give the same result whatever order results arrive in (tie-break
-on the index). `serial` is the in-process mapper; pipeline/ supplies a bounded,
-cached, distributed one with the same contract."""
+on the index). `stored(result)`, if given, is what a caching mapper keeps of a result
+(the rest being cheaper to recompute than to store); a result read back from its cache
+is that, so the reducer must accept it too. `serial` is the in-process mapper (it caches
+nothing); pipeline/ supplies a bounded, cached, distributed one with the same contract."""
 from __future__ import annotations
 
 
-def serial(task, fn, items, reduce, init, shared=None):
+def serial(task, fn, items, reduce, init, shared=None, stored=None):
     acc = init
     for i, item in enumerate(items):
         acc = reduce(acc, i, fn(item, **(shared or {})))

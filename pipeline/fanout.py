@@ -458,11 +458,14 @@ _RUNNERS = {"sync": _run_sync, "threads": _run_threads, "processes": _run_dask, 
 def map_reduce(fn: Callable[..., Any], items: Iterable[Any], reduce: Callable[[Any, int, Any], Any],
                init: Any, *, executor: ExecutorConfig | Executor | dict, store: Store | None = None,
                key: Callable[[Any], str] | None = None, label: str = "", scatter: dict | None = None,
-               unit: str = "items", progress: bool = True, window: int | None = None) -> Any:
+               unit: str = "items", progress: bool = True, window: int | None = None,
+               store_as: Callable[[Any], Any] | None = None) -> Any:
     """Fold ``reduce(acc, index, fn(item, **scatter))`` over ``items``; see the module docstring.
 
     At most ``executor.window`` tasks (or ``window``, if given) are in flight. With ``store``
-    and ``key``, stored results are reused and new ones stored as they arrive. Returns the final accumulator.
+    and ``key``, stored results are reused and new ones stored as they arrive: each whole, or
+    ``store_as(result)`` (``reduce`` is then handed that for an item read back). Returns the
+    final accumulator.
     """
     if (store is None) != (key is None):
         raise ValueError("map_reduce: store and key must be given together")
@@ -501,7 +504,7 @@ def map_reduce(fn: Callable[..., Any], items: Iterable[Any], reduce: Callable[[A
         def deliver(i, k, result):
             nonlocal acc, n_computed
             if k is not None:
-                store.put(k, result)  # type: ignore[union-attr]
+                store.put(k, result if store_as is None else store_as(result))  # type: ignore[union-attr]
             acc = reduce(acc, i, result)
             n_computed += 1
             prog.update()

@@ -128,14 +128,14 @@ def save_result(phase: str, res) -> None:
 def make_mapper(executor: Executor, store: Store):
     """The compiler's mapper contract over map_reduce: cached per item by
     (task, compiler code version, digest of the shared inputs, digest of the item)."""
-    def mapper(task, fn, items, reduce, init, shared=None):
+    def mapper(task, fn, items, reduce, init, shared=None, stored=None):
         shared = shared or {}
         base = digest(shared)
         key = lambda item: task_key(task, CODE, [base, digest(item)], {})
         # A fresh result and one read back from the store encode to the same bytes (the codec
         # writes values, not object identities), so a resumed run writes identical artifacts.
         return map_reduce(fn, items, reduce, init, executor=executor, store=store, key=key,
-                          label=task, scatter=shared, unit=UNITS.get(task, "items"))
+                          label=task, scatter=shared, unit=UNITS.get(task, "items"), store_as=stored)
     return mapper
 
 

@@ -107,6 +107,22 @@ def resident_over(cand, graph, target: Target) -> Expanded | None:
                     dict(tile=w, live_bytes=int(need[w]), available_bytes=target.tile_bytes, deficit_bytes=over))
 
 
+def without_graph(e: Expanded) -> Expanded:
+    """What a caching mapper stores of a candidate: everything but its tile graph (~60 MB at
+    27 layers, 1 GB a trial), which only finalists need and expanding again rebuilds."""
+    return replace(e, tilegraph=None)
+
+
+def with_graph(e: Expanded, shared: dict) -> Expanded:
+    """An admitted candidate read back without its tile graph (without_graph), expanded again:
+    the same analysis, as expansion is a function of the candidate and `shared`."""
+    if e.reason or e.tilegraph is not None:
+        return e
+    again = expand_one(e.candidate, **shared)
+    assert again.analysis["cycles"] == e.analysis["cycles"], (e.candidate.label, "expanded differently")
+    return again
+
+
 def _over_tile(cand, a, target: Target, w: int, need: int, ev: int, how: str) -> Expanded:
     """Rejected for memory: tile w's `need` live bytes at event ev (with support) over the tile."""
     over = need - target.tile_bytes
@@ -212,7 +228,7 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
         return keep(acc, i, e)
 
     shared = dict(graph=model.graph, target=target, policy=policy)
-    best = mapper("expand", expand_one, cands, reduce, [], shared)
+    best = mapper("expand", expand_one, cands, reduce, [], shared, stored=without_graph)
     n = len(cands)
     for st in sorted({c.resident for c in cands}, key=sorted) if policy.compose_candidates else ():  # per mode
         ids = [i for i, c in enumerate(cands) if c.resident == st]
@@ -224,6 +240,7 @@ def expand(model, plan_res, target: Target, policy: Policy, mapper=mappers.seria
     if short and all(concentrated(e.candidate) for e in short):
         short += [e for _, e in fallback]
     short += alike_retry(short, other)
+    short = [with_graph(e, shared) for e in short]
     res = ExpandResult(short, n, dict(sorted(failures.items())))
     if not res.finalists:
         reason = max(failures, key=lambda r: (failures[r], r))

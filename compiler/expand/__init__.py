@@ -119,7 +119,9 @@ def with_graph(e: Expanded, shared: dict) -> Expanded:
     if e.reason or e.tilegraph is not None:
         return e
     again = expand_one(e.candidate, **shared)
-    assert again.analysis["cycles"] == e.analysis["cycles"], (e.candidate.label, "expanded differently")
+    if again.reason or again.analysis["cycles"] != e.analysis["cycles"]:      # a compiler bug: stop
+        raise RuntimeError(f"expand {e.candidate.label}: expanded again, {again.reason or again.analysis['cycles']} "
+                           f"where the stored result says {e.analysis['cycles']} cycles")
     return again
 
 

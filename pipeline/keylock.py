@@ -31,23 +31,13 @@ def _same(fd: int, path: str) -> bool:
 @contextlib.contextmanager
 def locked(path: str, what: str):
     """Hold an exclusive lock on `path` (created if absent) for the block; `what` names the
-    result it guards in the one line logged when another holder makes this one wait."""
+    result it guards in the one line logged when another holder makes this one wait. On a
+    filesystem that has no locks the block runs unlocked (logged once a directory)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.pread(fd, 256, 0).decode(errors="replace") or "another process"
-                log.info("store: waiting for %s, being computed by %s", what, holder)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            if _same(fd, path):
-                break
-        except BaseException:
-            os.close(fd)
-            raise
-        os.close(fd)                    # its holder removed it: lock the file at the path now
+    fd = _acquire(path, what)
+    if fd is None:
+        yield
+        return
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{socket.gethostname()} pid {os.getpid()}".encode(), 0)
@@ -58,3 +48,33 @@ def locked(path: str, what: str):
         except FileNotFoundError:
             pass
         os.close(fd)
+
+
+_UNLOCKED: set[str] = set()
+
+
+def _acquire(path: str, what: str) -> int | None:
+    """An open descriptor of the file at `path`, locked; None where flock is refused."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 256, 0).decode(errors="replace") or "another process"
+                log.info("store: waiting for %s, being computed by %s", what, holder)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as e:            # ENOLCK, EOPNOTSUPP: a filesystem without locks
+            os.close(fd)
+            where = os.path.dirname(os.path.dirname(path))
+            if where not in _UNLOCKED:
+                _UNLOCKED.add(where)
+                log.warning("store: %s refuses file locks (%s): trials that need one result at once "
+                            "may both compute it", where, e.strerror or e)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        if _same(fd, path):
+            return fd
+        os.close(fd)                    # its holder removed it: lock the file at the path now

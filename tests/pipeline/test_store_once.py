@@ -91,3 +91,14 @@ def test_a_killed_holder_releases_the_key(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_filesystem_without_locks_computes_unlocked(tmp_path, monkeypatch, caplog):
+    import errno
+    import fcntl
+
+    def refuse(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+    monkeypatch.setattr(fcntl, "flock", refuse)
+    assert Store(tmp_path / "s").once(KEY, lambda: 5) == (5, True)
+    assert "refuses file locks" in caplog.text

@@ -1,9 +1,9 @@
 """`python -m pipeline.store_gc [--store URL] [--max-gb G] [--dry-run]`: what the task-result
 store holds, and its least recently used entries removed until it holds at most G GB.
 
-Why: the store only grows. Each expand candidate's tile graph is an entry (a 27-layer So400m
-trial adds ~1 GB), placement adds its tile problems, and a code change makes every older
-key unreachable; nothing else removes them. An entry's mtime is its last use (Store.get
+Why: the store only grows. Fan-out items (expand's candidates, placement's tile problems: ~5 MB
+a 27-layer So400m trial) and a sweep's phase results (hundreds of MB a trial) are entries, and
+a code change makes every older key unreachable; nothing else removes them. An entry's mtime is its last use (Store.get
 touches it), so a gc keeps what recent trials read or wrote. A removed entry is recomputed
 when next needed, so a gc loses no result, only the time to compute it again. Left-over
 temporary files of writers killed mid-write (older than an hour) go too; a lock file is
@@ -53,12 +53,11 @@ def _leftovers(store: Store, now: float) -> list[Path]:
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            out.append(p)                 # unheld: removed under our lock, as its holder does
-        except BlockingIOError:
+            p.unlink(missing_ok=True)     # unheld: removed under our lock, as a holder does
+            out.append(p)
+        except BlockingIOError:           # held: its computation is running
             pass
         finally:
-            if p in out:
-                p.unlink(missing_ok=True)
             os.close(fd)
     return out
 

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from .store import _TMP_PREFIX, LOCK_SUFFIX, REPO_ROOT, SUFFIX, Store, StoreError
+from .store import _TMP_PREFIX, LOCK_SUFFIX, REPO_ROOT, Store, StoreError
 
 STALE_TMP_S = 3600
 
@@ -25,9 +25,8 @@ STALE_TMP_S = 3600
 def entries(store: Store) -> list[tuple[float, int, Path]]:
     """(mtime, bytes, path) of every entry, least recently used first."""
     out = []
-    for p in Path(store.root).glob(f"*/*{SUFFIX}"):
-        if p.name.startswith(_TMP_PREFIX):
-            continue
+    for k in store.keys():
+        p = Path(store.path(k))
         try:
             st = p.stat()
         except FileNotFoundError:         # removed meanwhile (another gc, a corrupt entry)

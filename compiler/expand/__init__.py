@@ -25,7 +25,7 @@ from .analysis import analyse
 from .graph import expand_graph
 from .layout import Unencodable
 from .lifetimes import lifetime_faults
-from .matmul import resident_blocks
+from .matmul import resident_blocks, resident_stationary
 from .tilegraph import TileGraph
 
 
@@ -85,8 +85,7 @@ def expand_one(cand, graph, target: Target, policy: Policy) -> Expanded:
 
 def resident_floor(cand, graph, target: Target) -> np.ndarray:
     """Every tile's bytes of resident weight blocks, count members of them (int64[tiles])."""
-    still = stationary_weights(graph) & {graph.ops[n].inputs[1] for n in cand.resident}
-    _, used = resident_blocks(graph, still, cand.grids, target.tiles)
+    _, used = resident_blocks(graph, resident_stationary(graph, cand.resident), cand.grids, target.tiles)
     return used * (graph.repeat.count if graph.repeat else 1)
 
 

@@ -16,11 +16,11 @@ import numpy as np
 
 from .. import isa
 from ..plan.homes import home_blocks, home_grid, panel_weights, spread, starts
-from ..plan.matmul import OUT_BYTES, stationary_weights
+from ..plan.matmul import OUT_BYTES
 from ..target import DTYPE_BYTES, STANDARD, Target
 from .layout import Layout, allocate, blocks, convert, fill, gather, host_rects, like, pad
 from .flash import expand_flash
-from .matmul import expand_matmul, resident_weights
+from .matmul import expand_matmul, resident_stationary, resident_weights
 from .balance import fixed_load, vector_load, vector_replicas, vector_rotation, vector_shards, vector_tiles
 from .early import early_gathers
 from .split import split_gathers
@@ -393,7 +393,7 @@ def expand_graph(graph, strategy: dict, target: Target, policy, label: str = "",
     c.count, c.seq = count, seq
     c.carried = dict(rep.carried) if rep else {}
     ins = [t.name for t in graph.tensors.values() if t.kind in ("input", "param")]
-    still = stationary_weights(graph) & {graph.ops[n].inputs[1] for n in resident}
+    still = resident_stationary(graph, resident)
     c.stationary = {n: k for k, n in enumerate(ins) if n in still}
     homed = [n for n in ins if n not in c.stationary]
     resident_weights(c, strategy)

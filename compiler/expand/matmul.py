@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import isa
 from ..plan.homes import panel_elems
-from ..plan.matmul import OUT_BYTES, Grid, partial_bytes, reduce_rows
+from ..plan.matmul import OUT_BYTES, Grid, partial_bytes, reduce_rows, stationary_weights
 from ..plan.relay import relay_pieces
 from ..target import DTYPE_BYTES, STANDARD
 from .layout import Layout, gather, host_rects, pad
@@ -232,6 +232,11 @@ def _divide(c, s, tile, red, out, so, vec, s4, ng, rows, nj, glen):
         tt = tile[sel]
         c.kernel(step=s, tile=tt, op=isa.ROWSCALE, dtype=F16 | isa.F_RECIP << 16, r0=out[tt], o0=(gl * so)[sel],
                  r1=out[tt], o1=(gl * so)[sel], r2=vec[tt], o2=(gl * s4)[sel], i0=rows[sel], i1=nj[sel])
+
+
+def resident_stationary(g, resident) -> set:
+    """The weights kept where their matmuls (`resident`, op indices) read them."""
+    return stationary_weights(g) & {g.ops[n].inputs[1] for n in resident}
 
 
 def resident_blocks(g, stationary, strategy: dict, T: int):

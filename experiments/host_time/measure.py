@@ -104,8 +104,10 @@ def measure(rev: str, layers: int, work: Path, keep: Path | None = None, leave: 
                     dst.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copytree(tree / src, dst, dirs_exist_ok=True) if (tree / src).is_dir() \
                         else shutil.copy2(tree / src, dst)
+        store = work / f"store-{sha}"
         return dict(rev=sha, stages=rows, status=trial.get("status"),
-                    cycles_per_layer=metrics.get("run", {}).get("cycles_per_layer"))
+                    cycles_per_layer=metrics.get("run", {}).get("cycles_per_layer"),
+                    store_mb=round(sum(f.stat().st_size for f in store.rglob("*") if f.is_file()) / 1e6, 1))
     finally:
         if not leave:          # --work: the copy and its store stay, to rerun one stage in it
             shutil.rmtree(tree, ignore_errors=True)
@@ -139,7 +141,8 @@ def table(results: list[dict]) -> str:
                                                              if all(s.get("hwm_mib") for s in st) else ""), ""]
     lines.append("| **all** | " + " | ".join(tot) + " |")
     lines.append("")
-    lines += [f"{r['rev']}: status {r['status']}, {r['cycles_per_layer']:,} cycles per layer" for r in results]
+    lines += [f"{r['rev']}: status {r['status']}, {r['cycles_per_layer']:,} cycles per layer, "
+              f"{r['store_mb']:,} MB left in its store" for r in results]
     return "\n".join(lines)
 
 

@@ -138,6 +138,10 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 #                                                  `reloc`: absolute address of a code or exchange-table
 #                                                  word, stride) is read as its stored value + i*stride:
 #                                                  a Repeat sequence member's address. Memory is not changed.
+#                                                  Loops nest: a REPEAT in a body (at the start of one of its
+#                                                  supersteps) runs a loop whose body lies inside the
+#                                                  enclosing one; a word listed by several running loops
+#                                                  reads stored + the sum of their i*stride.
 #
 # Operand rules the machine enforces (kernel name -> operand -> (alignment, region class)).
 # The expander requests allocations with exactly these constraints.

@@ -100,7 +100,9 @@ Decisions the machine takes where isa.py is silent (the lowering must match):
     c_j = exp(m_j - max m), out = (sum_j c_j parts_j) * (1 / sum_j c_j l_j), f32
     sums in split order, rounded once (merge_kernel.py); cost merge_cycles.
   * REPEAT: count in [1, 2**31), body >= 1 instructions inside region 0, ending
-    with SYNC, holding no END and no REPEAT (nested loops are refused). Every
+    with SYNC, holding no END; a REPEAT inside it (a nested loop, itself the first
+    instruction of a superstep, its body inside the enclosing body, which it may end
+    with its own last SYNC) is pushed on a stack of running loops. Every
     running tile must fetch REPEAT as the first instruction of the same
     superstep with the same count and the same number of SYNCs in its body (the
     stored body is decoded once, at REPEAT; the tiles' agreement is re-checked
@@ -112,7 +114,8 @@ Decisions the machine takes where isa.py is silent (the lowering must match):
     lie in the tile's loaded exchange table or be an argument word (words 1..7)
     of an instruction of the body; anything else, or a word listed twice, is
     refused. Iterations count from 0; a relocated word reads as
-    (stored + i * stride) mod 2**32 (negative strides as two's complement) in
+    (stored + i * stride) mod 2**32 (negative strides as two's complement; a
+    word listed by several running loops: the sum of their terms) in
     instruction fetches and EXCH table reads during the loop only; memory is
     never changed, and after the loop the stored values are read again. A
     superstep's exchange uses the relocation of the iteration it belongs to.

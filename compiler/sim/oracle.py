@@ -210,16 +210,40 @@ class Oracle:
         return np.stack([np.bincount(inst, np.where(r0 == 0, -(-cl // og), 0), n),
                          np.bincount(inst, np.where(c0 == 0, -(-rl // ig), 0), n)], 1).astype(np.int64)
 
-    def check_scales(self, count: int = 1, code_s=None):
-        """F_SCALE_TABLE words address an f32 of their tile's table, first and last
-        iteration (relocation is linear in the iteration)."""
+    def check_scales(self, corners):
+        """F_SCALE_TABLE words address an f32 of their tile's table in every iteration
+        (relocation is linear in each loop's iteration: the corners of the iteration
+        box, given as code-word offsets, bound it)."""
         for op, wd in SCALE_WORD.items():
             i = np.flatnonzero((self.op == op) & ((self.words[:, 0] >> 24 & isa.F_SCALE_TABLE) != 0))
-            if not len(i):
-                continue
-            last = self.words[i, wd] + (count - 1) * (0 if code_s is None else code_s[i, wd])
-            for a in (self.words[i, wd], last):
-                self.table_index(self.tile[i], a)
+            for off in corners if len(i) else ():
+                self.table_index(self.tile[i], self.words[i, wd] + off[i, wd])
+
+    def loops(self):
+        """The REPEATs as (first static superstep, static supersteps of the body, count,
+        code strides, table strides, costly), outermost first where two start together.
+        Every tile must issue the same REPEATs at the same supersteps."""
+        op = self.op
+        rep = np.flatnonzero(op == isa.REPEAT)
+        if not len(rep):
+            return []
+        per = np.bincount(self.tile[rep], minlength=self.T)
+        if (per != per[0]).any():
+            raise ValueError("REPEAT must start the same superstep on every tile")
+        rep = rep.reshape(self.T, -1) if self.T else rep.reshape(0, 0)     # rows: tiles, in program order
+        out = []
+        for j in range(rep.shape[1]):
+            r = rep[:, j]
+            if len(set(self.step[r].tolist())) != 1 or len(set(self.words[r, 1].tolist())) != 1:
+                raise ValueError("REPEAT must start the same superstep on every tile, with one count")
+            in_body = np.zeros(len(op), bool)
+            for x, nb in zip(r, self.words[r, 2]):
+                in_body[x + 1:x + 1 + nb] = True
+            nbody = int(self.words[r[0], 2])
+            B = int((op[r[0] + 1:r[0] + 1 + nbody] == isa.SYNC).sum())
+            code_s, tab_s, costly = self.relocations(r, in_body)
+            out.append((int(self.step[r[0]]), B, int(self.words[r[0], 1]), code_s, tab_s, costly))
+        return sorted(out, key=lambda L: (L[0], -L[1]))
 
     def step_cycles(self) -> np.ndarray:
         f, op, words = self.f, self.op, self.words
@@ -227,41 +251,57 @@ class Oracle:
         S = self.nsync + 1
         # the segment after the last SYNC is a superstep only if a tile does something there
         last = (self.step == self.nsync) & (op != isa.END)
-        steps = list(range(S if last.any() else S - 1))
-        rep = np.flatnonzero(op == isa.REPEAT)
-        if not len(rep):
-            self.check_scales()
-            return base[steps]
-        if len(rep) != self.T or len(set(self.step[rep].tolist())) != 1:
-            raise ValueError("REPEAT must start the same superstep on every tile")
-        count, body, reloc, nreloc = (int(x) for x in self.words[rep[0], 1:5])
-        bodyn = self.words[rep, 2]
-        r0 = int(self.step[rep[0]])
-        in_body = np.zeros(len(op), bool)
-        for r, nb in zip(rep, bodyn):
-            in_body[r + 1:r + 1 + nb] = True
-        B = int(((op == isa.SYNC) & in_body)[rep[0]:rep[0] + 1 + int(bodyn[0])].sum())
-        per_iter = [base[r0:r0 + B]] * count
-        code_s, tab_s = self.relocations(rep, in_body)
-        self.check_scales(count, self.code_strides)
-        if code_s is not None:
-            per_iter = []
-            for i in range(count):
-                w = (words + i * code_s) & 0xFFFFFFFF
-                t = (self.table + i * tab_s) & 0xFFFFFFFF
-                per_iter.append(self.costs(w, t).max(1)[r0:r0 + B] + f.sync_cycles)
-        out = [base[:r0]] + per_iter + [base[r0 + B:len(steps)]]
-        return np.concatenate(out)
+        nsteps = S if last.any() else S - 1
+        loops = self.loops()
+        corners = [np.zeros_like(words)]
+        for (_, _, count, code_s, _, _) in loops:
+            corners += [c + (count - 1) * code_s for c in corners]
+        self.check_scales(corners)
+        memo = {}
+
+        costly = [k for k, L in enumerate(loops) if L[5]]
+
+        def cycles(it: dict) -> np.ndarray:
+            """Per static superstep, under the iterations `it` (loop index -> i) of the
+            loops whose relocation moves a word some cost reads."""
+            key = tuple(it.get(k, 0) for k in costly)
+            if not any(key):
+                return base
+            if key not in memo:
+                w, t = words, self.table
+                for k, i in zip(costly, key):
+                    w, t = w + i * loops[k][3], t + i * loops[k][4]
+                memo[key] = self.costs(w & 0xFFFFFFFF, t & 0xFFFFFFFF).max(1) + f.sync_cycles
+            return memo[key]
+
+        out = []
+
+        def run(lo, hi, depth, it):
+            """Execute static supersteps [lo, hi), entering the loops from `depth` on
+            (a loop nested in loop k follows it in `loops` and lies in its range)."""
+            s = lo
+            for k in range(depth, len(loops)):
+                r, B, count = loops[k][:3]
+                if r < s or r + B > hi:
+                    continue
+                out.append(cycles(it)[s:r])
+                for i in range(count):
+                    run(r, r + B, k + 1, {**it, k: i})
+                s = r + B
+            out.append(cycles(it)[s:hi])
+
+        run(0, nsteps, 0, {})
+        return np.concatenate(out) if out else base[:0]
 
     def relocations(self, rep, in_body):
-        """Strides of relocated words (code, table) if any relocated word is one a
-        cost reads; (None, None) when relocation moves addresses only."""
-        code_s = self.code_strides = np.zeros_like(self.words)
+        """Strides (code, table) of one loop's relocated words, and whether any is a
+        word a cost reads (else relocation moves addresses only)."""
+        code_s = np.zeros_like(self.words)
         tab_s = np.zeros_like(self.table)
         rep = rep[self.words[rep, 4] > 0]
         n = self.words[rep, 4]
         if not len(rep):
-            return None, None
+            return code_s, tab_s, False
         # the relocation entries of every tile: (tile, word address, stride)
         tile = np.repeat(self.tile[rep], n)
         j = np.arange(len(tile)) - np.repeat(np.cumsum(n) - n, n)
@@ -287,7 +327,7 @@ class Oracle:
         k = np.arange(len(base)) - np.repeat(np.cumsum(ne) - ne, ne)
         read = (base + k * isa.ENTRY_WORDS)[:, None] + np.array(ENTRY_COST_WORDS)
         costly |= bool(np.isin(tg, read).any())
-        return (code_s, tab_s) if costly else (None, None)
+        return code_s, tab_s, costly
 
 
 def step_cycles(program) -> np.ndarray:

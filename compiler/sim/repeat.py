@@ -1,16 +1,22 @@
 """REPEAT count, body, reloc, nreloc: a counted loop over whole supersteps.
 
 All tiles issue REPEAT together as the first instruction of a superstep, with
-equal counts and an equal number of SYNCs per iteration, so the machine keeps a
-single loop state: per-tile body bounds [start, end) (pcs) and one iteration
+equal counts and an equal number of SYNCs per iteration, so the machine keeps one
+state per running loop: per-tile body bounds [start, end) (pcs) and one iteration
 index i shared by every tile. The body runs in the same superstep rounds as any
 code; when every tile stops at the body's final SYNC, the iteration ends (after
 that superstep's exchange), and pc goes back to start until count iterations
 have run.
 
+Loops nest (a spatial pipeline: a loop over pipeline steps around a loop over a
+group's layers): a REPEAT inside a body pushes a loop whose body lies inside the
+enclosing one (it may end on the same SYNC; then the inner loop's last iteration
+ends an iteration of the outer one too). `Nest` is the stack of running loops.
+
 Relocation: during iteration i, a fetched code word or exchange-table word
 listed in the tile's relocation table reads as (stored + i * stride) mod 2**32;
-memory is never changed. The table is read once, when REPEAT executes, into
+under nested loops, a word listed by several reads the sum of their terms; memory is
+never changed. The table is read once, when REPEAT executes, into
 sorted lookup keys, so an iteration costs one searchsorted per fetched round of
 instructions (and per exchange) -- O(instructions), never a re-decode of bytes.
 """
@@ -114,11 +120,19 @@ def start(mach, step, tiles, pc, w) -> Loop:
     bj = np.arange(len(bt)) - np.repeat(np.cumsum(body) - body, body)
     bpc = s[bt] + bj
     op = m.read_words(tiles[bt], ca[bt] + bpc * isa.INSTR_BYTES, 1)[:, 0] & 0xFF
-    bad = (op == isa.END) | (op == isa.REPEAT)
+    bad = op == isa.END
     if bad.any():
         k = int(np.flatnonzero(bad)[0])
-        msg = "nested REPEAT (not supported)" if op[k] == isa.REPEAT else "END inside a REPEAT body"
-        raise MachineFault(f"{msg} at pc {bpc[k]}", tile=tiles[bt[k]], step=step, pc=pc[bt[k]])
+        raise MachineFault(f"END inside a REPEAT body at pc {bpc[k]}", tile=tiles[bt[k]], step=step, pc=pc[bt[k]])
+    inner = np.flatnonzero(op == isa.REPEAT)       # nested loops: their bodies lie inside this one
+    if len(inner):
+        ib = m.read_words(tiles[bt[inner]], ca[bt[inner]] + bpc[inner] * isa.INSTR_BYTES, 3)[:, 2]
+        past = bpc[inner] + 1 + ib > e[bt[inner]]
+        if past.any():
+            k = int(np.flatnonzero(past)[0])
+            raise MachineFault(f"nested REPEAT at pc {bpc[inner][k]}: its body of {ib[k]} instructions runs "
+                               f"past the enclosing body's end (pc {e[bt[inner]][k]})",
+                               tile=tiles[bt[inner][k]], step=step, pc=pc[bt[inner][k]])
     last = op[np.cumsum(body) - 1]
     ff(last != isa.SYNC, lambda i: f"REPEAT body [pc {s[i]}, {e[i]}) does not end with SYNC")
     nsync = np.bincount(bt, op == isa.SYNC, len(tiles)).astype(I64)
@@ -169,3 +183,30 @@ def start(mach, step, tiles, pc, w) -> Loop:
     cs[inv.reshape(-1), word[in_body]] = stride[in_body]
     o = np.argsort(pos[in_tab])
     return Loop(s_full, e_full, int(mc), keys, cs, mb, pos[in_tab][o], stride[in_tab][o])
+
+
+class Nest:
+    """The running loops, outermost first. A word listed by several loops' tables
+    reads as stored + the sum of their i * stride (each loop's own lookup)."""
+
+    def __init__(self):
+        self.loops: list[Loop] = []
+
+    def __bool__(self):
+        return bool(self.loops)
+
+    @property
+    def top(self) -> Loop:
+        return self.loops[-1]
+
+    def fix_fetch(self, tiles, pc, w):
+        for lp in self.loops:
+            w = lp.fix_fetch(tiles, pc, w)
+        return w
+
+    def fix_table(self, pos, words, key=None):
+        if callable(pos) and len(self.loops) > 1:
+            pos = pos()
+        for lp in self.loops:
+            words = lp.fix_table(pos, words, key)
+        return words

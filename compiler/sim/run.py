@@ -63,7 +63,7 @@ class Machine:
         self.table_len = np.diff(np.asarray(program.table_off, I64))
         self.k.tables = (self.table_addr, self.table_len)   # F_SCALE_TABLE scales live there
         self.instructions = 0
-        self.loop: repeat.Loop | None = None     # the REPEAT being executed
+        self.loop = repeat.Nest()                # the REPEATs being executed, outermost first
         self.plans = PlanCache()                 # exchange plans reused across Repeat iterations
 
     # ---- one superstep ---------------------------------------------------------
@@ -74,7 +74,7 @@ class Machine:
                     lambda i: f"instruction fetch at {_hex(addr[i])} is outside region 0 "
                               f"[{_hex(m.base)}, {_hex(m.r0)})", tiles, step, pc)
         w = m.read_words(tiles, addr, isa.INSTR_WORDS)
-        if self.loop is not None:
+        if self.loop:
             w = self.loop.fix_fetch(tiles, pc, w)
         op = decode.check(w[:, 0], tiles, step, pc)[0]
         return op, w
@@ -99,24 +99,23 @@ class Machine:
             if rep.any():
                 self.begin_repeat(step, first_round, tiles, tpc, op, w)
                 pc[tiles] += 1       # every tile is at REPEAT: go on with the body, same superstep
-                anything = True
-                first_round = False
+                anything = True      # (still its first round: a nested REPEAT may open the body)
                 continue
             first_round = False
             end = op == isa.END
-            if self.loop is not None:
+            if self.loop:
                 first_fault(end, lambda i: "END inside a REPEAT body", tiles, step, tpc)
             at_end[tiles[end]] = True
             active[tiles[end | (op == isa.SYNC)]] = False
             anything |= bool((~end).any())
             pc[tiles[~end]] += 1          # END leaves pc on END: the tile stays finished
-            if self.loop is not None:
-                first_fault((pc[tiles] == self.loop.end[tiles]) & (op != isa.SYNC),
+            if self.loop:
+                first_fault((pc[tiles] == self.loop.top.end[tiles]) & (op != isa.SYNC),
                             lambda i: "REPEAT body does not end with SYNC", tiles, step, tpc)
             e = op == isa.EXCH
             if e.any():
                 exch.append((tiles[e], tpc[e], w[e, 1], w[e, 2], w[e, 3]))
-            self.k.loop = self.loop            # F_SEG_B segment words are relocated too
+            self.k.loop = self.loop if self.loop else None    # F_SEG_B segment words are relocated too
             for kop in KERNELS:
                 k = op == kop
                 if k.any():
@@ -129,8 +128,6 @@ class Machine:
         """Some tile fetched REPEAT: every running tile must have, as the first
         instruction of this superstep, with equal counts (repeat.start checks the rest)."""
         rep = op == isa.REPEAT
-        if self.loop is not None:
-            first_fault(rep, lambda i: "nested REPEAT (not supported)", tiles, step, pc)
         first_fault(rep & (not first_round), lambda i: "REPEAT must be the first instruction of a superstep",
                     tiles, step, pc)
         alive = np.flatnonzero(~self.ended)
@@ -143,15 +140,26 @@ class Machine:
         other = "REPEAT" if major else name(repeat.mode(op[~rep]))
         repeat.mismatch(rep != major, tiles, step, pc,
                         lambda i: f"tile {tiles[i]} issues {name(op[i])} where the other tiles issue {other}")
-        self.loop = repeat.start(self, step, tiles, pc, w)
+        lp = repeat.start(self, step, tiles, pc, w)
+        if self.loop:
+            outer = self.loop.top
+            first_fault(lp.end[tiles] > outer.end[tiles],
+                        lambda i: f"nested REPEAT's body [pc {lp.start[tiles[i]]}, {lp.end[tiles[i]]}) runs past "
+                                  f"the enclosing body's end (pc {outer.end[tiles[i]]})", tiles, step, pc)
+        self.loop.loops.append(lp)
 
     def end_of_step(self, step, pc):
         """After a superstep inside a REPEAT: either every tile finished the
-        iteration (stopped at the body's final SYNC) or none did."""
-        lp = self.loop
+        iteration (stopped at the body's final SYNC) or none did. An inner loop's
+        last iteration may end its enclosing loop's iteration at the same SYNC."""
+        while self.loop and self._iteration_ended(step, pc):
+            pass
+
+    def _iteration_ended(self, step, pc) -> bool:
+        lp = self.loop.top
         done = pc == lp.end
         if not done.any():
-            return
+            return False
         if not done.all():
             major = done.sum() * 2 >= len(done)
             odd = np.flatnonzero(done != major)
@@ -164,8 +172,9 @@ class Machine:
         lp.i += 1
         if lp.i < lp.count:
             pc[:] = lp.start
-        else:
-            self.loop = None
+            return False
+        self.loop.loops.pop()
+        return True
 
     # ---- the program -------------------------------------------------------------
     def run(self, streams: dict, on_step=None) -> SimResult:
@@ -197,7 +206,7 @@ class Machine:
                 first_fault(both, lambda i: "superstep mixes EXCH and compute kernels on one tile",
                             xt, step, xpc)
                 res = exchange(self.m, step, xt, xpc, xa, xs, xr,
-                               fix=None if self.loop is None else self.loop.fix_table, cache=self.plans)
+                               fix=self.loop.fix_table if self.loop else None, cache=self.plans)
                 phase = t.exchange_cycles(res.send_bytes, res.recv_bytes)
                 cycles[np.unique(xt)] = phase
                 kind, xb = "exchange", res.total
@@ -213,7 +222,7 @@ class Machine:
             step += 1
             running &= ~at_end
             self.ended = ~running
-            if self.loop is not None:
+            if self.loop:
                 self.end_of_step(step - 1, pc)
             if not running.any():
                 break

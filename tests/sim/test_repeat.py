@@ -190,11 +190,7 @@ def test_repeat_must_start_a_superstep():
     assert f.tile == 7 and f.step == 0 and f.pc == 0
 
 
-def test_nested_repeat_and_bad_bodies():
-    a = Asm()
-    for t in range(a.T):
-        a.on(t, isa.REPEAT, 2, 3, 0, 0).on(t, isa.REPEAT, 2, 1, 0, 0).on(t, isa.SYNC).on(t, isa.SYNC)
-    _fault(a, match="nested REPEAT")
+def test_bad_bodies():      # nested loops: tests/sim/test_repeat_nested.py
     _fault(_simple(body=1), match="does not end with SYNC")       # body = the COPY only
     a = Asm()
     for t in range(a.T):

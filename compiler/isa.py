@@ -22,11 +22,11 @@ ENTRY_BYTES = 4 * ENTRY_WORDS
 PROFILE_SAMPLE_BYTES = 4
 
 # opcodes
-END, SYNC, EXCH, MATMUL, ADD, COPY, GELU, LAYERNORM, SOFTMAX, CAST, ONLINE_SOFTMAX, ROWSCALE, REPEAT, BIAS, MERGE = range(15)
+END, SYNC, EXCH, MATMUL, ADD, COPY, GELU, LAYERNORM, SOFTMAX, CAST, ONLINE_SOFTMAX, ROWSCALE, REPEAT, BIAS, MERGE, HOST = range(16)
 OP_NAMES = {END: "END", SYNC: "SYNC", EXCH: "EXCH", MATMUL: "MATMUL", ADD: "ADD", COPY: "COPY",
             GELU: "GELU", LAYERNORM: "LAYERNORM", SOFTMAX: "SOFTMAX", CAST: "CAST",
             ONLINE_SOFTMAX: "ONLINE_SOFTMAX", ROWSCALE: "ROWSCALE", REPEAT: "REPEAT", BIAS: "BIAS",
-            MERGE: "MERGE"}
+            MERGE: "MERGE", HOST: "HOST"}
 
 # dtype codes (word 0, bits 8..15)
 DTYPES = {"f16": 1, "fp8": 2, "f32": 3}
@@ -130,6 +130,13 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 #                                                  M = max_j m_j, c_j = exp(m_j - M) (f32),
 #                                                  out = f16(sum_j c_j O_j * (1 / sum_j c_j l_j)), sums in
 #                                                  f32 in split order, rounded once (compiler/sim/merge_kernel.py)
+#   HOST   dir, first, rows, delta                 a host transfer (Poplar's stream copy inside a loop): the
+#                                                  program's stepped host descriptors [first, first + rows)
+#                                                  of step_in (dir 0, host -> tile) or step_out (dir 1),
+#                                                  each row's host offset + delta (a REPEAT relocates delta:
+#                                                  one stream item per iteration, images through a
+#                                                  pipeline). Every row names the executing tile. A
+#                                                  superstep of its own on that tile (no kernel, no EXCH).
 #   REPEAT count, body, reloc, nreloc              run the next `body` instructions `count` times, then go on
 #                                                  after them. Must start a superstep; the body ends with
 #                                                  SYNC and every tile runs the same number of SYNCs per

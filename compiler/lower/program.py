@@ -8,6 +8,9 @@ list of stream descriptors (symbolic rows, never one object per row):
                   (starting at host_off, rows host_stride apart) to tile `tile`
                   at `addr` (rows tile_stride apart), before the first superstep.
   host_out row i: the reverse, after the last superstep.
+  step_in / step_out: the same rows, moved only when a HOST instruction names them
+  (isa.py), each time at host_off + that instruction's delta: a stream read or written
+  item by item inside a loop.
 
 Streams are named host buffers of raw bytes (inputs and parameters in; outputs out).
 A stream in `in_panels` is sent rearranged on the host (as Poplar's rearrange-on-host
@@ -47,6 +50,8 @@ class Program:
     in_panels: dict = field(default_factory=dict)   # input name -> (rows, cols, ebytes, P): sent in panel order
     host_in: dict = field(default_factory=host_table)
     host_out: dict = field(default_factory=host_table)   # "stream" indexes list(out_streams)
+    step_in: dict = field(default_factory=host_table)    # rows HOST instructions move (dir 0)
+    step_out: dict = field(default_factory=host_table)   # (dir 1)
 
     @property
     def tiles(self) -> int:

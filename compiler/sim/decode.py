@@ -23,6 +23,7 @@ RULES = {
     isa.EXCH: ({0}, {0}, 0),
     isa.COPY: ({0}, {0}, 0),
     isa.REPEAT: ({0}, {0}, 0),
+    isa.HOST: ({0}, {0}, 0),
     isa.ADD: ({0, F16}, {0, F32}, 0),          # dtype2 f32: f32 sources (a k-split's partials)
     isa.MATMUL: ({F16, FP8, F32}, {0, F16, FP8, F32},
                  isa.F_TRANSPOSE_B | isa.F_PANEL_B | isa.F_SEG_B | isa.F_SEG_K | isa.F_SEG_2D

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import isa
 from ..lower.program import Program
-from .fault import first_fault
+from .fault import MachineFault, first_fault
 from .memory import I64, Memory, extent, move, plan_chunks, scatter
 
 
@@ -188,10 +188,54 @@ def host_in(m: Memory, p: Program, streams: dict) -> int:
     return int((rb * rows).sum())
 
 
-def host_out(m: Memory, p: Program) -> tuple[dict, int]:
-    """Copy tile memory into the output streams; returns (outputs, bytes moved)."""
+def host_step(m: Memory, p: Program, streams: dict, outs: list, ins: tuple, step: int) -> tuple[int, int]:
+    """The HOST instructions of one superstep: ins = (tile, pc, dir, first, rows, delta)
+    arrays, one per instruction. Moves the stepped descriptors they name (rows
+    [first, first + rows) of step_in or step_out at host_off + delta) and returns the
+    bytes moved in and out. Checked like host in / out, and every row must name the
+    executing tile."""
+    tile, pc, d, first, nrows, delta = ins
+    moved = [0, 0]
+    for dr, table, names in ((0, p.step_in, p.in_streams), (1, p.step_out, list(p.out_streams))):
+        k = np.flatnonzero(d == dr)
+        if not len(k):
+            continue
+        h = _as_host(table)
+        n = len(h["tile"])
+        first_fault((first[k] < 0) | (nrows[k] < 0) | (first[k] + nrows[k] > n),
+                    lambda i: f"HOST names stepped rows [{first[k][i]}, {first[k][i] + nrows[k][i]}) of "
+                              f"{n} (dir {dr})", tile[k], step, pc[k])
+        row = np.concatenate([np.arange(a, a + c) for a, c in zip(first[k], nrows[k])]).astype(I64)
+        who = np.repeat(k, nrows[k])
+        first_fault(h["tile"][row] != tile[who],
+                    lambda i: f"HOST moves stepped row {row[i]}, which names tile {h['tile'][row[i]]}",
+                    tile[who], step, pc[who])
+        r = {f: v[row] for f, v in h.items()}
+        r["host_off"] = r["host_off"] + np.where(delta[who] >= 2**31, delta[who] - 2**32, delta[who])
+        bufs = [np.asarray(streams[nm]) for nm in p.in_streams] if dr == 0 else outs
+        _host_checks(m, r, np.array([len(b) for b in bufs], I64), f"HOST step {step}",
+                     "input" if dr == 0 else "output")
+        rb, rows = r["row_bytes"], r["rows"]
+        for si in np.unique(r["stream"]):
+            j = r["stream"] == si
+            if dr == 0 and names[si] in p.in_panels:
+                raise MachineFault(f"HOST streams {names[si]!r}, a panel stream (sent whole, before the run)",
+                                   step=step)
+            host = (r["host_off"][j], rb[j], rows[j], r["host_stride"][j])
+            tiles = (m.pos(r["tile"][j], r["addr"][j]), rb[j], rows[j], r["tile_stride"][j])
+            if dr == 0:
+                move(np.ascontiguousarray(bufs[si], np.uint8), m.flat, *plan_chunks(*host, *tiles))
+            else:
+                move(m.flat, bufs[si], *plan_chunks(*tiles, *host))
+        moved[dr] += int((rb * rows).sum())
+    return moved[0], moved[1]
+
+
+def host_out(m: Memory, p: Program, outs: list | None = None) -> tuple[dict, int]:
+    """Copy tile memory into the output streams (`outs`: the buffers HOST steps wrote
+    into, if any); returns (outputs, bytes moved)."""
     names = list(p.out_streams)
-    outs = [np.zeros(int(p.out_streams[n]), np.uint8) for n in names]
+    outs = outs if outs is not None else out_buffers(p)
     h = _as_host(p.host_out)
     if len(h["tile"]) == 0:
         return dict(zip(names, outs)), 0
@@ -203,6 +247,10 @@ def host_out(m: Memory, p: Program) -> tuple[dict, int]:
                                 h["host_off"][k], rb[k], rows[k], h["host_stride"][k])
         move(m.flat, outs[si], sp, dp, L)
     return dict(zip(names, outs)), int((rb * rows).sum())
+
+
+def out_buffers(p: Program) -> list:
+    return [np.zeros(int(p.out_streams[n]), np.uint8) for n in p.out_streams]
 
 
 def host_cycles(target, nbytes_in: int, nbytes_out: int) -> int:

@@ -71,7 +71,9 @@ The machine, as docs/architecture.md §2 states it:
 - a MATMUL or CAST flagged F_SCALE_TABLE reads its scale from an f32 of its own tile's
   table instead of the instruction word: no cost of its own, but the address, in every
   iteration the relocation table gives it, must lie in that table (checked here);
-- host streams move at `host_bytes_per_cycle`, in and out each rounded up.
+- host streams move at `host_bytes_per_cycle`, in and out each rounded up; a HOST
+  superstep (stepped rows moved inside the run) too, the bytes of every tile's HOST of
+  that superstep summed (one host link for the chip), on each tile taking part.
 """
 from __future__ import annotations
 
@@ -125,7 +127,7 @@ class Oracle:
         op = words[:, 0] & 0xFF
         tile, step = self.tile, self.step
         comp = np.zeros((S, T), np.int64)
-        kern = ~np.isin(op, (isa.END, isa.SYNC, isa.EXCH, isa.REPEAT))
+        kern = ~np.isin(op, (isa.END, isa.SYNC, isa.EXCH, isa.REPEAT, isa.HOST))
         seg = self.seg_groups(words, table)
         np.add.at(comp, (step[kern], tile[kern]), kernel_cycles(op[kern], words[kern], f, seg[kern]))
         ex = np.flatnonzero(op == isa.EXCH)
@@ -147,6 +149,15 @@ class Oracle:
         worst = np.maximum(send.max(1, initial=0), recv.max(1, initial=0))
         phase = f.exchange_phase_cycles + -(-worst // f.exchange_bytes_per_cycle)
         cyc = np.where(took, phase[:, None], comp)
+        h = np.flatnonzero(op == isa.HOST)
+        if len(h):
+            link = np.zeros((S, 2), np.int64)            # bytes in, out per superstep
+            for dr, tab in ((0, self.p.step_in), (1, self.p.step_out)):
+                k = h[words[h, 1] == dr]
+                size = np.r_[0, np.cumsum(np.asarray(tab["row_bytes"], np.int64) * np.asarray(tab["rows"], np.int64))]
+                np.add.at(link[:, dr], step[k], size[words[k, 2] + words[k, 3]] - size[words[k, 2]])
+            hc = -(-link // f.host_bytes_per_cycle)
+            cyc[step[h], tile[h]] = hc[step[h]].sum(1)
         return cyc
 
     def seg_groups(self, words, table) -> np.ndarray:

@@ -14,7 +14,8 @@ DNAME = {v: k for k, v in isa.DTYPES.items()}
 # instruction words a cost reads, per opcode (1-based argument words; word 0 always)
 COST_WORDS = {isa.MATMUL: (4, 5, 6), isa.ADD: (4, 5), isa.COPY: (3, 4), isa.GELU: (3,),
               isa.LAYERNORM: (5, 6), isa.SOFTMAX: (3, 4, 5), isa.CAST: (3,), isa.ONLINE_SOFTMAX: (4, 5),
-              isa.ROWSCALE: (5, 6), isa.BIAS: (4, 5), isa.MERGE: (4, 5, 6), isa.EXCH: (1, 2, 3)}
+              isa.ROWSCALE: (5, 6), isa.BIAS: (4, 5), isa.MERGE: (4, 5, 6), isa.EXCH: (1, 2, 3),
+              isa.HOST: (1, 2, 3)}
 ENTRY_COST_WORDS = (0, 2, 3)     # peer tile, row bytes, rows
 SCALE_WORD = {isa.MATMUL: 7, isa.CAST: 4}   # the scale word (f32 bits, or a table address)
 

@@ -23,7 +23,7 @@ from . import decode, jit, repeat
 from .exchange import PlanCache, exchange
 from .fault import MachineFault, first_fault
 from .kernels import KERNELS, Kernels
-from .load import host_cycles, host_in, host_out, load
+from .load import host_cycles, host_in, host_out, host_step, load, out_buffers
 from .memory import I64, Memory, drop_stage, gather, scatter
 
 
@@ -88,6 +88,7 @@ class Machine:
         cycles = np.zeros(T, I64)
         did_kernel = np.zeros(T, bool)
         exch = []          # (tile, pc, table_addr, nsend, nrecv) arrays per round
+        host = []          # (tile, pc, dir, first, rows, delta) arrays per round
         anything = False
         first_round = True
         while active.any():
@@ -115,13 +116,16 @@ class Machine:
             e = op == isa.EXCH
             if e.any():
                 exch.append((tiles[e], tpc[e], w[e, 1], w[e, 2], w[e, 3]))
+            h = op == isa.HOST
+            if h.any():
+                host.append((tiles[h], tpc[h], *(w[h, j] for j in range(1, 5))))
             self.k.loop = self.loop if self.loop else None    # F_SEG_B segment words are relocated too
             for kop in KERNELS:
                 k = op == kop
                 if k.any():
                     cycles[tiles[k]] += self.k.run(kop, step, tiles[k], tpc[k], w[k])
                     did_kernel[tiles[k]] = True
-        return at_end, anything, cycles, exch, did_kernel
+        return at_end, anything, cycles, exch, did_kernel, host
 
     # ---- REPEAT ---------------------------------------------------------------------
     def begin_repeat(self, step, first_round, tiles, pc, op, w):
@@ -183,13 +187,14 @@ class Machine:
         t, T, p = self.t, self.T, self.p
         load(self.m, p)
         nin = host_in(self.m, p, streams)
+        self.outs = out_buffers(p)          # HOST steps write into these as they run
         pc = np.zeros(T, I64)
         running = np.ones(T, bool)
         self.ended = ~running
         kinds, step_cyc, tile_cyc, xbytes = [], [], [], []
         step = 0
         while True:
-            at_end, anything, cycles, exch, did_kernel = self.superstep(step, pc, running)
+            at_end, anything, cycles, exch, did_kernel, host = self.superstep(step, pc, running)
             ended, waiting = at_end & running, running & ~at_end
             if ended.any() and waiting.any():
                 e, s = np.flatnonzero(ended), np.flatnonzero(waiting)
@@ -212,6 +217,15 @@ class Machine:
                 kind, xb = "exchange", res.total
             elif did_kernel.any():
                 kind = "compute"
+            if host:
+                ht, hpc, *ins = (np.concatenate(c) for c in zip(*host))
+                xt = np.concatenate([c[0] for c in exch]) if exch else ht[:0]
+                first_fault(did_kernel[ht] | np.isin(ht, xt),
+                            lambda i: "superstep mixes HOST with compute kernels or EXCH on one tile", ht, step, hpc)
+                # the host link is the chip's: every tile taking part waits for all its bytes
+                bi, bo = host_step(self.m, p, streams, self.outs, (ht, hpc, *ins), step)
+                cycles[np.unique(ht)] = host_cycles(t, bi, bo)
+                kind = "host" if kind == "idle" else kind
             self.write_profile(step, cycles)
             kinds.append(kind)
             tile_cyc.append(cycles)
@@ -226,7 +240,7 @@ class Machine:
                 self.end_of_step(step - 1, pc)
             if not running.any():
                 break
-        outputs, nout = host_out(self.m, p)
+        outputs, nout = host_out(self.m, p, self.outs)      # (host_cycles: before and after the run)
         tc = np.array(tile_cyc, I64).reshape(len(kinds), T)
         n_prof = min(len(kinds), self.profile_cap)
         tc[:n_prof] = self.read_profile(n_prof)

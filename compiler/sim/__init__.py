@@ -38,7 +38,7 @@ bit for bit against the numpy code they replace (tests/sim/test_jit.py).
 Decisions the machine takes where isa.py is silent (the lowering must match):
   * instruction word 0 is validated per opcode (decode.RULES): any dtype, dtype2
     or flag bit an opcode does not define is an invalid instruction. SYNC, END,
-    EXCH, COPY, REPEAT: all zero. ADD: dtype 0 or f16, no flags. GELU (F_ERF),
+    EXCH, COPY, REPEAT, HOST: all zero. ADD: dtype 0 or f16, no flags. GELU (F_ERF),
     LAYERNORM (F_LN_STATS | F_LN_HALF), SOFTMAX (F_SM_DEFER), ONLINE_SOFTMAX (F_FIRST),
     ROWSCALE (F_RECIP | F_ADD): dtype 0 or f16, dtype2 0.
   * MATMUL: dtype (b) f16, fp8 (e4m3fn) or f32; dtype2 (a) 0 = same, f16, fp8,
@@ -120,6 +120,13 @@ Decisions the machine takes where isa.py is silent (the lowering must match):
     never changed, and after the loop the stored values are read again. A
     superstep's exchange uses the relocation of the iteration it belongs to.
     Supersteps inside the loop are counted (and profiled) dynamically.
+  * HOST: the rows it names (of Program.step_in for dir 0, step_out for dir 1)
+    must exist and name the executing tile; each moves at host_off + delta
+    (delta as a signed 32-bit word), checked like the host descriptors moved
+    before and after the run; a panel stream is never stepped. A tile with a
+    HOST runs no kernel and no EXCH in that superstep; the superstep ("host")
+    costs host_cycles of the bytes every tile's HOSTs moved in it (one link for
+    the chip), on each tile taking part.
   * MATMUL m, k, n and ADD nelem must be > 0; ADD nsrc1 may be 0 (out = src0);
     with nsrc1 > 1 the ADD stride (bytes) must keep every partial 8-byte aligned.
     A COPY of 0 bytes is a no-op (it still costs the kernel overhead).

@@ -45,9 +45,8 @@ def build(looped: bool, delta=lambda i: i * ITEM, row_tile=lambda t: t, mix=Fals
     a.stream_in("img", [])
     a.stream_out("res", N * ITEM, [])
     p = a.build()
-    rows = [(0, j * E * 2, row_tile(t), addr, E * 2, 1, E * 2, E * 2) for j, t in enumerate(W) for addr in [0]]
-    p.step_in = host_table([(s, o, t, IN, rb, r, hs, ts) for s, o, t, _, rb, r, hs, ts in rows])
-    p.step_out = host_table([(s, o, t, OUT, rb, r, hs, ts) for s, o, t, _, rb, r, hs, ts in rows])
+    rows = lambda addr: [(0, j * E * 2, row_tile(t), addr, E * 2, 1, E * 2, E * 2) for j, t in enumerate(W)]
+    p.step_in, p.step_out = host_table(rows(IN)), host_table(rows(OUT))   # row j: tile W[j]'s part of an item
     return p
 
 

@@ -205,8 +205,8 @@ def host_step(m: Memory, p: Program, streams: dict, outs: list, ins: tuple, step
         first_fault((first[k] < 0) | (nrows[k] < 0) | (first[k] + nrows[k] > n),
                     lambda i: f"HOST names stepped rows [{first[k][i]}, {first[k][i] + nrows[k][i]}) of "
                               f"{n} (dir {dr})", tile[k], step, pc[k])
-        row = np.concatenate([np.arange(a, a + c) for a, c in zip(first[k], nrows[k])]).astype(I64)
         who = np.repeat(k, nrows[k])
+        row = np.arange(len(who)) - np.repeat(np.cumsum(nrows[k]) - nrows[k] - first[k], nrows[k])
         first_fault(h["tile"][row] != tile[who],
                     lambda i: f"HOST moves stepped row {row[i]}, which names tile {h['tile'][row[i]]}",
                     tile[who], step, pc[who])
@@ -231,11 +231,10 @@ def host_step(m: Memory, p: Program, streams: dict, outs: list, ins: tuple, step
     return moved[0], moved[1]
 
 
-def host_out(m: Memory, p: Program, outs: list | None = None) -> tuple[dict, int]:
-    """Copy tile memory into the output streams (`outs`: the buffers HOST steps wrote
-    into, if any); returns (outputs, bytes moved)."""
+def host_out(m: Memory, p: Program, outs: list) -> tuple[dict, int]:
+    """Copy tile memory into the output streams (`outs`, out_buffers(p), which HOST
+    steps may have written into already); returns (outputs, bytes moved)."""
     names = list(p.out_streams)
-    outs = outs if outs is not None else out_buffers(p)
     h = _as_host(p.host_out)
     if len(h["tile"]) == 0:
         return dict(zip(names, outs)), 0

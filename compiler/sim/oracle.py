@@ -268,9 +268,8 @@ class Oracle:
         for (_, _, count, code_s, _, _) in loops:
             corners += [c + (count - 1) * code_s for c in corners]
         self.check_scales(corners)
-        memo = {}
-
         costly = [k for k, L in enumerate(loops) if L[5]]
+        memo = {}
 
         def cycles(it: dict) -> np.ndarray:
             """Per static superstep, under the iterations `it` (loop index -> i) of the
@@ -302,7 +301,7 @@ class Oracle:
             out.append(cycles(it)[s:hi])
 
         run(0, nsteps, 0, {})
-        return np.concatenate(out) if out else base[:0]
+        return np.concatenate(out)
 
     def relocations(self, rep, in_body):
         """Strides (code, table) of one loop's relocated words, and whether any is a

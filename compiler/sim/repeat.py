@@ -124,15 +124,6 @@ def start(mach, step, tiles, pc, w) -> Loop:
     if bad.any():
         k = int(np.flatnonzero(bad)[0])
         raise MachineFault(f"END inside a REPEAT body at pc {bpc[k]}", tile=tiles[bt[k]], step=step, pc=pc[bt[k]])
-    inner = np.flatnonzero(op == isa.REPEAT)       # nested loops: their bodies lie inside this one
-    if len(inner):
-        ib = m.read_words(tiles[bt[inner]], ca[bt[inner]] + bpc[inner] * isa.INSTR_BYTES, 3)[:, 2]
-        past = bpc[inner] + 1 + ib > e[bt[inner]]
-        if past.any():
-            k = int(np.flatnonzero(past)[0])
-            raise MachineFault(f"nested REPEAT at pc {bpc[inner][k]}: its body of {ib[k]} instructions runs "
-                               f"past the enclosing body's end (pc {e[bt[inner]][k]})",
-                               tile=tiles[bt[inner][k]], step=step, pc=pc[bt[inner][k]])
     last = op[np.cumsum(body) - 1]
     ff(last != isa.SYNC, lambda i: f"REPEAT body [pc {s[i]}, {e[i]}) does not end with SYNC")
     nsync = np.bincount(bt, op == isa.SYNC, len(tiles)).astype(I64)

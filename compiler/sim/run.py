@@ -64,6 +64,7 @@ class Machine:
         self.k.tables = (self.table_addr, self.table_len)   # F_SCALE_TABLE scales live there
         self.instructions = 0
         self.loop = repeat.Nest()                # the REPEATs being executed, outermost first
+        self.k.loop = self.loop                  # F_SEG_B segment words are relocated too
         self.plans = PlanCache()                 # exchange plans reused across Repeat iterations
 
     # ---- one superstep ---------------------------------------------------------
@@ -119,7 +120,6 @@ class Machine:
             h = op == isa.HOST
             if h.any():
                 host.append((tiles[h], tpc[h], *(w[h, j] for j in range(1, 5))))
-            self.k.loop = self.loop if self.loop else None    # F_SEG_B segment words are relocated too
             for kop in KERNELS:
                 k = op == kop
                 if k.any():
@@ -144,13 +144,11 @@ class Machine:
         other = "REPEAT" if major else name(repeat.mode(op[~rep]))
         repeat.mismatch(rep != major, tiles, step, pc,
                         lambda i: f"tile {tiles[i]} issues {name(op[i])} where the other tiles issue {other}")
-        lp = repeat.start(self, step, tiles, pc, w)
-        if self.loop:
-            outer = self.loop.top
-            first_fault(lp.end[tiles] > outer.end[tiles],
-                        lambda i: f"nested REPEAT's body [pc {lp.start[tiles[i]]}, {lp.end[tiles[i]]}) runs past "
-                                  f"the enclosing body's end (pc {outer.end[tiles[i]]})", tiles, step, pc)
-        self.loop.loops.append(lp)
+        if self.loop:        # a nested loop: its body (as fetched, relocated) inside the enclosing one
+            end, outer = pc + 1 + w[:, 2], self.loop.top.end[tiles]
+            first_fault(end > outer, lambda i: f"nested REPEAT's body [pc {pc[i] + 1}, {end[i]}) runs past "
+                                               f"the enclosing body's end (pc {outer[i]})", tiles, step, pc)
+        self.loop.loops.append(repeat.start(self, step, tiles, pc, w))
 
     def end_of_step(self, step, pc):
         """After a superstep inside a REPEAT: either every tile finished the

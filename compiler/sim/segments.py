@@ -43,7 +43,7 @@ def _entries(k, step, tiles, pcs, word, most, words: int, where, of: str, what: 
     at = word[inst] + 4 + j * 4 * words
     w = m.read_words(tiles[inst], at, words)
     loop = getattr(k, "loop", None)
-    if loop is not None:       # a relocated addr word reads as stored + i * stride
+    if loop:                   # a relocated addr word reads as stored + i * stride (none outside a loop)
         w = loop.fix_table(m.pos(tiles[inst][:, None], at[:, None] + 4 * np.arange(words)), w)
     return inst, j, nseg, w
 

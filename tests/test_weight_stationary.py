@@ -37,8 +37,8 @@ def test_without_relocation_every_layer_reads_layer_0(monkeypatch):
     real = lower_mod.encode_code
 
     def no_kernel_relocs(*a, **k):
-        blob, off, rl = real(*a, **k)
-        return blob, off, rl[:0]
+        blob, off, rl, ro = real(*a, **k)
+        return blob, off, rl[:0], ro
 
     monkeypatch.setattr(lower_mod, "encode_code", no_kernel_relocs)
     monkeypatch.setattr(lower_mod.analysis, "reloc_entries", lower_mod.analysis.send_reloc_entries)

@@ -173,17 +173,34 @@ def step_cycles(tg: TileGraph, t: Target) -> tuple[np.ndarray, np.ndarray]:
             recv = _per_tile(T, x["dst"][sel], nbytes[sel])
             steps[s] = t.exchange_cycles(send, recv)
             per_tile[s] = np.where((send > 0) | (recv > 0), steps[s], 0)
+        elif tg.steps[s] == "host":         # the chip's one host link carries every tile's rows
+            steps[s] = host_step_cycles(tg, t, s + 1)
+            per_tile[s, np.unique(tg.hstep["tile"][tg.hstep["step"] == s + 1])] = steps[s]
         else:
             steps[s] = per_tile[s].max(initial=0)
     return steps + t.sync_cycles, per_tile
 
 
+def host_step_cycles(tg: TileGraph, t: Target, step: int) -> int:
+    """A HOST superstep: the bytes of every row its HOST instructions move over the host
+    link (sim/load.py host_cycles' rate)."""
+    h = tg.hstep
+    nbytes = [0, 0]
+    for d, rows in ((0, tg.sin), (1, tg.sout)):
+        for i in np.flatnonzero((h["step"] == step) & (h["dir"] == d)):
+            sl = slice(h["first"][i], h["first"][i] + h["rows"][i])
+            nbytes[d] += int((rows["row_bytes"][sl] * rows["rows"][sl]).sum())
+    hb = t.host_bytes_per_cycle
+    return -(-nbytes[0] // hb) + -(-nbytes[1] // hb)
+
+
 def code_instructions(tg: TileGraph) -> np.ndarray:
-    """Instructions per tile: kernels, one EXCH per exchange step it takes part in,
-    one SYNC per superstep, END, and REPEAT before a Repeat body. `lower` emits
-    exactly these (and checks it)."""
+    """Instructions per tile: kernels and HOSTs, one EXCH per exchange step it takes part
+    in, one SYNC per superstep, END, REPEAT before a Repeat body, and the outer REPEAT
+    (tg.outer). `lower` emits exactly these (and checks it)."""
     T, x = tg.tiles, tg.xfer
-    n = _per_tile(T, tg.kern["tile"]) + len(tg.steps) + 1 + (tg.count > 1)
+    n = (_per_tile(T, tg.kern["tile"]) + _per_tile(T, tg.hstep["tile"]) + len(tg.steps) + 1 + (tg.count > 1)
+         + (tg.outer > 1))
     for s in np.unique(x["step"]):
         sel = x["step"] == s
         n += np.isin(np.arange(T), np.concatenate([x["src"][sel], x["dst"][sel]]))
@@ -222,6 +239,11 @@ def reloc_entries(tg: TileGraph) -> np.ndarray:
             + _per_tile(tg.tiles, k["tile"][b["kern"][b["reloc"] != 0]]))
 
 
+def outer_reloc_entries(tg: TileGraph) -> np.ndarray:
+    """Words per tile the outer REPEAT relocates: the delta of each HOST moving a stream item."""
+    return _per_tile(tg.tiles, tg.hstep["tile"][tg.hstep["reloc"] != 0])
+
+
 def scale_tables(tg: TileGraph) -> tuple[np.ndarray, np.ndarray]:
     """The (tile, sseq) pairs whose scale rows a tile's table blob holds (sorted: tile,
     then sseq), one row of `count` f32 per distinct scale sequence its kernels use."""
@@ -240,10 +262,12 @@ def seg_tables(tg: TileGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def table_blob_bytes(tg: TileGraph) -> np.ndarray:
     """The tile's table blob: exchange entries and multicast receiver lists, its Repeat
-    relocation entries, its scale tables, then its MATMULs' b segment tables (isa.F_SEG_B)."""
+    relocation entries, the outer REPEAT's, its scale tables, then its MATMULs' b segment
+    tables (isa.F_SEG_B)."""
     tile, _ = scale_tables(tg)
     kern, nseg, wps = seg_tables(tg)
-    return (isa.table_bytes(table_entries(tg)) + list_bytes(tg) + reloc_entries(tg) * isa.RELOC_BYTES
+    return (isa.table_bytes(table_entries(tg)) + list_bytes(tg)
+            + (reloc_entries(tg) + outer_reloc_entries(tg)) * isa.RELOC_BYTES
             + _per_tile(tg.tiles, tile) * tg.count * isa.SCALE_BYTES
             + _per_tile(tg.tiles, tg.kern["tile"][kern], isa.seg_table_bytes(nseg, wps)))
 

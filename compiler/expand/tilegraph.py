@@ -23,6 +23,11 @@ superstep s; event S+1 the host reading outputs. Lifetimes are [start, end) in e
         (flag F_SEG_2D, expand/ring2d.py): b[row:row+rows, col:col+len]; lower writes each
         kernel's segment table into the tile's table blob and points the b word at it
   hin/hout host stream rows: stream, host_off, req, off, row_bytes, rows, host_stride, tile_stride
+  sin/sout the same, moved only by HOST instructions (hstep rows: step, tile, dir, first row of
+        sin (dir 0) or sout (dir 1), rows, reloc = bytes added to the host offsets per iteration
+        of the outer loop): a stream read or written one item a pipeline step
+  outer the whole superstep sequence runs `outer` times (an outer REPEAT around everything,
+        the Repeat body nested inside): the spatial pipeline's steps (compiler/expand/stages.py)
   dump  where each op's output can be read back (host-side only, the simulator never sees
         it): op index, the superstep completing it, and per block its tile, request +
         offset, rows r0..r0+rows × cols c0..c0+cols, row-major, ebytes per element
@@ -44,6 +49,7 @@ END = -1   # request end placeholder: live to the end of the program
 DUMP = ("op", "step", "tile", "req", "off", "r0", "rows", "c0", "cols", "ebytes")
 HOST = ("stream", "host_off", "req", "off", "row_bytes", "rows", "host_stride", "tile_stride")
 BSEG = ("kern", "req", "off", "len", "reloc", "row", "col", "rows")
+HSTEP = ("step", "tile", "dir", "first", "rows", "reloc")
 
 
 def soa(fields: tuple[str, ...], rows=None) -> dict[str, np.ndarray]:
@@ -109,15 +115,20 @@ class TileGraph:
     bseg: dict = field(default_factory=lambda: soa(BSEG))   # MATMUL b segments (F_SEG_B)
     bcast: bool = False       # policy.broadcast_sends: one step's same source range to several tiles is one multicast send (isa.MCAST)
     deferred: bool = False    # policy.deferred_norm: its attention softmax / p·v pairs run deferred (compiler/deferred_norm.py)
+    outer: int = 1            # runs of the whole superstep sequence (an outer REPEAT; 1: none)
+    hstep: dict = field(default_factory=lambda: soa(HSTEP))    # HOST instructions
+    sin: dict = field(default_factory=lambda: soa(HOST))       # stepped host rows they move in (dir 0)
+    sout: dict = field(default_factory=lambda: soa(HOST))      # ... and out (dir 1)
 
     def body_steps(self) -> tuple[int, int]:
         return tuple(self.body) if self.body else (0, len(self.steps))
 
     def step_runs(self) -> np.ndarray:
-        """Times each superstep executes: `count` inside the Repeat body, once outside."""
-        runs = np.ones(len(self.steps), np.int64)
+        """Times each superstep executes: `count` inside the Repeat body, once outside;
+        all of it `outer` times."""
+        runs = np.full(len(self.steps), self.outer, np.int64)
         b0, b1 = self.body_steps()
-        runs[b0:b1] = self.count
+        runs[b0:b1] *= self.count
         return runs
 
     @property
@@ -127,7 +138,7 @@ class TileGraph:
     # Artifacts hold tile graphs of a million rows: pickle each int64 column in the
     # smallest integer type that holds it (3-4x smaller artifacts and DVC cache), and
     # widen back on load, so the in-memory arithmetic stays int64.
-    TABLES = ("req", "kern", "xfer", "hin", "hout", "bseg")
+    TABLES = ("req", "kern", "xfer", "hin", "hout", "bseg", "hstep", "sin", "sout")
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -136,6 +147,9 @@ class TileGraph:
         return state
 
     def __setstate__(self, state):
+        for f, fields in (("hstep", HSTEP), ("sin", HOST), ("sout", HOST)):   # stored before they existed
+            state.setdefault(f, soa(fields))
+        state.setdefault("outer", 1)
         for f in self.TABLES:
             state[f] = {k: v.astype(np.int64) for k, v in state[f].items()}
         self.__dict__.update(state)

@@ -182,10 +182,14 @@ def seg_rows(tg, addr: np.ndarray, base: np.ndarray):
     return at, (blob, off), rl
 
 
-def link_tables(T: int, ex_blob, ex_off, rl: np.ndarray, scales=None, segs=None):
+def link_tables(T: int, ex_blob, ex_off, rl: np.ndarray, scales=None, segs=None, rl_outer=None):
     """Each tile's table blob: its exchange entries, then its relocation entries
-    (rows tile, word address, stride; any order, sorted here by tile), then its scale
-    tables (scale_rows' blob), then its b segment tables (seg_rows' blob)."""
+    (rows tile, word address, stride; any order, sorted here by tile), the outer
+    REPEAT's after them, then its scale tables (scale_rows' blob), then its b segment
+    tables (seg_rows' blob)."""
+    if rl_outer is not None and len(rl_outer):          # each tile's inner entries, then its outer ones
+        rl = np.concatenate([np.c_[rl, np.zeros(len(rl), np.int64)], np.c_[rl_outer, np.ones(len(rl_outer), np.int64)]])
+        rl = rl[np.lexsort((rl[:, 3], rl[:, 0]))][:, :3]
     rl = rl[np.argsort(rl[:, 0], kind="stable")]
     rl_blob, rl_off = _blob(rl[:, 0], rl[:, 1:], T)
     none = (np.zeros(0, np.uint8), np.zeros(T + 1, np.int64))
@@ -238,11 +242,13 @@ def kernel_words(k: dict, scale: np.ndarray, addr: np.ndarray, scale_addr=None, 
 
 
 def encode_code(tg, addr: np.ndarray, seg: dict, relocs: dict, code_addr: np.ndarray, scale_addr=None,
-                seg_addr=None):
-    """Per tile: REPEAT (with a Repeat), then per superstep its kernels, EXCH segments
-    and SYNC; END. Also the relocation rows (tile, word address, stride) of the
+                seg_addr=None, outer=None):
+    """Per tile: the outer REPEAT (tg.outer > 1) opening the first superstep, REPEAT
+    (with a Repeat) opening the body's, then per superstep its kernels or HOSTs, EXCH
+    segments and SYNC; END. Also the relocation rows (tile, word address, stride) of the
     operand-1 word of every kernel that reads a sequence in place, then of the scale
-    word of every kernel with per-iteration scales (stride one f32)."""
+    word of every kernel with per-iteration scales (stride one f32); and the outer
+    REPEAT's: the delta word of every HOST moving a stream item."""
     k = tg.kern
     nk = len(k["tile"])
     kw = kernel_words(k, tg.scale, addr, scale_addr, seg_addr)
@@ -263,14 +269,28 @@ def encode_code(tg, addr: np.ndarray, seg: dict, relocs: dict, code_addr: np.nda
     rw = np.zeros((rep, isa.INSTR_WORDS), np.int64)
     if rep:
         rw[:, 0], rw[:, 1], rw[:, 2], rw[:, 3], rw[:, 4] = isa.REPEAT, tg.count, nbody, relocs["addr"], relocs["n"]
-    tile = np.concatenate([k["tile"], seg["tile"], sync_tile, np.arange(T), np.arange(rep)])
-    step = np.concatenate([k["step"], seg["step"], sync_step, np.full(T, S + 1), np.full(rep, b0 + 1)])
-    rank = np.concatenate([np.zeros(nk), np.ones(ns), np.full(T * S, 2), np.full(T, 3), np.full(rep, -1)])
+    h = tg.hstep
+    hw = np.zeros((len(h["tile"]), isa.INSTR_WORDS), np.int64)      # HOST dir, first, rows, delta 0
+    hw[:, 0], hw[:, 1], hw[:, 2], hw[:, 3] = isa.HOST, h["dir"], h["first"], h["rows"]
+    nh = len(hw)
+    out = T if tg.outer > 1 else 0          # the outer REPEAT: every instruction but END
+    ow = np.zeros((out, isa.INSTR_WORDS), np.int64)
+    if out:
+        total = np.bincount(np.concatenate([k["tile"], seg["tile"], sync_tile, h["tile"]]), minlength=T) + (rep > 0)
+        ow[:, 0], ow[:, 1], ow[:, 2], ow[:, 3], ow[:, 4] = isa.REPEAT, tg.outer, total, outer["addr"], outer["n"]
+    tile = np.concatenate([k["tile"], seg["tile"], sync_tile, np.arange(T), np.arange(rep), h["tile"], np.arange(out)])
+    step = np.concatenate([k["step"], seg["step"], sync_step, np.full(T, S + 1), np.full(rep, b0 + 1), h["step"],
+                           np.ones(out, np.int64)])
+    rank = np.concatenate([np.zeros(nk), np.ones(ns), np.full(T * S, 2), np.full(T, 3), np.full(rep, -1),
+                           np.zeros(nh), np.full(out, -2)])
     seq = np.arange(len(tile))
     order = np.lexsort((seq, rank, step, tile))
-    blob, off = _blob(tile[order], np.concatenate([kw, ew, sw, endw, rw])[order], T)
+    blob, off = _blob(tile[order], np.concatenate([kw, ew, sw, endw, rw, hw, ow])[order], T)
     pc = np.empty(len(order), np.int64)                 # instruction index within its tile
     pc[order] = np.arange(len(order)) - off[tile[order]] // isa.INSTR_BYTES
+    hpc = pc[nk + ns + T * S + T + rep:][:nh]
+    r = h["reloc"] != 0
+    ro = np.stack([h["tile"][r], code_addr[h["tile"][r]] + hpc[r] * isa.INSTR_BYTES + 16, h["reloc"][r]], 1)
     r = np.flatnonzero(k["reloc"] != 0)
     a1 = {op: 1 + words.index("a1") for op, words in WORDS.items() if "a1" in words}
     word = np.array([a1[o] for o in k["op"][r]], np.int64)
@@ -283,7 +303,7 @@ def encode_code(tg, addr: np.ndarray, seg: dict, relocs: dict, code_addr: np.nda
     word = np.array([sw[o] for o in k["op"][r]], np.int64)
     rs = np.stack([k["tile"][r], code_addr[k["tile"][r]] + pc[r] * isa.INSTR_BYTES + 4 * word,
                    np.full(len(r), isa.SCALE_BYTES)], 1)
-    return blob, off, np.concatenate([rl, rs])
+    return blob, off, np.concatenate([rl, rs]), ro
 
 
 def host_rows(h: dict, req_tile: np.ndarray, addr: np.ndarray) -> dict:
@@ -299,12 +319,16 @@ def lower(place_res, sched, t: Target, exchange_table_cap: int) -> LowerResult:
     ex_blob, ex_off, seg, rl_x = encode_tables(tg, pl.addr, pl.support.table_addr)
     # the relocation table follows the exchange entries; its size is known before the code
     relocs = dict(addr=pl.support.table_addr + np.diff(ex_off), n=analysis.reloc_entries(tg))
+    outer = dict(addr=relocs["addr"] + relocs["n"] * isa.RELOC_BYTES, n=analysis.outer_reloc_entries(tg))
     # and the scale tables follow the relocation entries, the b segment tables those
-    scale_addr, scales = scale_rows(tg, pl.support.table_addr, ex_off, relocs["n"])
-    seg_base = pl.support.table_addr + np.diff(ex_off) + relocs["n"] * isa.RELOC_BYTES + np.diff(scales[1])
+    nrel = relocs["n"] + outer["n"]
+    scale_addr, scales = scale_rows(tg, pl.support.table_addr, ex_off, nrel)
+    seg_base = pl.support.table_addr + np.diff(ex_off) + nrel * isa.RELOC_BYTES + np.diff(scales[1])
     seg_addr, segs, rl_s = seg_rows(tg, pl.addr, seg_base)
-    code, code_off, rl_k = encode_code(tg, pl.addr, seg, relocs, pl.support.code_addr, scale_addr, seg_addr)
-    table, table_off = link_tables(tg.tiles, ex_blob, ex_off, np.concatenate([rl_x, rl_k, rl_s]), scales, segs)
+    code, code_off, rl_k, rl_o = encode_code(tg, pl.addr, seg, relocs, pl.support.code_addr, scale_addr, seg_addr,
+                                             outer)
+    table, table_off = link_tables(tg.tiles, ex_blob, ex_off, np.concatenate([rl_x, rl_k, rl_s]), scales, segs,
+                                   rl_o)
     reserved = tg.analysis["code_bytes"]
     if not np.array_equal(np.diff(code_off), reserved) or \
             not np.array_equal(np.diff(table_off), tg.analysis["table_bytes"]):
@@ -316,7 +340,8 @@ def lower(place_res, sched, t: Target, exchange_table_cap: int) -> LowerResult:
         profile_addr=pl.support.profile_addr, profile_bytes=profile_bytes(tg),
         in_streams=tg.in_streams, out_streams=tg.out_streams, in_panels=dict(tg.in_panels),
         host_in=host_rows(tg.hin, tg.req["tile"], pl.addr),
-        host_out=host_rows(tg.hout, tg.req["tile"], pl.addr))
+        host_out=host_rows(tg.hout, tg.req["tile"], pl.addr),
+        step_in=host_rows(tg.sin, tg.req["tile"], pl.addr), step_out=host_rows(tg.sout, tg.req["tile"], pl.addr))
     d = getattr(tg, "dump", None) or {}
     dump = {k: v for k, v in d.items() if k not in ("req", "off")}
     if d:

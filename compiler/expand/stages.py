@@ -9,11 +9,12 @@ One pipeline step is the chip's whole superstep sequence, run `items` times by a
 REPEAT (tg.outer); in step s group k works on item s - k:
 
   1               HOST: group 0's tiles read item s of the image stream (sin rows)
-  2 .. P+1        the groups' supersteps before their Repeat (right-aligned: group 0's
-                  patch embedding; the others' tiles SYNC through)
-  P+2 .. P+B+1    the layer Repeat, one body shared by all groups (their plans must give
-                  the same supersteps: same count, same kinds, else refused)
-  .. P+B+E+1      the supersteps after the Repeat (left-aligned: group G-1's head)
+  2 .. P+1        the groups' supersteps before their Repeat (group 0's patch embedding)
+  P+2 .. P+B+1    the layer Repeat, one body for all groups (same count)
+  .. P+B+E+1      the supersteps after the Repeat (group G-1's head)
+                  In each of the three, the groups' own supersteps are merged in order
+                  (`align`: kinds agree where they share one, least summed cycles); a
+                  group's tiles SYNC through the others'.
   P+B+E+2         HOST: group G-1's tiles write output item s (sout rows)
   P+B+E+3         the shift: each group's carried output `y` to group k+1's input `x`,
                   rectangle by rectangle from the two groups' own host rows of y and x
@@ -68,6 +69,47 @@ def shift_rows(a: TileGraph, s_sel, s_tile0: int, b: TileGraph, d_sel, d_tile0: 
     return soa(XFER, out)
 
 
+def align(seqs: list) -> tuple[list, list]:
+    """One superstep sequence for several groups' (seqs: per group its (kind, cycles) in
+    order): each group's steps keep their order, steps sharing a chip superstep have one
+    kind, and the sum over chip supersteps of the slowest group's cycles (a group not in a
+    superstep waits at its SYNC) is least for two groups; more are merged one at a time
+    into the sequence so far, each merge by that dynamic programme. Returns the kinds and,
+    per group, each step's chip superstep index."""
+    kinds, cost, at = [k for k, _ in seqs[0]], [c for _, c in seqs[0]], [list(range(len(seqs[0])))]
+    for seq in seqs[1:]:
+        n, m = len(kinds), len(seq)
+        big = np.iinfo(np.int64).max // 4
+        dp = np.full((n + 1, m + 1), big, np.int64)
+        dp[0, 0] = 0
+        both = lambda i, j: kinds[i - 1] == seq[j - 1][0]
+        for i in range(n + 1):
+            for j in range(m + 1):
+                if i and j and both(i, j):
+                    dp[i, j] = min(dp[i, j], dp[i - 1, j - 1] + max(cost[i - 1], seq[j - 1][1]))
+                if i:
+                    dp[i, j] = min(dp[i, j], dp[i - 1, j] + cost[i - 1])
+                if j:
+                    dp[i, j] = min(dp[i, j], dp[i, j - 1] + seq[j - 1][1])
+        pairs, i, j = [], n, m
+        while i or j:
+            if i and j and both(i, j) and dp[i, j] == dp[i - 1, j - 1] + max(cost[i - 1], seq[j - 1][1]):
+                pairs.append((i - 1, j - 1))
+                i, j = i - 1, j - 1
+            elif i and dp[i, j] == dp[i - 1, j] + cost[i - 1]:
+                pairs.append((i - 1, None))
+                i -= 1
+            else:
+                pairs.append((None, j - 1))
+                j -= 1
+        pairs.reverse()
+        old = {a: p for p, (a, _) in enumerate(pairs) if a is not None}
+        at = [[old[a] for a in row] for row in at] + [[p for p, (_, b) in enumerate(pairs) if b is not None]]
+        kinds = [kinds[a] if a is not None else seq[b][0] for a, b in pairs]
+        cost = [max(cost[a] if a is not None else 0, seq[b][1] if b is not None else 0) for a, b in pairs]
+    return kinds, at
+
+
 def _take_host(h: dict, sel: np.ndarray, roff: int, stream: np.ndarray) -> dict:
     out = {f: h[f][sel].copy() for f in HOST}
     out["req"] += roff
@@ -84,36 +126,35 @@ def merge(groups: list[TileGraph], tiles: int, items: int, image: str, x: str, y
     G, w = len(groups), groups[0].tiles
     if G < 2 or G * w > tiles:
         raise ValueError(f"pipeline: {G} groups of {w} tiles on a {tiles}-tile chip")
+    if len({g.count for g in groups}) > 1:
+        raise ValueError("pipeline: the groups' Repeats differ in count (" +
+                         ", ".join(f"group {k}: {g.count}" for k, g in enumerate(groups)) + ")")
     body = [g.body_steps() for g in groups]
-    kinds = {tuple(g.steps[b0:b1]) for g, (b0, b1) in zip(groups, body)}
-    if len(kinds) > 1 or len({g.count for g in groups}) > 1:
-        raise ValueError("pipeline: the groups' Repeat bodies differ (" + "; ".join(
-            f"group {k}: {g.count} x {b1 - b0} supersteps" for k, (g, (b0, b1)) in enumerate(zip(groups, body))) + ")")
-    P = max(b0 for b0, _ in body)
-    B = body[0][1] - body[0][0]
-    E = max(len(g.steps) - b1 for g, (_, b1) in zip(groups, body))
+    regions = []                                   # before the Repeat, its body, after it
+    for lo, hi in ((lambda g, b: 0, lambda g, b: b[0]), (lambda g, b: b[0], lambda g, b: b[1]),
+                   (lambda g, b: b[1], lambda g, b: len(g.steps))):
+        spans = [(lo(g, b), hi(g, b)) for g, b in zip(groups, body)]
+        regions.append((spans, align([[(g.steps[i], int(g.analysis["step_cycles"][i])) for i in range(a, z)]
+                                      for g, (a, z) in zip(groups, spans)])))
+    (_, (pro, _)), (_, (mid, _)), (_, (epi, _)) = regions
+    P, B, E = len(pro), len(mid), len(epi)
     S = P + B + E + 3
     host_out, shift = S - 1, S
-    steps = ["compute"] * S
-    steps[0] = steps[host_out - 1] = "host"
-    steps[shift - 1] = "exchange"
+    steps = ["host"] + pro + mid + epi + ["host", "exchange"]
     names, in_streams, panels = [], [image], {}
     parts = {f: [] for f in ("req", "kern", "xfer", "hin", "bseg", "sin", "sout")}
-    scale, seqs, bank, kind = [], [], [], {}
+    scale, seqs, bank = [], [], []
     roffs, roff, koff = [], 0, 0
     out_names = list(groups[-1].out_streams)
-    for k, (g, (b0, b1)) in enumerate(zip(groups, body)):
+    for k, g in enumerate(groups):
         Sk = len(g.steps)
         ev = np.arange(Sk + 3)                         # event map: 0 host in, steps, host out, END
-        s = ev[1:Sk + 1]
-        ev[1:Sk + 1] = np.where(s <= b0, 1 + P - b0 + s, np.where(s <= b1, 1 + P + s - b0, 1 + P + B + s - b1))
+        base = 2                                       # the chip's first superstep after the HOST
+        for (spans, (merged, at)) in regions:
+            a, z = spans[k]
+            ev[1 + a:1 + z] = base + np.asarray(at[k], np.int64)
+            base += len(merged)
         ev[Sk + 1], ev[Sk + 2] = S + 1, S + 2
-        for st in range(1, Sk + 1):                   # a chip superstep has one kind
-            c = ev[st] - 1
-            if kind.setdefault(c, g.steps[st - 1]) != g.steps[st - 1]:
-                raise ValueError(f"pipeline: chip superstep {c + 1} is {kind[c]} in one group and "
-                                 f"{g.steps[st - 1]} in group {k}")
-            steps[c] = kind[c]
         gname = {i: len(names) + i for i in range(len(g.names))}
         names += [f"g{k}/{n}" for n in g.names]
         r = {f: g.req[f].copy() for f in REQ}
@@ -190,7 +231,7 @@ def merge(groups: list[TileGraph], tiles: int, items: int, image: str, x: str, y
         key = tile[order] * len(sizes[d]) + rows["stream"]
         u, first, cnt = np.unique(key, return_index=True, return_counts=True)
         hstep += [(at, q // len(sizes[d]), d, f0, c, sizes[d][q % len(sizes[d])]) for q, f0, c in zip(u, first, cnt)]
-    body0 = 1 + P
+    body0 = 1 + P                                  # 0-based: after the HOST and the prologue
     tg = TileGraph(tiles=tiles, steps=steps, names=names, req=cat["req"], bank=np.concatenate(bank).reshape(-1, 2),
                    kern=cat["kern"], scale=np.concatenate(scale), xfer=cat["xfer"], hin=cat["hin"],
                    hout=soa(HOST), in_streams=in_streams,

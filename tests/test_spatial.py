@@ -1,0 +1,145 @@
+"""The spatial pipeline lowered (compiler/spatial.py, compiler/expand/stages.py): a 4-layer
+ViT tower in 2 groups of 2 layers on the tiny target, three held-out photos through one
+simulator run. Each image's outputs are held to its own reference, every group boundary is
+read back against that image's layer output, and the machine's cycles equal expand's and the
+independent oracle's. Injected faults (no shift, every step reading the first image) must
+fail."""
+import numpy as np
+import pytest
+
+from compiler import isa, spatial
+from compiler.expand import stages
+from compiler.expand.tilegraph import XFER, soa
+from compiler.models import photos
+from compiler.phases import model_phase, policy_of, reference_phase, target_of
+from helpers import target_cfg
+
+SIGLIP = dict(name="vit", preset="custom", width=64, hidden=172, heads=2, image=56, patch=14, layers=4, gelu="erf")
+NAMES = photos.HELD_OUT[:3]
+
+
+@pytest.fixture(scope="module")
+def images():
+    cfgs = [dict(model=dict(SIGLIP, input=photos.PREFIX + n), target=target_cfg("tiny"), policy={}) for n in NAMES]
+    models = [model_phase(c) for c in cfgs]
+    image, = [n for n, v in models[0].graph.tensors.items() if v.kind == "input"]
+    return cfgs[0], models, [reference_phase(m) for m in models], [m.data[image] for m in models]
+
+
+def compiled(images, groups=2):
+    c, models, _, inputs = images
+    return spatial.compile_groups(models[0], target_of(c), policy_of(c), groups, len(inputs))
+
+
+@pytest.fixture(scope="module")
+def two(images):
+    return compiled(images)
+
+
+def test_images_through_two_groups(images, two):
+    c, models, refs, inputs = images
+    f = spatial.run_items(two, inputs, refs, target_of(c))
+    assert f["validated"], f
+    assert f["boundaries_checked"] == 3 and f["boundaries_failed"] == 0
+    assert len(f["errors"]) == 2 * 3                  # two output streams, three images
+    assert f["cycles"] == f["oracle_cycles"] == f["expand_cycles"]
+    assert two.items == 4 and two.lower.program.tiles == 64
+    # the images differ, so each output is its own image's (not the first one's, say)
+    out = next(iter(refs[0].outputs))
+    assert not np.array_equal(refs[0].outputs[out], refs[1].outputs[out])
+
+
+def test_program_shape(two):
+    """One outer REPEAT around everything, the layer REPEAT inside; HOST on group 0's tiles
+    (image in) and group 1's (outputs out) only."""
+    p, tg = two.lower.program, two.place.tilegraph
+    code = p.tile_code(0).view("<u4").reshape(-1, isa.INSTR_WORDS)
+    assert code[0, 0] == isa.REPEAT and code[0, 1] == two.items and code[0, 2] == len(code) - 2    # all but itself and END
+    assert (code[:, 0] == isa.REPEAT).sum() == 2
+    h = tg.hstep
+    assert set(h["tile"][h["dir"] == 0]) <= set(range(32)) and set(h["tile"][h["dir"] == 1]) <= set(range(32, 64))
+    assert tg.steps[0] == tg.steps[-2] == "host" and tg.steps[-1] == "exchange"
+
+
+def test_without_shift_the_boundaries_fail(images, monkeypatch):
+    c, models, refs, inputs = images
+    monkeypatch.setattr(stages, "shift_rows", lambda *a, **k: soa(XFER))
+    f = spatial.run_items(compiled(images), inputs, refs, target_of(c))
+    assert not f["validated"] and f["boundaries_failed"] == 3
+
+
+def test_without_item_relocation_every_step_reads_image_0(images):
+    """The outer REPEAT's relocation strides zeroed in the program's tables: every step's
+    HOSTs move item 0, so images 1 and 2 come out as image 0's."""
+    c, models, refs, inputs = images
+    sp = compiled(images)
+    p = sp.lower.program
+    for t in range(p.tiles):
+        w = p.tile_code(t).view("<u4").reshape(-1, isa.INSTR_WORDS)[0]
+        at = p.table_off[t] + (int(w[3]) - int(p.table_addr[t]))
+        rel = p.table[at:at + int(w[4]) * isa.RELOC_BYTES].view("<u4").reshape(-1, isa.RELOC_WORDS)
+        rel[:, 1] = 0
+    f = spatial.run_items(sp, inputs, refs, target_of(c))
+    assert not f["validated"]
+    assert f["boundaries_failed"] >= 1
+
+
+def test_shift_covers_every_byte(two):
+    tg0, tg1 = (stages_group(two, k) for k in (0, 1))
+    ys = np.ones(len(tg0.hout["req"]), bool)
+    xs = np.asarray(tg1.in_streams)[tg1.hin["stream"]] == "x"
+    rb = 64 * 2
+    rows = stages.shift_rows(tg0, ys, 0, tg1, xs, 32, rb, (0, 0))
+    assert int((rows["s_row_bytes"] * rows["s_rows"]).sum()) == 16 * rb
+    xs[np.flatnonzero(xs)[0]] = False
+    with pytest.raises(ValueError, match="cover"):
+        stages.shift_rows(tg0, ys, 0, tg1, xs, 32, rb, (0, 0))
+
+
+def stages_group(sp, k):
+    """Group k's own tile graph, expanded again as compile_groups does."""
+    from compiler.expand import expand
+    from compiler.plan import plan
+    m = sp.group_models[k]
+    c = dict(target=target_cfg("tiny"), policy={})
+    tw, pol = spatial.group_target(target_of(c), sp.groups), policy_of(c)
+    return expand(m, plan(m, tw, pol), tw, pol).finalists[0].tilegraph
+
+
+def test_refusals(images):
+    with pytest.raises(ValueError, match="divide"):
+        compiled(images, 3)
+    with pytest.raises(ValueError, match="at least 2"):
+        compiled(images, 1)
+
+
+def test_align_is_least_against_every_merge():
+    """align's two-group merge against an exhaustive enumeration of every merge (each move
+    takes the next step of one group or of both, kinds agreeing): valid, and least."""
+    import itertools
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        a, b = ([(("compute", "exchange")[int(rng.integers(2))], int(rng.integers(1, 9))) for _ in
+                 range(int(rng.integers(0, 5)))] for _ in range(2))
+        kinds, (ia, ib) = stages.align([a, b])
+        assert ia == sorted(set(ia)) and ib == sorted(set(ib)) and len(kinds) >= max(len(a), len(b))
+        assert all(kinds[p] == a[i][0] for i, p in enumerate(ia)) and all(kinds[p] == b[j][0] for j, p in enumerate(ib))
+        got = sum(max([a[i][1] for i, q in enumerate(ia) if q == p] + [b[j][1] for j, q in enumerate(ib) if q == p])
+                  for p in range(len(kinds)))
+        best = None
+        for n in range(max(len(a), len(b)), len(a) + len(b) + 1):
+            for moves in itertools.product("AB2", repeat=n):
+                i = j = c = 0
+                for mv in moves:
+                    if mv == "A" and i < len(a):
+                        c, i = c + a[i][1], i + 1
+                    elif mv == "B" and j < len(b):
+                        c, j = c + b[j][1], j + 1
+                    elif mv == "2" and i < len(a) and j < len(b) and a[i][0] == b[j][0]:
+                        c, i, j = c + max(a[i][1], b[j][1]), i + 1, j + 1
+                    else:
+                        break
+                else:
+                    if i == len(a) and j == len(b):
+                        best = c if best is None else min(best, c)
+        assert got == best, (a, b)

@@ -1,19 +1,21 @@
-"""The spatial pipeline on one chip, compiled and run (issue #27; the tile graph:
-compiler/expand/stages.py, the cost model: compiler/plan/pipeline.py).
+"""The spatial pipeline on one chip, compiled and run (issue #27, policy.pipeline_groups; the
+chip's tile graph: compiler/expand/stages.py; the cost model: compiler/plan/pipeline.py).
 
-compile_groups: the model cut into G groups of equal layer counts (compiler/pod/split.py
-chip_model: group 0 has the patch embedding, group G-1 the head, every group its layers'
-weights and per-layer scales), each planned and expanded by the single-chip phases on a
-w = tiles // G tile target, merged into one chip tile graph, then placed, scheduled and
-lowered like any trial.
+The model is cut into G groups of equal layer counts (compiler/pod/split.py chip_model:
+group 0 has the patch embedding, group G-1 the head, every group its layers' weights and
+per-layer scales). plan_phase plans each group on a w = tiles // G tile target;
+expand_phase expands each and places it there (its first finalist that places alone, the
+one the chip's placement then re-places with the rest), and merges them into the chip's
+tile graph, which place, schedule and lower treat like any other.
 
-run_items: N images through the lowered program in one simulator run (N + G - 1
-pipeline steps: the host pads the image stream with G - 1 zero items and drops the first
-G - 1 outputs). Each image's outputs are held to that image's own reference (the
-reference phase of the same model on that image) at its tolerance; the machine's cycles
-to the expand analysis' and to the independent cycle oracle's."""
+The program runs `images + G - 1` pipeline steps: a trial's batch is one item (its steady
+state: one batch a step), run_items streams N images. The host pads the image stream with
+G - 1 zero items and drops the first G - 1 outputs (Host). Each output is held to its own
+image's reference, and every group boundary is read back (Boundaries) against that image's
+layer output."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -24,128 +26,142 @@ from .target import Target
 
 
 @dataclass
-class Spatial:
+class SpatialPlan:
     groups: int
     layers: int                       # per group
-    items: int                        # pipeline steps: images + groups - 1
-    lower: object = None              # LowerResult of the chip
-    place: object = None
-    analysis: dict = field(default_factory=dict)
-    group_models: list = field(default_factory=list)
+    images: int                       # items streamed through: the program's steps are images + groups - 1
+    plans: list = field(default_factory=list)   # PlanResult per group
     rejection: Rejection | None = None
+
+    def metrics(self) -> dict:
+        return {"pipeline_groups": self.groups, "layers_per_group": self.layers,
+                "groups": [p.metrics() for p in self.plans]}
 
 
 def group_target(t: Target, groups: int) -> Target:
     return Target.from_dict({**{f: getattr(t, f) for f in t.__dataclass_fields__}, "tiles": t.tiles // groups})
 
 
-def compile_groups(model, t: Target, policy, groups: int, images: int, mapper=mappers.serial) -> Spatial:
+def group_models(model, groups: int, deferred: bool) -> list:
     from .deferred_norm import device_model
-    from .expand import ExpandResult, Expanded, expand
-    from .expand.analysis import analyse
-    from .expand.stages import merge
-    from .lower import lower
-    from .place.config import PlaceConfig
-    from .place.phase import place
-    from .plan import plan
     from .pod.split import Split, chip_model
-    from .schedule import schedule
     g = model.graph
-    L = g.repeat.count if g.repeat else 0
+    L = g.repeat.count if g.repeat and g.repeat.carried else 0
     if groups < 2 or not L or L % groups:
-        raise ValueError(f"pipeline groups={groups}: must be at least 2 and divide the encoder's {L} layers")
-    n, items = L // groups, images + groups - 1
-    sp = Spatial(groups, n, items)
+        raise ValueError(f"policy.pipeline_groups={groups}: must be at least 2 and divide the encoder's {L} layers "
+                         f"(graph {g.name})")
+    n = L // groups
     split = Split((n,) * groups, (0,) * groups, (0,) * groups, 0, 1, 0)
+    return [device_model(chip_model(model, split, k), deferred) for k in range(groups)]
+
+
+def plan_phase(model, t: Target, policy, groups: int, images: int = 1) -> SpatialPlan:
+    from .plan import plan
+    ms = group_models(model, groups, policy.deferred_norm)
+    sp = SpatialPlan(groups, ms[0].graph.repeat.count, images)
     tw = group_target(t, groups)
-    tgs = []
-    for k in range(groups):
-        mk = device_model(chip_model(model, split, k), policy.deferred_norm)
-        sp.group_models.append(mk)
+    for k, mk in enumerate(ms):
         p = plan(mk, tw, policy)
-        e = expand(mk, p, tw, policy, mapper) if not p.rejection else ExpandResult(rejection=p.rejection)
-        if e.rejection:
-            sp.rejection = e.rejection
-            return sp
-        tgs.append(e.finalists[0].tilegraph)
-    (y, x), = g.repeat.carried
-    image, = [n_ for n_, v in g.tensors.items() if v.kind == "input"]
-    last = sp.group_models[-1].graph
-    out_bytes = {o.name: o.nbytes for o in last.of_kind("output")}
-    tg = merge(tgs, t.tiles, items, image, x, y, g.tensors[image].nbytes, out_bytes,
-               g.tensors[x].nbytes // g.tensors[x].shape[0], label=f"pipeline {groups} x {n} layers")
-    tg.analysis = sp.analysis = analyse(tg, t)
-    pl = place(ExpandResult(finalists=[Expanded(None, tg, tg.analysis)]), t, PlaceConfig.from_dict(policy.place),
-               mapper)
-    sp.place = pl
-    if pl.rejection:
-        sp.rejection = pl.rejection
-        return sp
-    sp.lower = lower(pl, schedule(pl, t), t, policy.exchange_table_cap)
+        sp.plans.append(p)
+        if p.rejection:
+            sp.rejection = _in_group(p.rejection, k, sp, tw)
+            break
     return sp
 
 
-def streams(sp: Spatial, image_inputs: list) -> dict:
-    """The host's streams: the images then G - 1 zero items, every group's parameters
-    (its layers' members) and its carried input x zeroed (the fill's first steps)."""
-    prog = sp.lower.program
-    first = sp.group_models[0].graph
-    image, = [n for n, v in first.tensors.items() if v.kind == "input"]
-    pad = [np.zeros_like(image_inputs[0])] * (sp.groups - 1)
-    out = {image: np.ascontiguousarray(np.stack(list(image_inputs) + pad)).view(np.uint8).ravel()}
-    for name in prog.in_streams:
-        if name == image:
-            continue
+def _in_group(r: Rejection, k: int, sp: SpatialPlan, tw: Target) -> Rejection:
+    return replace(r, message=f"pipeline group {k} ({sp.layers} layers on {tw.tiles} tiles): {r.message}",
+                   figures={**r.figures, "group": k})
+
+
+def expand_phase(model, sp: SpatialPlan, t: Target, policy, mapper=mappers.serial):
+    from .expand import ExpandResult, Expanded, expand
+    from .expand.analysis import analyse
+    from .expand.stages import merge
+    from .place.config import PlaceConfig
+    from .place.phase import place
+    if sp.rejection:
+        return ExpandResult(rejection=sp.rejection)
+    ms = group_models(model, sp.groups, policy.deferred_norm)
+    tw, pcfg = group_target(t, sp.groups), PlaceConfig.from_dict(policy.place)
+    tgs = []
+    for k, (mk, p) in enumerate(zip(ms, sp.plans)):
+        pk = place(expand(mk, p, tw, policy, mapper), tw, pcfg, mapper)
+        if pk.rejection:
+            return ExpandResult(rejection=_in_group(pk.rejection, k, sp, tw))
+        tgs.append(pk.tilegraph)
+    g = model.graph
+    (y, x), = g.repeat.carried
+    image = image_name(g)
+    out_bytes = {o.name: o.nbytes for o in ms[-1].graph.of_kind("output")}
+    tg = merge(tgs, t.tiles, sp.images + sp.groups - 1, image, x, y, g.tensors[image].nbytes, out_bytes,
+               g.tensors[x].nbytes // g.tensors[x].shape[0], [0] + [g.body()[0]] * (sp.groups - 1),
+               label=f"pipeline {sp.groups} x {sp.layers} layers")
+    tg.analysis = analyse(tg, t)
+    return ExpandResult(finalists=[Expanded(None, tg, tg.analysis)])
+
+
+def image_name(g) -> str:
+    name, = [n for n, v in g.tensors.items() if v.kind == "input"]
+    return name
+
+
+class Host(Mapping):
+    """The host side of a pipeline run: its streams (the images and G - 1 zero items; each
+    group's parameters, its layers' members, made when the machine asks for them; each
+    group's carried input zeroed, for the fill), the outputs of the real items, and the
+    group boundaries' read-back (`on_step`)."""
+
+    def __init__(self, model, lower_res, groups: int, inputs: list, refs: list, deferred: bool = False):
+        self.prog, self.groups, self.inputs = lower_res.program, groups, inputs
+        self.ms = group_models(model, groups, deferred)
+        self.image = image_name(model.graph)
+        self.items = len(inputs) + groups - 1
+        self.boundaries = Boundaries(lower_res, self.ms, refs, len(inputs))
+
+    def __getitem__(self, name):
+        if name == self.image:
+            pad = [np.zeros_like(self.inputs[0])] * (self.groups - 1)
+            return np.ascontiguousarray(np.stack(list(self.inputs) + pad)).view(np.uint8).ravel()
+        if name not in self.prog.in_streams:
+            raise KeyError(name)
         k, n = name.split("/", 1)
-        data = sp.group_models[int(k[1:])].data[n]
-        out[name] = np.ascontiguousarray(np.asarray(data)).view(np.uint8).ravel()
-    return out
+        return np.ascontiguousarray(np.asarray(self.ms[int(k[1:])].data[n])).view(np.uint8).ravel()
 
+    def __iter__(self):
+        return iter(self.prog.in_streams)
 
-def run_items(sp: Spatial, image_inputs: list, refs: list, t: Target) -> dict:
-    """Run N images (their input tensors) through the program; refs: each image's
-    reference phase result. Returns the figures and every image's error."""
-    from . import sim
-    from .sim.oracle import step_cycles as oracle_steps
-    prog = sp.lower.program
-    G, N = sp.groups, len(image_inputs)
-    bounds = Boundaries(sp, refs, N)
-    r = sim.run(prog, streams(sp, image_inputs), bounds)
-    errors, ok = [], bounds.failed == 0 and bounds.checked == N * (G - 1)
-    for name, size in prog.out_streams.items():
-        items = r.outputs[name].view(np.float16).reshape(sp.items, -1)[G - 1:]
-        for i in range(N):
-            want = refs[i].outputs[name]
-            d = np.abs(items[i].reshape(want.shape).astype(np.float64) - want.astype(np.float64))
-            err = float(d.max()) if np.isfinite(d).all() else float("inf")
-            errors.append(err)
-            ok &= err <= refs[i].tolerance
-    oracle = int(oracle_steps(prog).sum())
-    per_step = r.total_cycles / sp.items
-    return dict(validated=bool(ok), errors=errors, boundaries_checked=bounds.checked,
-                boundaries_failed=bounds.failed, boundary_errors=bounds.errors, cycles=int(r.total_cycles), oracle_cycles=oracle,
-                expand_cycles=int(sp.analysis["cycles"]), step_cycles=round(per_step),
-                images_per_s=round(N * t.clock_hz / r.total_cycles, 3),
-                steady_images_per_s=round(t.clock_hz / per_step, 3),
-                latency_ms=round(G * per_step / t.clock_hz * 1e3, 6))
+    def __len__(self):
+        return len(self.prog.in_streams)
+
+    def outputs(self, out: dict, i: int = 0) -> dict:
+        """Item i's outputs (the host dropped the first G - 1)."""
+        return {n: b.reshape(self.items, -1)[self.groups - 1 + i].ravel() for n, b in out.items()}
+
+    def throughput(self, t: Target, cycles: int, images: int) -> dict:
+        """One item a step in the steady state; latency: an item through the G groups."""
+        step = cycles / self.items
+        return {"latency_ms": round(self.groups * step / t.clock_hz * 1e3, 6),
+                "images_per_s": round(images * t.clock_hz / step, 3), "pipeline_step_cycles": round(step)}
 
 
 class Boundaries:
     """Read-back at every group boundary: after each pipeline step's shift, group k+1's
     input x (read from its tiles through its own host rows) must be layer (k+1) n - 1's
-    output of the image it now holds (image s - k at step s), within that layer's
-    tolerance (the reference phase's per-layer checkpoints of that image)."""
+    output of the item it now holds (item s - k at step s), within that layer's
+    tolerance (the reference phase's per-layer checkpoints of that item)."""
 
-    def __init__(self, sp: Spatial, refs: list, images: int):
+    def __init__(self, lower_res, ms: list, refs: list, items: int):
         from .pod.link import _rows
-        prog = sp.lower.program
-        b0, b1 = sp.lower.body
-        nsteps = len(sp.place.tilegraph.steps)
-        self.per = nsteps + (b1 - b0) * (sp.place.tilegraph.count - 1)   # supersteps one pipeline step executes
-        x = sp.group_models[1].graph.repeat.carried[0][1]
-        self.rows = [_rows(prog.host_in, prog.in_streams.index(f"g{k}/{x}")) for k in range(1, sp.groups)]
-        self.shape = sp.group_models[1].graph.tensors[x].shape
-        self.sp, self.refs, self.images = sp, refs, images
+        prog = lower_res.program
+        b0, b1 = lower_res.body
+        from . import isa
+        static = int((prog.tile_code(0).view("<u4").reshape(-1, isa.INSTR_WORDS)[:, 0] == isa.SYNC).sum())
+        self.per = static + (b1 - b0) * (ms[0].graph.repeat.count - 1)   # supersteps a pipeline step runs
+        x = ms[1].graph.repeat.carried[0][1]
+        self.rows = [_rows(prog.host_in, prog.in_streams.index(f"g{k}/{x}")) for k in range(1, len(ms))]
+        self.shape = ms[1].graph.tensors[x].shape
+        self.layers, self.refs, self.items = ms[0].graph.repeat.count, refs, items
         self.checked = self.failed = 0
         self.errors = []
 
@@ -155,13 +171,55 @@ class Boundaries:
         if at != self.per - 1:
             return
         for k, rows in enumerate(self.rows):
-            img = s - k
-            if not 0 <= img < self.images:
+            item = s - k
+            if not 0 <= item < self.items:
                 continue
-            layer = (k + 1) * self.sp.layers - 1
+            layer = (k + 1) * self.layers - 1
             got = received_bytes(mem, rows, int(np.prod(self.shape)) * 2).view(np.float16).reshape(self.shape)
-            lay = self.refs[img].layers
+            lay = self.refs[item].layers
             err = float(np.abs(got.astype(np.float64) - lay["values"][layer].astype(np.float64)).max())
             self.checked += 1
             self.failed += not err <= float(lay["tolerance"][layer])
             self.errors.append(err)
+
+    def metrics(self) -> dict:
+        return {"ops_checked": 0, "ops_failed": 0, "boundaries_checked": self.checked,
+                "boundaries_failed": self.failed}
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0 and self.checked == self.items * len(self.rows)
+
+
+def compile_groups(model, t: Target, policy, groups: int, images: int, mapper=mappers.serial):
+    """Every phase from plan to lower: (SpatialPlan, ExpandResult, PlaceResult, LowerResult)."""
+    from .lower import lower
+    from .place.config import PlaceConfig
+    from .place.phase import place
+    from .schedule import schedule
+    sp = plan_phase(model, t, policy, groups, images)
+    e = expand_phase(model, sp, t, policy, mapper)
+    pl = place(e, t, PlaceConfig.from_dict(policy.place), mapper)
+    return sp, e, pl, lower(pl, schedule(pl, t), t, policy.exchange_table_cap)
+
+
+def run_items(model, lower_res, groups: int, inputs: list, refs: list, t: Target) -> dict:
+    """N images (their input tensors; refs: each one's reference phase result) through the
+    program in one simulator run: the figures and every image's error."""
+    from . import sim
+    from .sim.oracle import step_cycles as oracle_steps
+    prog = lower_res.program
+    host = Host(model, lower_res, groups, inputs, refs)
+    r = sim.run(prog, host, host.boundaries)
+    errors, ok = [], host.boundaries.ok
+    for i, ref in enumerate(refs):
+        for name, got in host.outputs(r.outputs, i).items():
+            want = ref.outputs[name]
+            d = np.abs(got.view(np.float16).reshape(want.shape).astype(np.float64) - want.astype(np.float64))
+            errors.append(float(d.max()) if np.isfinite(d).all() else float("inf"))
+            ok &= errors[-1] <= ref.tolerance
+    b = host.boundaries
+    return dict(validated=bool(ok), errors=errors, boundaries_checked=b.checked, boundaries_failed=b.failed,
+                boundary_errors=b.errors, cycles=int(r.total_cycles), oracle_cycles=int(oracle_steps(prog).sum()),
+                run_images_per_s=round(len(inputs) * t.clock_hz / r.total_cycles, 3),
+                **host.throughput(t, int(r.total_cycles), 1))

@@ -31,19 +31,24 @@ def compiled(images, groups=2):
     return spatial.compile_groups(models[0], target_of(c), policy_of(c), groups, len(inputs))
 
 
+def run(images, compiled_):
+    c, models, refs, inputs = images
+    return spatial.run_items(models[0], compiled_[3], 2, inputs, refs, target_of(c))
+
+
 @pytest.fixture(scope="module")
 def two(images):
     return compiled(images)
 
 
 def test_images_through_two_groups(images, two):
-    c, models, refs, inputs = images
-    f = spatial.run_items(two, inputs, refs, target_of(c))
+    f = run(images, two)
     assert f["validated"], f
     assert f["boundaries_checked"] == 3 and f["boundaries_failed"] == 0
     assert len(f["errors"]) == 2 * 3                  # two output streams, three images
-    assert f["cycles"] == f["oracle_cycles"] == f["expand_cycles"]
-    assert two.items == 4 and two.lower.program.tiles == 64
+    assert f["cycles"] == f["oracle_cycles"] == two[1].finalists[0].analysis["cycles"]
+    assert two[3].program.tiles == 64
+    refs = images[2]
     # the images differ, so each output is its own image's (not the first one's, say)
     out = next(iter(refs[0].outputs))
     assert not np.array_equal(refs[0].outputs[out], refs[1].outputs[out])
@@ -52,9 +57,9 @@ def test_images_through_two_groups(images, two):
 def test_program_shape(two):
     """One outer REPEAT around everything, the layer REPEAT inside; HOST on group 0's tiles
     (image in) and group 1's (outputs out) only."""
-    p, tg = two.lower.program, two.place.tilegraph
+    p, tg = two[3].program, two[2].tilegraph
     code = p.tile_code(0).view("<u4").reshape(-1, isa.INSTR_WORDS)
-    assert code[0, 0] == isa.REPEAT and code[0, 1] == two.items and code[0, 2] == len(code) - 2    # all but itself and END
+    assert code[0, 0] == isa.REPEAT and code[0, 1] == 4 and code[0, 2] == len(code) - 2    # all but itself and END
     assert (code[:, 0] == isa.REPEAT).sum() == 2
     h = tg.hstep
     assert set(h["tile"][h["dir"] == 0]) <= set(range(32)) and set(h["tile"][h["dir"] == 1]) <= set(range(32, 64))
@@ -62,30 +67,28 @@ def test_program_shape(two):
 
 
 def test_without_shift_the_boundaries_fail(images, monkeypatch):
-    c, models, refs, inputs = images
     monkeypatch.setattr(stages, "shift_rows", lambda *a, **k: soa(XFER))
-    f = spatial.run_items(compiled(images), inputs, refs, target_of(c))
+    f = run(images, compiled(images))
     assert not f["validated"] and f["boundaries_failed"] == 3
 
 
 def test_without_item_relocation_every_step_reads_image_0(images):
     """The outer REPEAT's relocation strides zeroed in the program's tables: every step's
     HOSTs move item 0, so images 1 and 2 come out as image 0's."""
-    c, models, refs, inputs = images
     sp = compiled(images)
-    p = sp.lower.program
+    p = sp[3].program
     for t in range(p.tiles):
         w = p.tile_code(t).view("<u4").reshape(-1, isa.INSTR_WORDS)[0]
         at = p.table_off[t] + (int(w[3]) - int(p.table_addr[t]))
         rel = p.table[at:at + int(w[4]) * isa.RELOC_BYTES].view("<u4").reshape(-1, isa.RELOC_WORDS)
         rel[:, 1] = 0
-    f = spatial.run_items(sp, inputs, refs, target_of(c))
+    f = run(images, sp)
     assert not f["validated"]
     assert f["boundaries_failed"] >= 1
 
 
-def test_shift_covers_every_byte(two):
-    tg0, tg1 = (stages_group(two, k) for k in (0, 1))
+def test_shift_covers_every_byte(images):
+    tg0, tg1 = (stages_group(images, k) for k in (0, 1))
     ys = np.ones(len(tg0.hout["req"]), bool)
     xs = np.asarray(tg1.in_streams)[tg1.hin["stream"]] == "x"
     rb = 64 * 2
@@ -96,13 +99,14 @@ def test_shift_covers_every_byte(two):
         stages.shift_rows(tg0, ys, 0, tg1, xs, 32, rb, (0, 0))
 
 
-def stages_group(sp, k):
+def stages_group(images, k):
     """Group k's own tile graph, expanded again as compile_groups does."""
     from compiler.expand import expand
     from compiler.plan import plan
-    m = sp.group_models[k]
-    c = dict(target=target_cfg("tiny"), policy={})
-    tw, pol = spatial.group_target(target_of(c), sp.groups), policy_of(c)
+    c, models = images[:2]
+    pol = policy_of(c)
+    m = spatial.group_models(models[0], 2, pol.deferred_norm)[k]
+    tw = spatial.group_target(target_of(c), 2)
     return expand(m, plan(m, tw, pol), tw, pol).finalists[0].tilegraph
 
 

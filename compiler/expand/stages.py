@@ -118,11 +118,12 @@ def _take_host(h: dict, sel: np.ndarray, roff: int, stream: np.ndarray) -> dict:
 
 
 def merge(groups: list[TileGraph], tiles: int, items: int, image: str, x: str, y: str,
-          image_bytes: int, out_bytes: dict, row_bytes: int, label: str = "") -> TileGraph:
+          image_bytes: int, out_bytes: dict, row_bytes: int, op_base: list, label: str = "") -> TileGraph:
     """The chip's tile graph (`tiles` tiles) from the groups' (each on w tiles, group k on
     tiles [k w, (k+1) w)). image: group 0's input stream (one item, image_bytes); x, y: the
     Repeat's carried input and output (row_bytes a row); out_bytes: group G-1's output
-    streams and their bytes an item."""
+    streams and their bytes an item; op_base: per group, the whole model's index of its op 0
+    (the chip's step_op, for the profile)."""
     G, w = len(groups), groups[0].tiles
     if G < 2 or G * w > tiles:
         raise ValueError(f"pipeline: {G} groups of {w} tiles on a {tiles}-tile chip")
@@ -143,7 +144,7 @@ def merge(groups: list[TileGraph], tiles: int, items: int, image: str, x: str, y
     steps = ["host"] + pro + mid + epi + ["host", "exchange"]
     names, in_streams, panels = [], [image], {}
     parts = {f: [] for f in ("req", "kern", "xfer", "hin", "bseg", "sin", "sout")}
-    scale, seqs, bank = [], [], []
+    scale, seqs, bank, step_op = [], [], [], [-1] * S
     roffs, roff, koff = [], 0, 0
     out_names = list(groups[-1].out_streams)
     for k, g in enumerate(groups):
@@ -155,8 +156,7 @@ def merge(groups: list[TileGraph], tiles: int, items: int, image: str, x: str, y
             ev[1 + a:1 + z] = base + np.asarray(at[k], np.int64)
             base += len(merged)
         ev[Sk + 1], ev[Sk + 2] = S + 1, S + 2
-        gname = {i: len(names) + i for i in range(len(g.names))}
-        names += [f"g{k}/{n}" for n in g.names]
+        names += g.names                               # labels only: groups sit on different tiles
         r = {f: g.req[f].copy() for f in REQ}
         r["tile"] += k * w
         r["name"] += len(names) - len(g.names)
@@ -209,6 +209,9 @@ def merge(groups: list[TileGraph], tiles: int, items: int, image: str, x: str, y
         if k == G - 1:
             so = np.array([out_names.index(n) for n in yout], np.int64)
             parts["sout"].append(_take_host(h_out, np.ones(len(yout), bool), roff, so))
+        for st, op in enumerate(g.step_op):             # the first group opening a chip superstep names it
+            if step_op[ev[st + 1] - 1] < 0:
+                step_op[ev[st + 1] - 1] = op + op_base[k]
         roffs.append(roff)
         roff += len(r["tile"])
         koff += len(kr["tile"])
@@ -237,7 +240,7 @@ def merge(groups: list[TileGraph], tiles: int, items: int, image: str, x: str, y
                    hout=soa(HOST), in_streams=in_streams,
                    out_streams={n: items * out_bytes[n] for n in out_names}, label=label or f"pipeline G={G}",
                    in_panels=panels, count=groups[0].count, body=(body0, body0 + B),
-                   step_op=[-1] * S, scale_seqs=np.array(seqs, np.float64).reshape(len(seqs), groups[0].count),
+                   step_op=step_op, scale_seqs=np.array(seqs, np.float64).reshape(len(seqs), groups[0].count),
                    bseg=cat["bseg"], bcast=groups[0].bcast, deferred=groups[0].deferred,
                    outer=items, hstep=soa(HSTEP, hstep), sin=cat["sin"], sout=cat["sout"])
     return tg

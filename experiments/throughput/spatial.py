@@ -28,21 +28,20 @@ def row(G: int, N: int, act: str, extra: list) -> str:
                      f"model.fp8_activations={'true' if act == 'fp8' else 'false'}", *extra]) for n in names]
     models = [model_phase(c) for c in cfgs]
     t, p = target_of(cfgs[0]), policy_of(cfgs[0])
-    sp = spatial.compile_groups(models[0], t, p, G, N)
+    sp, e, pl, lo = spatial.compile_groups(models[0], t, p, G, N)
     cmd = f"`spatial.py {G} {N} {act}{' ' + ' '.join(extra) if extra else ''}`"
-    if sp.rejection:
-        r = sp.rejection
-        return f"| {G} | {N} | {act} | rejected: {r.phase} ({r.reason}): {r.message} | | | | | {time.perf_counter() - t0:.0f} | {cmd} |"
+    rej = lo.rejection
+    if rej:
+        return f"| {G} | {N} | {act} | rejected: {rej.phase} ({rej.reason}): {rej.message} | | | | | {time.perf_counter() - t0:.0f} | {cmd} |"
     refs = [reference_phase(m) for m in models]
-    image, = [n for n, v in models[0].graph.tensors.items() if v.kind == "input"]
-    f = spatial.run_items(sp, [m.data[image] for m in models], refs, t)
+    image = spatial.image_name(models[0].graph)
+    f = spatial.run_items(models[0], lo, G, [m.data[image] for m in models], refs, t)
     ok = "validated" if f["validated"] else "FAILED"
-    agree = "=" if f["cycles"] == f["oracle_cycles"] == f["expand_cycles"] else \
-        f"oracle {f['oracle_cycles']}, expand {f['expand_cycles']}"
-    return (f"| {G} | {N} | {act} | {f['images_per_s']:.1f} | {f['steady_images_per_s']:.1f} | {f['latency_ms']:.2f} | "
-            f"{sp.place.placement.min_free_bytes} | {ok}: {f['boundaries_checked']} boundaries, outputs max err "
+    expand = e.finalists[0].analysis["cycles"]
+    agree = "=" if f["cycles"] == f["oracle_cycles"] == expand else f"oracle {f['oracle_cycles']}, expand {expand}"
+    return (f"| {G} | {N} | {act} | {f['run_images_per_s']:.1f} | {f['images_per_s']:.1f} | {f['latency_ms']:.2f} | "
+            f"{pl.placement.min_free_bytes} | {ok}: {f['boundaries_checked']} boundaries, outputs max err "
             f"{max(f['errors']):.3g}; cycles {f['cycles']} {agree} | {time.perf_counter() - t0:.0f} | {cmd} |")
-
 
 if __name__ == "__main__":
     a = sys.argv[1:]

@@ -154,7 +154,25 @@ PHASES = {
 }
 
 
+def _spatial(name: str, results: dict, cfg: dict, mapper):
+    """policy.pipeline_groups: the spatial pipeline's plan, expand and run (compiler/spatial.py);
+    place, schedule, lower and report are the single-chip ones."""
+    from . import spatial
+    r, t, p = results, target_of(cfg), policy_of(cfg)
+    if name == "plan":
+        return spatial.plan_phase(r["model"], t, p, p.pipeline_groups)
+    if name == "expand":
+        return spatial.expand_phase(r["model"], r["plan"], t, p, mapper)
+    from .run import run
+    lo, m, ref = r["lower"], r["model"], r["reference"]
+    host = None if lo.rejection else spatial.Host(m, lo, p.pipeline_groups, [m.data[spatial.image_name(m.graph)]],
+                                                  [ref], p.deferred_norm)
+    return run(lo, m, t, p.check, ref=ref, fp8_budget=(p.fp8_budget_embedding, p.fp8_budget_features), host=host)
+
+
 def run_phase(name: str, results: dict, cfg: dict, mapper=mappers.serial):
+    if policy_of(cfg).pipeline_groups and name in ("plan", "expand", "run"):
+        return _spatial(name, results, cfg, mapper)
     if "pod" in cfg["target"] and name not in ("model", "reference"):   # several chips: compiler/pod
         from .pod import pod_phase
         return pod_phase(name, results, cfg, mapper,

@@ -46,6 +46,7 @@ class Policy:
     grid: str = ""                    # force one GEMM grid "GMxGNxGK[/SP]" (tests, studies); "" = search
     check: str = "rows"               # run's read-back op by op: rows (every iteration, sampled rows) | all | last_iteration | sampled
     check_exchanges: bool = True      # run: every exchange's destination bytes against its source's, every iteration
+    pipeline_groups: int = 0          # the spatial pipeline (compiler/spatial.py): the encoder's layers in this many groups of tiles, the batch one item streaming through; 0 = off
     place: dict = field(default_factory=dict)  # compiler.place.PlaceConfig overrides
     fp8_budget_embedding: float = 0.03  # FP8 activations: the run's embedding / logits rms vs the FP16-activation twin
     fp8_budget_features: float = 0.05   # ... and its features' (experiments/model_margin: So400m 4 layers, astronaut)
@@ -61,7 +62,9 @@ class Policy:
             v = getattr(p, k)
             if not isinstance(v, int) or v <= 0:
                 raise ConfigError(f"policy.{k}={v!r}: must be a positive integer")
-        for k in ("plan_beam", "resident_replication", "attn_variants"):
+        if p.pipeline_groups == 1:
+            raise ConfigError("policy.pipeline_groups=1: a pipeline has at least 2 groups (0 = off)")
+        for k in ("plan_beam", "resident_replication", "attn_variants", "pipeline_groups"):
             v = getattr(p, k)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ConfigError(f"policy.{k}={v!r}: must be a non-negative integer")

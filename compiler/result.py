@@ -34,5 +34,6 @@ RESULT_TYPES = (
     "compiler.lower.program.Program", "compiler.lower.LowerResult",
     "compiler.run.RunResult",
     "compiler.report.ReportResult",
+    "compiler.spatial.SpatialPlan",
     "compiler.pod.split.Split", "compiler.pod.phases.PodResult", "compiler.pod.run.ChipRun", "compiler.pod.run.PodRun",
 )

@@ -152,7 +152,7 @@ class _Streams(Mapping):
 
 
 def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = None, inject=None, *,
-        ref, fp8_budget: tuple[float, float] = (0.03, 0.05), check_exchanges: bool = True) -> RunResult:
+        ref, fp8_budget: tuple[float, float] = (0.03, 0.05), check_exchanges: bool = True, host=None) -> RunResult:
     """`ref`: the reference phase's result (outputs, tolerance, the model's figures).
     Per-layer cycles come from the profile: the supersteps of the Repeat body's last iteration.
     `check` (rows | all | last_iteration | sampled) chooses the ops read back (readback.py).
@@ -162,7 +162,9 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     the checks always hold the device to the model's data. `fp8_budget`: (embedding or
     logits, features) rms relative error allowed against the FP16-activation twin
     (policy.fp8_budget_embedding, policy.fp8_budget_features). `check_exchanges`
-    (policy.check_exchanges): every exchange's bytes in every iteration (exchange_check.py)."""
+    (policy.check_exchanges): every exchange's bytes in every iteration (exchange_check.py).
+    `host`: a spatial pipeline's (compiler/spatial.Host): its streams, its items' outputs and
+    its group boundaries' read-back in place of the op read-back."""
     if lower_res.rejection:
         return RunResult(rejection=lower_res.rejection)
     from . import sim      # here, not at the top: reading a RunResult (report) needs no simulator
@@ -175,11 +177,11 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     prog, g = lower_res.program, defer(model.graph, lower_res.deferred_norm)
     count = g.repeat.count if g.repeat else 1
     checked_iterations(check, count)                      # a bad value fails before the run
-    streams = _Streams(prog.in_streams, streams or {}, model.data)
+    streams = host if host is not None else _Streams(prog.in_streams, streams or {}, model.data)
     dump = getattr(lower_res, "dump", None) or {}
     rb = ReadBack(g, model.data, dump, lower_res.body, check, getattr(ref, "layers", None),
                   getattr(lower_res, "moves", None) if check_exchanges else None) if dump else None
-    hooks = [h for h in (inject, rb.on_step if rb else None) if h is not None]
+    hooks = [h for h in (inject, rb.on_step if rb else None, host and host.boundaries) if h is not None]
     if getattr(inject, "after_checks", False):   # a fault only the next superstep's kernels see
         hooks.reverse()
     try:
@@ -190,20 +192,21 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
         raise
     err = 0.0
     outputs, refs, got16 = {}, {}, {}
+    out = host.outputs(r.outputs) if host is not None else r.outputs
     for name, want in ref.outputs.items():
-        got16[name] = got = r.outputs[name].view(np.float16).reshape(want.shape)
+        got16[name] = got = out[name].view(np.float16).reshape(want.shape)
         outputs[name], refs[name] = got.astype(np.float32), want.astype(np.float32)
         keep = real_rows(g, name)
         d = np.abs(got[keep].astype(np.float64) - want[keep].astype(np.float64))
         err = max(err, float(d.max(initial=0.0)) if np.isfinite(d).all() else float("inf"))
     rms_rel = rms_rel_error(g, got16, ref.outputs)
     fp16 = ref.fp16_outputs
-    rbm = rb.metrics() if rb else {"ops_checked": 0, "ops_failed": 0}
-    per_op_ok = rbm["ops_checked"] > 0 and rbm["ops_failed"] == 0 and rbm.get("layers_failed", 0) == 0 \
-        and rbm.get("exchanges_failed", 0) == 0
+    rbm = host.boundaries.metrics() if host else rb.metrics() if rb else {"ops_checked": 0, "ops_failed": 0}
+    per_op_ok = host.boundaries.ok if host else rbm["ops_checked"] > 0 and rbm["ops_failed"] == 0 and \
+        rbm.get("layers_failed", 0) == 0 and rbm.get("exchanges_failed", 0) == 0
     model = model_check(ref, g)
     acc = fp8_accuracy(g, got16, fp16, {n: fp8_budget[n == "features"] for n in ref.outputs})
-    failed = [name for name, ok in (("per-op", per_op_ok), ("end to end", err <= ref.tolerance),
+    failed = [name for name, ok in (("group boundaries" if host else "per-op", per_op_ok), ("end to end", err <= ref.tolerance),
                                     ("model", model.get("ok", True)),
                                     ("fp8 accuracy", all(f["ok"] for f in acc.values()))) if not ok]
     if "model" in failed:
@@ -220,5 +223,7 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
                      rms_rel_error_vs_fp16=None if fp16 is None else round(rms_rel_error(g, got16, fp16), 9),
                      tolerance=ref.tolerance,
                      validated=not failed, failed="; ".join(failed), fp8_accuracy=acc,
-                     readback=rbm, model=model, throughput=throughput(g, t, int(r.total_cycles)),
+                     readback=rbm, model=model,
+                     throughput=host.throughput(t, int(r.total_cycles), g.meta.get("images", 1)) if host
+                     else throughput(g, t, int(r.total_cycles)),
                      outputs=outputs, reference=refs)

@@ -57,6 +57,12 @@ def group_models(model, groups: int, deferred: bool) -> list:
 
 def plan_phase(model, t: Target, policy, groups: int, images: int = 1) -> SpatialPlan:
     from .plan import plan
+    rep = model.graph.repeat
+    L = rep.count if rep and rep.carried else 0
+    if not L or L % groups:             # a sweep over depths meets these: data, not a crash
+        return SpatialPlan(groups, 0, images, rejection=Rejection(
+            "plan", "pipeline_groups", f"policy.pipeline_groups={groups} does not divide the encoder's {L} layers "
+            f"(graph {model.graph.name})", {"groups": groups, "layers": L}))
     ms = group_models(model, groups, policy.deferred_norm)
     sp = SpatialPlan(groups, ms[0].graph.repeat.count, images)
     tw = group_target(t, groups)

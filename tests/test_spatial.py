@@ -11,7 +11,8 @@ from compiler import isa, spatial
 from compiler.expand import stages
 from compiler.expand.tilegraph import XFER, soa
 from compiler.models import photos
-from compiler.phases import model_phase, policy_of, reference_phase, target_of
+from compiler.phases import compile_trial, model_phase, policy_of, reference_phase, target_of
+from compiler.target import ConfigError
 from helpers import target_cfg
 
 SIGLIP = dict(name="vit", preset="custom", width=64, hidden=172, heads=2, image=56, patch=14, layers=4, gelu="erf")
@@ -111,10 +112,28 @@ def stages_group(images, k):
 
 
 def test_refusals(images):
-    with pytest.raises(ValueError, match="divide"):
-        compiled(images, 3)
+    c, models = images[:2]
+    sp = spatial.plan_phase(models[0], target_of(c), policy_of(c), 3)
+    assert sp.rejection.reason == "pipeline_groups" and "does not divide the encoder's 4 layers" in sp.rejection.message
     with pytest.raises(ValueError, match="at least 2"):
-        compiled(images, 1)
+        spatial.group_models(models[0], 1, False)
+    with pytest.raises(ConfigError, match="pipeline_groups=1"):
+        policy_of(dict(c, policy={"pipeline_groups": 1}))
+
+
+def test_trial_with_pipeline_groups():
+    """policy.pipeline_groups=2 as a trial: every phase, the batch (two photos) one item;
+    validated end to end, at the group boundary and against the timm-definition model."""
+    inputs = [photos.PREFIX + n for n in NAMES[:2]]
+    c = dict(model=dict(SIGLIP, batch=2, input=inputs), target=target_cfg("tiny"), policy={"pipeline_groups": 2})
+    r = compile_trial(c)
+    m = r["run"].metrics()
+    assert m["validated"], m.get("failed")
+    assert m["boundaries_checked"] == 1 and m["boundaries_failed"] == 0
+    assert r["report"].summary["status"] == "ok" and r["plan"].metrics()["pipeline_groups"] == 2
+    step = m["pipeline_step_cycles"]
+    assert m["cycles"] == 2 * step                       # one item and one padding item
+    assert m["images_per_s"] == round(2 * 1.5e9 / step, 3)
 
 
 def test_align_is_least_against_every_merge():

@@ -4,9 +4,9 @@ chip's tile graph: compiler/expand/stages.py; the cost model: compiler/plan/pipe
 The model is cut into G groups of equal layer counts (compiler/pod/split.py chip_model:
 group 0 has the patch embedding, group G-1 the head, every group its layers' weights and
 per-layer scales). plan_phase plans each group on a w = tiles // G tile target;
-expand_phase expands each and places it there (its first finalist that places alone, the
-one the chip's placement then re-places with the rest), and merges them into the chip's
-tile graph, which place, schedule and lower treat like any other.
+expand_phase expands each there and merges one finalist of each into the chip's tile graph
+(a group's first that places with the support the chip gives it), which place, schedule
+and lower treat like any other.
 
 The program runs `images + G - 1` pipeline steps: a trial's batch is one item (its steady
 state: one batch a step), run_items streams N images. The host pads the image stream with
@@ -81,8 +81,14 @@ def _in_group(r: Rejection, k: int, sp: SpatialPlan, tw: Target) -> Rejection:
 
 
 def expand_phase(model, sp: SpatialPlan, t: Target, policy, mapper=mappers.serial):
+    """Each group expanded on its tiles; the chip's tile graph merged from one finalist of
+    each. A group's finalist is kept when it places alone with the support the chip gives
+    its tiles (code and tables grow by the other groups' supersteps it SYNCs through, the
+    profile by the pipeline steps) and its input x live throughout, as on the chip: then
+    the chip's tiles of that group place too (same requests, same order of events). Else
+    that group's next finalist, and the merge again."""
     from .expand import ExpandResult, Expanded, expand
-    from .expand.analysis import analyse
+    from .expand.analysis import analyse, profile_bytes
     from .expand.stages import merge
     from .place.config import PlaceConfig
     from .place.phase import place
@@ -90,21 +96,42 @@ def expand_phase(model, sp: SpatialPlan, t: Target, policy, mapper=mappers.seria
         return ExpandResult(rejection=sp.rejection)
     ms = group_models(model, sp.groups, policy.deferred_norm)
     tw, pcfg = group_target(t, sp.groups), PlaceConfig.from_dict(policy.place)
-    tgs = []
+    fins = []
     for k, (mk, p) in enumerate(zip(ms, sp.plans)):
-        pk = place(expand(mk, p, tw, policy, mapper), tw, pcfg, mapper)
-        if pk.rejection:
-            return ExpandResult(rejection=_in_group(pk.rejection, k, sp, tw))
-        tgs.append(pk.tilegraph)
+        e = expand(mk, p, tw, policy, mapper)
+        if e.rejection:
+            return ExpandResult(rejection=_in_group(e.rejection, k, sp, tw))
+        fins.append([f.tilegraph for f in e.finalists])
     g = model.graph
     (y, x), = g.repeat.carried
-    image = image_name(g)
+    image, w = image_name(g), tw.tiles
     out_bytes = {o.name: o.nbytes for o in ms[-1].graph.of_kind("output")}
-    tg = merge(tgs, t.tiles, sp.images + sp.groups - 1, image, x, y, g.tensors[image].nbytes, out_bytes,
-               g.tensors[x].nbytes // g.tensors[x].shape[0], [0] + [g.body()[0]] * (sp.groups - 1),
-               label=f"pipeline {sp.groups} x {sp.layers} layers")
-    tg.analysis = analyse(tg, t)
-    return ExpandResult(finalists=[Expanded(None, tg, tg.analysis)])
+    choice = [0] * sp.groups
+    while True:
+        tg = merge([f[c] for f, c in zip(fins, choice)], t.tiles, sp.images + sp.groups - 1, image, x, y,
+                   g.tensors[image].nbytes, out_bytes, g.tensors[x].nbytes // g.tensors[x].shape[0],
+                   [0] + [g.body()[0]] * (sp.groups - 1), label=f"pipeline {sp.groups} x {sp.layers} layers")
+        tg.analysis = a = analyse(tg, t)
+        for k, f in enumerate(fins):
+            gk = f[choice[k]]
+            r = {c: v.copy() for c, v in gk.req.items()}
+            if k:                                 # x crosses the outer loop
+                r["end"][gk.hin["req"][np.asarray(gk.in_streams)[gk.hin["stream"]] == x]] = gk.end_event
+            sl = slice(k * w, (k + 1) * w)
+            view = replace(gk, req=r, analysis={**gk.analysis, "code_bytes": a["code_bytes"][sl],
+                                                "table_bytes": a["table_bytes"][sl], "profile_bytes": profile_bytes(tg)})
+            pk = place(ExpandResult(finalists=[Expanded(None, view, view.analysis)]), tw, pcfg, mapper)
+            if pk.rejection:
+                choice[k] += 1
+                if choice[k] == len(f):
+                    rej = _in_group(pk.rejection, k, sp, tw)
+                    tile = rej.figures.get("tile")
+                    return ExpandResult(rejection=replace(
+                        rej, phase="expand", message=f"{rej.message} (each of its {len(f)} finalists placed with the "
+                        f"chip's support; group tile {tile} is chip tile {k * w + (tile or 0)})"))
+                break
+        else:
+            return ExpandResult(finalists=[Expanded(None, tg, a)])
 
 
 def image_name(g) -> str:

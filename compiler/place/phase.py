@@ -136,7 +136,9 @@ class PlaceResult:
 
 
 def place_finalist(tg, t: Target, place_cfg: PlaceConfig, mapper):
-    support = reserve_support(tg.analysis, tg.tiles, profile_bytes(tg), t)
+    # a tile graph placed as part of a bigger program (a pipeline group, compiler/spatial.py)
+    # states that program's profile reservation
+    support = reserve_support(tg.analysis, tg.tiles, tg.analysis.get("profile_bytes", profile_bytes(tg)), t)
     problems, rows = tile_problems(tg, support, t)
     keys, uniq, first = distinct(problems)
     chunks = [[problems[first[k]] for k in uniq[i:i + CHUNK]] for i in range(0, len(uniq), CHUNK)]

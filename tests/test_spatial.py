@@ -11,7 +11,7 @@ from compiler import isa, spatial
 from compiler.expand import stages
 from compiler.expand.tilegraph import XFER, soa
 from compiler.models import photos
-from compiler.phases import compile_trial, model_phase, policy_of, reference_phase, target_of
+from compiler.phases import compile_trial, model_phase, run_phase, policy_of, reference_phase, target_of
 from compiler.target import ConfigError
 from helpers import target_cfg
 
@@ -134,6 +134,13 @@ def test_trial_with_pipeline_groups():
     step = m["pipeline_step_cycles"]
     assert m["cycles"] == 2 * step                       # one item and one padding item
     assert m["images_per_s"] == round(2 * 1.5e9 / step, 3)
+    # the DVC stages hand each phase's result to the next through the artifact codec
+    from pipeline import codec
+    from pipeline.codec_read import loads
+    back = {n: loads(codec.dumps(r[n])) for n in ("model", "plan", "lower", "reference")}
+    assert type(back["plan"]).__name__ == "SpatialPlan" and back["plan"].plans[1].metrics() == r["plan"].plans[1].metrics()
+    again = run_phase("run", back, c)
+    assert again.metrics() == r["run"].metrics()
 
 
 def test_align_is_least_against_every_merge():

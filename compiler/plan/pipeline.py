@@ -21,9 +21,9 @@ of items moving through groups that shares no code with it.
   * steady(step, groups, items): total cycles for `items` items through the pipeline,
     fill and drain counted: (items + groups - 1) steps; latency of one item: groups steps.
 
-Not offered to expand yet: lowering needs a Repeat over pipeline steps around a Repeat over
-a group's layers whose sequence members differ per group (program format, simulator and
-oracle), see experiments/throughput/README.md."""
+Lowered for equal groups by compiler/spatial.py (policy.pipeline_groups): a REPEAT over
+pipeline steps around the groups' shared layer REPEAT (compiler/expand/stages.py); this
+file's arithmetic is what experiments/throughput/groups.py prices unequal groups with."""
 from __future__ import annotations
 
 from dataclasses import dataclass

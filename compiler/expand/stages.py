@@ -110,6 +110,35 @@ def align(seqs: list) -> tuple[list, list]:
     return kinds, at
 
 
+def _events(steps: int, k: int, regions: list, S: int) -> np.ndarray:
+    """Group k's event -> the chip's: 0 (host in) stays, its supersteps go where the
+    alignment of each region put them (after the chip's HOST superstep), its host-out
+    event and END to the chip's."""
+    ev = np.arange(steps + 3)
+    base = 2
+    for spans, (merged, at) in regions:
+        a, z = spans[k]
+        ev[1 + a:1 + z] = base + np.asarray(at[k], np.int64)
+        base += len(merged)
+    ev[steps + 1], ev[steps + 2] = S + 1, S + 2
+    return ev
+
+
+def _host_steps(cat: dict, sizes: tuple, at: tuple) -> list:
+    """HSTEP rows: one HOST per (tile, stream) in the stepped rows, which are sorted here by
+    tile then stream so each HOST names a contiguous range; relocated by the stream's item."""
+    out = []
+    for d, rows in enumerate((cat["sin"], cat["sout"])):
+        tile = cat["req"]["tile"][rows["req"]]
+        order = np.lexsort((rows["stream"], tile))
+        for f in rows:
+            rows[f] = rows[f][order]
+        n = len(sizes[d])
+        u, first, cnt = np.unique(tile[order] * n + rows["stream"], return_index=True, return_counts=True)
+        out += [(at[d], q // n, d, f0, c, sizes[d][q % n]) for q, f0, c in zip(u, first, cnt)]
+    return out
+
+
 def _take_host(h: dict, sel: np.ndarray, roff: int, stream: np.ndarray) -> dict:
     out = {f: h[f][sel].copy() for f in HOST}
     out["req"] += roff
@@ -148,14 +177,7 @@ def merge(groups: list[TileGraph], tiles: int, items: int, image: str, x: str, y
     roffs, roff, koff = [], 0, 0
     out_names = list(groups[-1].out_streams)
     for k, g in enumerate(groups):
-        Sk = len(g.steps)
-        ev = np.arange(Sk + 3)                         # event map: 0 host in, steps, host out, END
-        base = 2                                       # the chip's first superstep after the HOST
-        for (spans, (merged, at)) in regions:
-            a, z = spans[k]
-            ev[1 + a:1 + z] = base + np.asarray(at[k], np.int64)
-            base += len(merged)
-        ev[Sk + 1], ev[Sk + 2] = S + 1, S + 2
+        ev = _events(len(g.steps), k, regions, S)
         names += g.names                               # labels only: groups sit on different tiles
         r = {f: g.req[f].copy() for f in REQ}
         r["tile"] += k * w
@@ -224,16 +246,7 @@ def merge(groups: list[TileGraph], tiles: int, items: int, image: str, x: str, y
         xr["step"][:] = shift
         parts["xfer"].append(xr)
     cat = {f: {c: np.concatenate([p[c] for p in parts[f]]).astype(np.int64) for c in parts[f][0]} for f in parts}
-    hstep = []
-    sizes = ([image_bytes], [out_bytes[n] for n in out_names])
-    for d, rows, at in ((0, cat["sin"], 1), (1, cat["sout"], host_out)):   # one HOST per (tile, stream)
-        tile = cat["req"]["tile"][rows["req"]]
-        order = np.lexsort((rows["stream"], tile))
-        for f in rows:
-            rows[f] = rows[f][order]
-        key = tile[order] * len(sizes[d]) + rows["stream"]
-        u, first, cnt = np.unique(key, return_index=True, return_counts=True)
-        hstep += [(at, q // len(sizes[d]), d, f0, c, sizes[d][q % len(sizes[d])]) for q, f0, c in zip(u, first, cnt)]
+    hstep = _host_steps(cat, ([image_bytes], [out_bytes[n] for n in out_names]), (1, host_out))
     body0 = 1 + P                                  # 0-based: after the HOST and the prologue
     tg = TileGraph(tiles=tiles, steps=steps, names=names, req=cat["req"], bank=np.concatenate(bank).reshape(-1, 2),
                    kern=cat["kern"], scale=np.concatenate(scale), xfer=cat["xfer"], hin=cat["hin"],

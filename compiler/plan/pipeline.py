@@ -1,4 +1,4 @@
-"""The spatial pipeline plan family (issue #27): its shape and its cost, not yet lowered.
+"""The spatial pipeline plan family (issue #27): its shape and its cost (lowered: compiler/spatial.py).
 
 The chip's tiles are cut into G groups, group g holding layers [l_g, l_g + n_g) of the
 encoder with their weights resident (no weight gathers) on tiles [t_g, t_g + w_g). Images

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from . import mapper as mappers
 from .policy import Policy
-from .target import Target
+from .target import ConfigError, Target
 
 # Each phase's module is imported when the phase runs: a stage process (`python -m pipeline
 # <phase>`) then loads only its own (the simulator's numba, OR-tools, plotly are ~1 s of start-up).
@@ -158,6 +158,9 @@ def _spatial(name: str, results: dict, cfg: dict, mapper):
     """policy.pipeline_groups: the spatial pipeline's plan, expand and run (compiler/spatial.py);
     place, schedule, lower and report are the single-chip ones."""
     from . import spatial
+    if "pod" in cfg["target"]:
+        raise ConfigError("policy.pipeline_groups pipelines one chip's tiles: set it to 0 for a pod target "
+                          "(target.pod pipelines over chips)")
     r, t, p = results, target_of(cfg), policy_of(cfg)
     if name == "plan":
         return spatial.plan_phase(r["model"], t, p, p.pipeline_groups)

@@ -119,6 +119,9 @@ def test_refusals(images):
         spatial.group_models(models[0], 1, False)
     with pytest.raises(ConfigError, match="pipeline_groups=1"):
         policy_of(dict(c, policy={"pipeline_groups": 1}))
+    pod = dict(c, target={**c["target"], "pod": {"chips": 2}}, policy={"pipeline_groups": 2})
+    with pytest.raises(ConfigError, match="pod target"):
+        run_phase("plan", {"model": models[0]}, pod)
 
 
 def test_trial_with_pipeline_groups():

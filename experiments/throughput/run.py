@@ -53,7 +53,8 @@ def trial(b: int, act: str, extra: list) -> dict:
         res[name] = run_phase(name, res, cfg)
     ops = res["report"].plots.get("ops.csv", "")
     if "cycles" in res["run"].metrics():      # one layer's cycles per op and kind, beside this script
-        (HERE / f"ops-{act}-b{b}.csv").write_text(ops)
+        groups = cfg["policy"].get("pipeline_groups", 0)       # a pipeline's table is its own
+        (HERE / f"ops-{act}-b{b}{f'-g{groups}' if groups else ''}.csv").write_text(ops)
     return dict(summary=res["report"].summary, run=res["run"].metrics(), place=res["place"].metrics(),
                 secs=time.perf_counter() - t0)
 
@@ -91,17 +92,19 @@ def row(b: int, act: str, extra: list) -> str:
     r = trial(b, act, extra)
     s, run = r["summary"], r["run"]
     cmd = f"`run.py {b} {act}{' ' + ' '.join(extra) if extra else ''}`"
+    groups = [x.split("=")[1] for x in extra if x.startswith("policy.pipeline_groups=")]
+    plan = f"pipeline G = {groups[-1]}" if groups and groups[-1] != "0" else "batch"
     if "cycles" not in run:
         rej = s.get("rejected", {})
         figs = ", ".join(f"{k} {rej[k]}" for k in ("tile", "live_bytes", "available_bytes", "deficit_bytes")
                          if k in rej)
-        return (f"| {b} | {act} | batch | {s['status']} | - | - | - | - | - | rejected at {rej.get('phase')} "
+        return (f"| {b} | {act} | {plan} | {s['status']} | - | - | - | - | - | rejected at {rej.get('phase')} "
                 f"({rej.get('reason')}): {figs} | {r['secs']:.0f} | {cmd} |")
     acc = run.get("fp8_accuracy", {})          # FP8: each output against the FP16-activation twin, its budget
     worst = lambda f: f", worst image {f['worst_image_rms_rel_error']:.3%}" if "worst_image_rms_rel_error" in f else ""
     fp8 = "; vs FP16 activations " + ", ".join(f"{n} {f['rms_rel_error']:.3%}{worst(f)} ({f['budget']:.0%})"
                                                 for n, f in acc.items()) if acc else ""
-    return (f"| {b} | {act} | batch | {s['status']} | {run['cycles']:,} | {run['cycles'] // b:,} | "
+    return (f"| {b} | {act} | {plan} | {s['status']} | {run['cycles']:,} | {run['cycles'] // b:,} | "
             f"{run['latency_ms']:.4f} | {run['images_per_s']:.1f} | {r['place'].get('min_free_bytes'):,} | "
             f"{run['max_abs_error']:.4g} / {run['tolerance']:.4g}{fp8}"
             f"{'' if run['validated'] else ' ' + run.get('failed', '')} | {r['secs']:.0f} | {cmd} |")

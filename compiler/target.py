@@ -180,6 +180,11 @@ class Target:
     def copy_cycles(self, nbytes):
         return self.kernel_overhead_cycles + -(-nbytes // self.copy_bytes_per_cycle)
 
+    def host_cycles(self, nbytes_in: int, nbytes_out: int) -> int:
+        """Bytes over the chip's one host link, each way at host_bytes_per_cycle."""
+        hb = self.host_bytes_per_cycle
+        return math.ceil(nbytes_in / hb) + math.ceil(nbytes_out / hb)
+
     def exchange_cycles(self, send_bytes, recv_bytes) -> int:
         """One exchange phase from per-tile byte counts (numpy arrays, length tiles):
         every tile sends at most, and receives at most, exchange_bytes_per_cycle,

@@ -183,15 +183,14 @@ def step_cycles(tg: TileGraph, t: Target) -> tuple[np.ndarray, np.ndarray]:
 
 def host_step_cycles(tg: TileGraph, t: Target, step: int) -> int:
     """A HOST superstep: the bytes of every row its HOST instructions move over the host
-    link (sim/load.py host_cycles' rate)."""
+    link (Target.host_cycles, as the machine charges it)."""
     h = tg.hstep
     nbytes = [0, 0]
     for d, rows in ((0, tg.sin), (1, tg.sout)):
         for i in np.flatnonzero((h["step"] == step) & (h["dir"] == d)):
             sl = slice(h["first"][i], h["first"][i] + h["rows"][i])
             nbytes[d] += int((rows["row_bytes"][sl] * rows["rows"][sl]).sum())
-    hb = t.host_bytes_per_cycle
-    return -(-nbytes[0] // hb) + -(-nbytes[1] // hb)
+    return t.host_cycles(*nbytes)
 
 
 def code_instructions(tg: TileGraph) -> np.ndarray:

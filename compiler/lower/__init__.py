@@ -187,10 +187,10 @@ def link_tables(T: int, ex_blob, ex_off, rl: np.ndarray, scales=None, segs=None,
     (rows tile, word address, stride; any order, sorted here by tile), the outer
     REPEAT's after them, then its scale tables (scale_rows' blob), then its b segment
     tables (seg_rows' blob)."""
-    if rl_outer is not None and len(rl_outer):          # each tile's inner entries, then its outer ones
-        rl = np.concatenate([np.c_[rl, np.zeros(len(rl), np.int64)], np.c_[rl_outer, np.ones(len(rl_outer), np.int64)]])
-        rl = rl[np.lexsort((rl[:, 3], rl[:, 0]))][:, :3]
-    rl = rl[np.argsort(rl[:, 0], kind="stable")]
+    if rl_outer is not None:                            # each tile's inner entries, then its outer ones
+        rl = np.concatenate([rl, rl_outer])
+    loop = np.arange(len(rl)) >= len(rl) - (0 if rl_outer is None else len(rl_outer))
+    rl = rl[np.lexsort((loop, rl[:, 0]))]
     rl_blob, rl_off = _blob(rl[:, 0], rl[:, 1:], T)
     none = (np.zeros(0, np.uint8), np.zeros(T + 1, np.int64))
     sc_blob, sc_off = scales if scales is not None else none

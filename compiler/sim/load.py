@@ -9,7 +9,6 @@ micro-panel order (isa.panel_order); descriptors address the rearranged bytes.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -253,5 +252,4 @@ def out_buffers(p: Program) -> list:
 
 
 def host_cycles(target, nbytes_in: int, nbytes_out: int) -> int:
-    hb = target.host_bytes_per_cycle
-    return math.ceil(nbytes_in / hb) + math.ceil(nbytes_out / hb)
+    return target.host_cycles(nbytes_in, nbytes_out)

@@ -92,6 +92,14 @@ def target_of(cfg) -> Target:
     return Target.from_dict(chip_dict(dict(cfg["target"])))
 
 
+def chip_target(cfg) -> Target:
+    """target_of for what only one chip's tiles can run (policy.pipeline_groups)."""
+    if "pod" in cfg["target"]:
+        raise ConfigError("policy.pipeline_groups pipelines one chip's tiles: set it to 0 for a pod target "
+                          "(target.pod pipelines over chips)")
+    return target_of(cfg)
+
+
 def policy_of(cfg) -> Policy:
     return Policy.from_dict(dict(cfg["policy"]))
 
@@ -155,21 +163,26 @@ PHASES = {
 
 
 def _spatial(name: str, results: dict, cfg: dict, mapper):
-    """policy.pipeline_groups: the spatial pipeline's plan, expand and run (compiler/spatial.py);
-    place, schedule, lower and report are the single-chip ones."""
+    """The spatial pipeline's plan, expand and run (compiler/spatial.py); place, schedule,
+    lower and report are the single-chip ones. policy.pipeline_groups=G plans G groups;
+    auto plans the family its cost picks (compiler/family.py), a PlanResult or a
+    SpatialPlan; expand follows the plan's type, run the lowered program's groups."""
     from . import spatial
-    if "pod" in cfg["target"]:
-        raise ConfigError("policy.pipeline_groups pipelines one chip's tiles: set it to 0 for a pod target "
-                          "(target.pod pipelines over chips)")
-    r, t, p = results, target_of(cfg), policy_of(cfg)
+    r, t, p = results, chip_target(cfg), policy_of(cfg)
     if name == "plan":
+        if p.pipeline_groups == "auto":
+            from .family import FAMILY_KEY, plan_family, price
+            return plan_family(r["model"], t, p, cfg.get(FAMILY_KEY) or price(r["model"], t, p, mapper))
         return spatial.plan_phase(r["model"], t, p, p.pipeline_groups)
     if name == "expand":
+        if not isinstance(r["plan"], spatial.SpatialPlan):        # auto chose the whole chip
+            return _expand(r["model"], r["plan"], cfg, mapper)
         return spatial.expand_phase(r["model"], r["plan"], t, p, mapper)
-    from .run import run
     lo, m, ref = r["lower"], r["model"], r["reference"]
-    host = None if lo.rejection else spatial.Host(m, lo, p.pipeline_groups, [m.data[spatial.image_name(m.graph)]],
-                                                  [ref], p.deferred_norm)
+    if not lo.pipeline_groups:                                    # auto chose the whole chip (or rejected)
+        return _run(lo, m, ref, cfg, mapper)
+    from .run import run
+    host = spatial.Host(m, lo, lo.pipeline_groups, [m.data[spatial.image_name(m.graph)]], [ref], p.deferred_norm)
     return run(lo, m, t, p.check, ref=ref, fp8_budget=(p.fp8_budget_embedding, p.fp8_budget_features), host=host)
 
 

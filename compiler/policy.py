@@ -8,6 +8,7 @@ from .target import ConfigError
 
 
 CHECKS = ("rows", "all", "last_iteration", "sampled")   # policy.check: the Repeat iterations run reads back
+OBJECTIVES = ("throughput", "latency")                  # policy.objective (pipeline_groups=auto: compiler/family.py)
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,9 @@ class Policy:
     grid: str = ""                    # force one GEMM grid "GMxGNxGK[/SP]" (tests, studies); "" = search
     check: str = "rows"               # run's read-back op by op: rows (every iteration, sampled rows) | all | last_iteration | sampled
     check_exchanges: bool = True      # run: every exchange's destination bytes against its source's, every iteration
-    pipeline_groups: int = 0          # the spatial pipeline (compiler/spatial.py): the encoder's layers in this many groups of tiles, the batch one item streaming through; 0 = off
+    pipeline_groups: int | str = 0    # the spatial pipeline (compiler/spatial.py): the encoder's layers in this many groups of tiles, the batch one item streaming through; 0 = off; auto = the whole chip or G groups, chosen by cost (compiler/family.py)
+    pipeline_max_groups: int = 4      # auto: price G groups for every G dividing the layers up to this
+    objective: str = "throughput"     # auto: throughput (most images/s) | latency (least ms first image in to last output out)
     place: dict = field(default_factory=dict)  # compiler.place.PlaceConfig overrides
     fp8_budget_embedding: float = 0.03  # FP8 activations: the run's embedding / logits rms vs the FP16-activation twin
     fp8_budget_features: float = 0.05   # ... and its features' (experiments/model_margin: So400m 4 layers, astronaut)
@@ -64,7 +67,15 @@ class Policy:
                 raise ConfigError(f"policy.{k}={v!r}: must be a positive integer")
         if p.pipeline_groups == 1:
             raise ConfigError("policy.pipeline_groups=1: a pipeline has at least 2 groups (0 = off)")
-        for k in ("plan_beam", "resident_replication", "attn_variants", "pipeline_groups"):
+        if p.objective not in OBJECTIVES:
+            raise ConfigError(f"policy.objective={p.objective!r}: expected {', '.join(OBJECTIVES)}")
+        if not isinstance(p.pipeline_max_groups, int) or isinstance(p.pipeline_max_groups, bool) \
+                or p.pipeline_max_groups < 2:
+            raise ConfigError(f"policy.pipeline_max_groups={p.pipeline_max_groups!r}: must be an integer >= 2")
+        if isinstance(p.pipeline_groups, str) and p.pipeline_groups != "auto":
+            raise ConfigError(f"policy.pipeline_groups={p.pipeline_groups!r}: expected a group count (0 = off) or auto")
+        auto = p.pipeline_groups == "auto"
+        for k in ("plan_beam", "resident_replication", "attn_variants") + (() if auto else ("pipeline_groups",)):
             v = getattr(p, k)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ConfigError(f"policy.{k}={v!r}: must be a non-negative integer")

@@ -32,10 +32,11 @@ class SpatialPlan:
     images: int                       # items streamed through: the program's steps are images + groups - 1
     plans: list = field(default_factory=list)   # PlanResult per group
     rejection: Rejection | None = None
+    family: dict = field(default_factory=dict)   # policy.pipeline_groups=auto: the priced plan families (compiler/family.py)
 
     def metrics(self) -> dict:
         return {"pipeline_groups": self.groups, "layers_per_group": self.layers,
-                "groups": [p.metrics() for p in self.plans]}
+                "groups": [p.metrics() for p in self.plans], **({"family": self.family} if self.family else {})}
 
 
 def group_target(t: Target, groups: int) -> Target:
@@ -172,10 +173,15 @@ class Host(Mapping):
         return {n: b.reshape(self.items, -1)[self.groups - 1 + i].ravel() for n, b in out.items()}
 
     def throughput(self, t: Target, cycles: int, images: int) -> dict:
-        """One item a step in the steady state; latency: an item through the G groups."""
-        step = cycles / self.items
-        return {"latency_ms": round(self.groups * step / t.clock_hz * 1e3, 6),
-                "images_per_s": round(images * t.clock_hz / step, 3), "pipeline_step_cycles": round(step)}
+        return throughput(t, cycles, self.items, self.groups, images)
+
+
+def throughput(t: Target, cycles: int, items: int, groups: int, images: int) -> dict:
+    """A program of `items` pipeline steps took `cycles`: one item (`images` images) a step
+    in the steady state; latency: an item through the G groups."""
+    step = cycles / items
+    return {"latency_ms": round(groups * step / t.clock_hz * 1e3, 6),
+            "images_per_s": round(images * t.clock_hz / step, 3), "pipeline_step_cycles": round(step)}
 
 
 class Boundaries:

@@ -27,7 +27,15 @@ def choice(cfg: dict) -> dict:
     return price(cfg, mappers.serial, lambda m: ModelResult(*models.build(m)), run_phase)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("-h", "--help"):
+        print(f"usage: python -m pipeline.attention   (the attention stage of dvc.yaml; reads params.yaml)\n\n{__doc__}")
+        return 0
+    if argv:
+        print(f"error: python -m pipeline.attention takes no arguments (got {argv[0]!r}); it reads params.yaml",
+              file=sys.stderr)
+        return 2
     try:
         doc = choice(load_params(inputs=False))     # the model build reads (and checks) them
     except ConfigError as e:

@@ -150,15 +150,16 @@ def outputs_of(phase: str) -> list[Path]:
     return files + extra + [out / RESULT, METRICS / f"{phase}.json"]
 
 
-def attention_choice(cfg: dict) -> dict:
-    """cfg with the attention stage's priced pick (compiler/attn_choice.py CHOICE_KEY) when
-    model.attention=auto and the stage wrote one; the model phase prices it itself otherwise."""
-    from compiler.attn_choice import CHOICE_KEY
-    f = ART / "attention" / "choice.json"
-    if dict(cfg["model"]).get("attention") != "auto" or not f.is_file():
+def priced_choice(cfg: dict, stage: str, key: str, auto: bool, mark: str) -> dict:
+    """cfg with a pricing stage's pick (artifacts/STAGE/choice.json) under `key` when the
+    trial asks for the choice (`auto`) and the stage wrote a priced one (`mark` in it); the
+    phase prices it itself otherwise. model.attention=auto: pipeline/attention.py, handed
+    to the model phase; policy.pipeline_groups=auto: pipeline/family.py, to the plan phase."""
+    f = ART / stage / "choice.json"
+    if not auto or not f.is_file():
         return cfg
     doc = json.loads(f.read_text())
-    return {**cfg, CHOICE_KEY: doc} if "cycles" in doc else cfg
+    return {**cfg, key: doc} if mark in doc else cfg
 
 
 def run_stage(phase: str, params: str | Path | None = None) -> object:
@@ -170,8 +171,13 @@ def run_stage(phase: str, params: str | Path | None = None) -> object:
     store = Store(cfg.get("store") or REPO / ".tessera-store")
     ups, _ = PHASES[phase]
     inputs = {u: load_result(u, lazy=u == "model" and phase in LAZY_MODEL) for u in ups}
-    if phase == "model":       # model.attention=auto: the attention stage's pick (pipeline/attention.py)
-        cfg = attention_choice(cfg)
+    if phase == "model":
+        from compiler.attn_choice import CHOICE_KEY
+        cfg = priced_choice(cfg, "attention", CHOICE_KEY, dict(cfg["model"]).get("attention") == "auto", "cycles")
+    if phase == "plan":
+        from compiler.family import FAMILY_KEY
+        cfg = priced_choice(cfg, "family", FAMILY_KEY, dict(cfg["policy"]).get("pipeline_groups") == "auto",
+                            "candidates")
     out = ART / phase
     try:
         out.mkdir(parents=True, exist_ok=True)

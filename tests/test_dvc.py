@@ -73,7 +73,7 @@ def metrics(d: Path, name: str) -> dict:
 
 def test_exp_run_validates_noop_rerun_and_fine_grained_params(repo):
     r = sh("dvc exp run", repo)
-    assert ran(r.stdout + r.stderr) == {"config", "attention", *PHASES}   # attention: pipeline/attention.py
+    assert ran(r.stdout + r.stderr) == {"config", "attention", "family", *PHASES}   # pipeline/attention.py, family.py
     assert metrics(repo, "trial")["status"] == "ok"
     run = metrics(repo, "run")["run"]
     assert run["validated"] and run["max_abs_error"] <= run["tolerance"] and run["cycles"] > 0 and run["ms"] > 0

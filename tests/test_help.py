@@ -30,6 +30,8 @@ def repo(tmp_path_factory):
     (["pipeline.trial", "--help"], ["--multirun", "artifacts/trials/", "trials.md", "output.npz", "Examples", "model: "]),
     (["pipeline.trial", "model=gemm", "--help"], ["--multirun"]),
     (["compiler.place", "--help"], ["usage"]),
+    (["pipeline.attention", "--help"], ["usage", "model.attention=auto"]),
+    (["pipeline.family", "--help"], ["usage", "policy.pipeline_groups=auto"]),
 ])
 def test_help_exits_0_and_writes_nothing(repo, args, says):
     before = files(repo)

@@ -255,5 +255,5 @@ def merge(groups: list[TileGraph], tiles: int, items: int, image: str, x: str, y
                    in_panels=panels, count=groups[0].count, body=(body0, body0 + B),
                    step_op=step_op, scale_seqs=np.array(seqs, np.float64).reshape(len(seqs), groups[0].count),
                    bseg=cat["bseg"], bcast=groups[0].bcast, deferred=groups[0].deferred,
-                   outer=items, hstep=soa(HSTEP, hstep), sin=cat["sin"], sout=cat["sout"])
+                   outer=items, hstep=soa(HSTEP, hstep), sin=cat["sin"], sout=cat["sout"], groups=G)
     return tg

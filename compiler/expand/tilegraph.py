@@ -119,6 +119,7 @@ class TileGraph:
     hstep: dict = field(default_factory=lambda: soa(HSTEP))    # HOST instructions
     sin: dict = field(default_factory=lambda: soa(HOST))       # stepped host rows they move in (dir 0)
     sout: dict = field(default_factory=lambda: soa(HOST))      # ... and out (dir 1)
+    groups: int = 0           # a spatial pipeline's tile groups (compiler/spatial.py); 0: not a pipeline
 
     def body_steps(self) -> tuple[int, int]:
         return tuple(self.body) if self.body else (0, len(self.steps))
@@ -150,6 +151,7 @@ class TileGraph:
         for f, fields in (("hstep", HSTEP), ("sin", HOST), ("sout", HOST)):   # stored before they existed
             state.setdefault(f, soa(fields))
         state.setdefault("outer", 1)
+        state.setdefault("groups", 0)
         for f in self.TABLES:
             state[f] = {k: v.astype(np.int64) for k, v in state[f].items()}
         self.__dict__.update(state)

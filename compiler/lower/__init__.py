@@ -29,6 +29,7 @@ class LowerResult:
     # host side: the program runs the graph's softmax / p·v pairs deferred (policy.deferred_norm),
     # so run's read-back checks them against the deferred reference ops (compiler/deferred_norm.py)
     deferred_norm: bool = False
+    pipeline_groups: int = 0    # the tile graph's spatial pipeline groups (run's Host streams items through them)
 
     def metrics(self) -> dict:
         p = self.program
@@ -347,7 +348,7 @@ def lower(place_res, sched, t: Target, exchange_table_cap: int) -> LowerResult:
     if d:
         dump["addr"] = pl.addr[d["req"]] + d["off"]
     return LowerResult(prog, dump=dump, body=tuple(int(b) for b in tg.body_steps()), moves=moves(tg, pl.addr),
-                       deferred_norm=tg.deferred)
+                       deferred_norm=tg.deferred, pipeline_groups=tg.groups)
 
 
 def moves(tg, addr: np.ndarray) -> dict:

@@ -69,12 +69,13 @@ class PlanResult:
     rejected: dict = field(default_factory=dict)
     rejection: Rejection | None = None
     weights: dict = field(default_factory=dict)    # the best candidate's weight_modes
+    family: dict = field(default_factory=dict)     # policy.pipeline_groups=auto: the priced plan families (compiler/family.py)
 
     def metrics(self) -> dict:
         return {"candidates": len(self.candidates), "considered": self.considered,
                 "rejected": self.rejected,
                 "best_cycles_estimate": self.candidates[0].cycles if self.candidates else None,
-                "weights": self.weights}
+                "weights": self.weights, **({"family": self.family} if self.family else {})}
 
 
 def weight_modes(g, cand: Candidate) -> dict:

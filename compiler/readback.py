@@ -59,6 +59,18 @@ LAYER_FLOOR_ULPS = 4
 MAX_PENDING = 4  # checks queued on the worker at most (each holds its inputs' read-back values)
 
 
+def static_step(step: int, b0: int, b1: int, count: int) -> tuple[int, int, bool]:
+    """(iteration, step of the program, outside the body) of executed superstep `step` of a
+    program whose supersteps [b0, b1) are a Repeat body run `count` times."""
+    L = b1 - b0
+    if step < b0:
+        return 0, step, True
+    if L and step < b0 + count * L:
+        i, r = divmod(step - b0, L)
+        return i, b0 + r, False
+    return count - 1, step - (count - 1) * L, True
+
+
 class ReadBack:
     """The host's per-superstep callback (sim.run's on_step): reads every completed op
     output of the iterations it checks and checks the op at once; keeps one iteration's
@@ -157,18 +169,8 @@ class ReadBack:
         return None
 
     # ---- the callback --------------------------------------------------------------
-    def static_step(self, step: int) -> tuple[int, int, bool]:
-        """(iteration, step of the program, outside the body) of executed superstep `step`."""
-        b0, L = self.b0, self.b1 - self.b0
-        if step < b0:
-            return 0, step, True
-        if L and step < b0 + self.count * L:
-            i, r = divmod(step - b0, L)
-            return i, b0 + r, False
-        return self.count - 1, step - (self.count - 1) * L, True
-
     def on_step(self, step: int, mem) -> None:
-        i, b, outside = self.static_step(step)
+        i, b, outside = static_step(step, self.b0, self.b1, self.count)
         if self.moves is not None:
             if self.xc is None:
                 self.xc = ExchangeCheck(self.moves, mem.tile_bytes, mem.base)

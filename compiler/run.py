@@ -164,7 +164,8 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     (policy.fp8_budget_embedding, policy.fp8_budget_features). `check_exchanges`
     (policy.check_exchanges): every exchange's bytes in every iteration (exchange_check.py).
     `host`: a spatial pipeline's (compiler/spatial.Host): its streams, its items' outputs and
-    its group boundaries' read-back in place of the op read-back."""
+    its group boundaries' read-back in place of the op read-back, and its exchange check
+    over the outer loop (compiler/spatial.py Exchanges)."""
     if lower_res.rejection:
         return RunResult(rejection=lower_res.rejection)
     from . import sim      # here, not at the top: reading a RunResult (report) needs no simulator
@@ -181,7 +182,7 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     dump = getattr(lower_res, "dump", None) or {}
     rb = ReadBack(g, model.data, dump, lower_res.body, check, getattr(ref, "layers", None),
                   getattr(lower_res, "moves", None) if check_exchanges else None) if dump else None
-    hooks = [h for h in (inject, rb.on_step if rb else None, host and host.boundaries) if h is not None]
+    hooks = [h for h in (inject, rb.on_step if rb else None, *(host.hooks() if host else ())) if h is not None]
     if getattr(inject, "after_checks", False):   # a fault only the next superstep's kernels see
         hooks.reverse()
     try:
@@ -201,12 +202,12 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
         err = max(err, float(d.max(initial=0.0)) if np.isfinite(d).all() else float("inf"))
     rms_rel = rms_rel_error(g, got16, ref.outputs)
     fp16 = ref.fp16_outputs
-    rbm = host.boundaries.metrics() if host else rb.metrics() if rb else {"ops_checked": 0, "ops_failed": 0}
-    per_op_ok = host.boundaries.ok if host else rbm["ops_checked"] > 0 and rbm["ops_failed"] == 0 and \
+    rbm = host.metrics() if host else rb.metrics() if rb else {"ops_checked": 0, "ops_failed": 0}
+    per_op_ok = host.ok if host else rbm["ops_checked"] > 0 and rbm["ops_failed"] == 0 and \
         rbm.get("layers_failed", 0) == 0 and rbm.get("exchanges_failed", 0) == 0
     model = model_check(ref, g)
     acc = fp8_accuracy(g, got16, fp16, {n: fp8_budget[n == "features"] for n in ref.outputs})
-    failed = [name for name, ok in (("group boundaries" if host else "per-op", per_op_ok), ("end to end", err <= ref.tolerance),
+    failed = [name for name, ok in (("group boundaries, exchanges" if host else "per-op", per_op_ok), ("end to end", err <= ref.tolerance),
                                     ("model", model.get("ok", True)),
                                     ("fp8 accuracy", all(f["ok"] for f in acc.values()))) if not ok]
     if "model" in failed:

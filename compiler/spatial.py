@@ -146,12 +146,25 @@ class Host(Mapping):
     group's carried input zeroed, for the fill), the outputs of the real items, and the
     group boundaries' read-back (`on_step`)."""
 
-    def __init__(self, model, lower_res, groups: int, inputs: list, refs: list, deferred: bool = False):
+    def __init__(self, model, lower_res, groups: int, inputs: list, refs: list, deferred: bool = False,
+                 check_exchanges: bool = True):
         self.prog, self.groups, self.inputs = lower_res.program, groups, inputs
         self.ms = group_models(model, groups, deferred)
         self.image = image_name(model.graph)
         self.items = len(inputs) + groups - 1
-        self.boundaries = Boundaries(lower_res, self.ms, refs, len(inputs))
+        self.boundaries = b = Boundaries(lower_res, self.ms, refs, len(inputs))
+        self.exchanges = Exchanges(lower_res, b.per, b.layers) if check_exchanges and lower_res.moves else None
+
+    def hooks(self) -> list:
+        """What the host calls after every executed superstep (sim.run's on_step)."""
+        return [h for h in (self.exchanges, self.boundaries) if h is not None]
+
+    def metrics(self) -> dict:
+        return {**self.boundaries.metrics(), **(self.exchanges.metrics() if self.exchanges else {})}
+
+    @property
+    def ok(self) -> bool:
+        return self.boundaries.ok and not (self.exchanges and self.exchanges.metrics()["exchanges_failed"])
 
     def __getitem__(self, name):
         if name == self.image:
@@ -182,6 +195,26 @@ def throughput(t: Target, cycles: int, items: int, groups: int, images: int) -> 
     step = cycles / items
     return {"latency_ms": round(groups * step / t.clock_hz * 1e3, 6),
             "images_per_s": round(images * t.clock_hz / step, 3), "pipeline_step_cycles": round(step)}
+
+
+class Exchanges:
+    """The exchange check (compiler/exchange_check.py: every destination byte against its
+    source byte, as the tile graph states the move) after every exchange superstep of every
+    pipeline step: the shift between groups and each group's own exchanges, every layer."""
+
+    def __init__(self, lower_res, per: int, count: int):
+        from .exchange_check import ExchangeCheck
+        self.make = lambda mem: ExchangeCheck(lower_res.moves, mem.tile_bytes, mem.base)
+        self.xc, self.per, self.count, (self.b0, self.b1) = None, per, count, lower_res.body
+
+    def __call__(self, step, mem):
+        from .readback import static_step
+        self.xc = self.xc or self.make(mem)
+        i, static, outside = static_step(step % self.per, self.b0, self.b1, self.count)
+        self.xc.on_step(static, i, not outside, mem)
+
+    def metrics(self) -> dict:
+        return self.xc.metrics() if self.xc else {"exchanges_checked": 0, "exchanges_failed": 0}
 
 
 class Boundaries:
@@ -249,16 +282,15 @@ def run_items(model, lower_res, groups: int, inputs: list, refs: list, t: Target
     from .sim.oracle import step_cycles as oracle_steps
     prog = lower_res.program
     host = Host(model, lower_res, groups, inputs, refs)
-    r = sim.run(prog, host, host.boundaries)
-    errors, ok = [], host.boundaries.ok
+    hooks = host.hooks()
+    r = sim.run(prog, host, lambda step, mem: [h(step, mem) for h in hooks])
+    errors, ok = [], host.ok
     for i, ref in enumerate(refs):
         for name, got in host.outputs(r.outputs, i).items():
             want = ref.outputs[name]
             d = np.abs(got.view(np.float16).reshape(want.shape).astype(np.float64) - want.astype(np.float64))
             errors.append(float(d.max()) if np.isfinite(d).all() else float("inf"))
             ok &= errors[-1] <= ref.tolerance
-    b = host.boundaries
-    return dict(validated=bool(ok), errors=errors, boundaries_checked=b.checked, boundaries_failed=b.failed,
-                boundary_errors=b.errors, cycles=int(r.total_cycles), oracle_cycles=int(oracle_steps(prog).sum()),
+    return dict(validated=bool(ok), errors=errors, **host.metrics(), boundary_errors=host.boundaries.errors, cycles=int(r.total_cycles), oracle_cycles=int(oracle_steps(prog).sum()),
                 run_images_per_s=round(len(inputs) * t.clock_hz / r.total_cycles, 3),
                 **host.throughput(t, int(r.total_cycles), 1))

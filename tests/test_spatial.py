@@ -46,6 +46,9 @@ def test_images_through_two_groups(images, two):
     f = run(images, two)
     assert f["validated"], f
     assert f["boundaries_checked"] == 3 and f["boundaries_failed"] == 0
+    mv = two[3].moves                                 # every transfer of every step of the 4 pipeline steps
+    body = (mv["step"] > two[3].body[0]) & (mv["step"] <= two[3].body[1])
+    assert f["exchanges_checked"] == 4 * (len(mv["step"]) + (2 - 1) * int(body.sum())) and f["exchanges_failed"] == 0
     assert len(f["errors"]) == 2 * 3                  # two output streams, three images
     assert f["cycles"] == f["oracle_cycles"] == two[1].finalists[0].analysis["cycles"]
     assert two[3].program.tiles == 64
@@ -71,6 +74,26 @@ def test_without_shift_the_boundaries_fail(images, monkeypatch):
     monkeypatch.setattr(stages, "shift_rows", lambda *a, **k: soa(XFER))
     f = run(images, compiled(images))
     assert not f["validated"] and f["boundaries_failed"] == 3
+
+
+def test_a_wrong_received_byte_fails_the_exchange_check(images, two, monkeypatch):
+    """One byte of what the shift delivered to group 1 flipped in the first pipeline step
+    (its item is padding, which no boundary check reads): the exchange check names it."""
+    mv = two[3].moves
+    j = int(np.flatnonzero(mv["step"] == mv["step"].max())[0])          # the shift, the last superstep
+    at = int(mv["dst"][j]), int(mv["daddr"][j])
+    real = spatial.Exchanges.__call__
+    per = []
+
+    def flip(self, step, mem):
+        if step == self.per - 1:
+            per.append(step)
+            mem.flat[at[0] * mem.tile_bytes + at[1] - mem.base] ^= 1
+        real(self, step, mem)
+    monkeypatch.setattr(spatial.Exchanges, "__call__", flip)
+    f = run(images, two)
+    assert per and not f["validated"] and f["exchanges_failed"] == 1
+    assert f["first_failed_exchange"]["step"] == int(mv["step"][j]) and f["first_failed_exchange"]["tile"] == at[0]
 
 
 def test_without_item_relocation_every_step_reads_image_0(images):
@@ -132,7 +155,8 @@ def test_trial_with_pipeline_groups():
     r = compile_trial(c)
     m = r["run"].metrics()
     assert m["validated"], m.get("failed")
-    assert m["boundaries_checked"] == 1 and m["boundaries_failed"] == 0
+    assert m["boundaries_checked"] == 1 and m["boundaries_failed"] == 0 and m["exchanges_checked"] > 0
+    assert m["exchanges_failed"] == 0
     assert r["report"].summary["status"] == "ok" and r["plan"].metrics()["pipeline_groups"] == 2
     step = m["pipeline_step_cycles"]
     assert m["cycles"] == 2 * step                       # one item and one padding item

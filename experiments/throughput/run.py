@@ -52,11 +52,11 @@ def trial(b: int, act: str, extra: list) -> dict:
             continue
         res[name] = run_phase(name, res, cfg)
     ops = res["report"].plots.get("ops.csv", "")
+    groups = getattr(res["plan"], "groups", 0)           # a pipeline (set, or chosen by auto)
     if "cycles" in res["run"].metrics():      # one layer's cycles per op and kind, beside this script
-        groups = cfg["policy"].get("pipeline_groups", 0)       # a pipeline's table is its own
-        (HERE / f"ops-{act}-b{b}{f'-g{groups}' if groups else ''}.csv").write_text(ops)
+        (HERE / f"ops-{act}-b{b}{f'-g{groups}' if groups else ''}.csv").write_text(ops)   # a pipeline's its own
     return dict(summary=res["report"].summary, run=res["run"].metrics(), place=res["place"].metrics(),
-                secs=time.perf_counter() - t0)
+                secs=time.perf_counter() - t0, groups=groups, family=res["plan"].family)
 
 
 def expand_row(b: int, act: str, extra: list, breakdown: bool = False) -> str:
@@ -92,8 +92,11 @@ def row(b: int, act: str, extra: list) -> str:
     r = trial(b, act, extra)
     s, run = r["summary"], r["run"]
     cmd = f"`run.py {b} {act}{' ' + ' '.join(extra) if extra else ''}`"
-    groups = [x.split("=")[1] for x in extra if x.startswith("policy.pipeline_groups=")]
-    plan = f"pipeline G = {groups[-1]}" if groups and groups[-1] != "0" else "batch"
+    plan = f"pipeline G = {r['groups']}" if r["groups"] else "batch"
+    if r["family"]:                            # policy.pipeline_groups=auto: what it priced
+        fig = lambda f: f"{f['images_per_s']:.1f} images/s, {f['latency_ms']:.2f} ms" if "cycles" in f else "rejected"
+        plan += (f" (auto, {r['family']['objective']}: " + "; ".join(
+            f"{'batch' if G == '0' else 'G = ' + G} {fig(f)}" for G, f in r["family"]["candidates"].items()) + ")")
     if "cycles" not in run:
         rej = s.get("rejected", {})
         figs = ", ".join(f"{k} {rej[k]}" for k in ("tile", "live_bytes", "available_bytes", "deficit_bytes")

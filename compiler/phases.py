@@ -183,7 +183,7 @@ def _spatial(name: str, results: dict, cfg: dict, mapper):
         return _run(lo, m, ref, cfg, mapper)
     from .run import run
     host = spatial.Host(m, lo, lo.pipeline_groups, [m.data[spatial.image_name(m.graph)]], [ref], p.deferred_norm,
-                        p.check_exchanges)
+                        p.check_exchanges, p.check)
     return run(lo, m, t, p.check, ref=ref, fp8_budget=(p.fp8_budget_embedding, p.fp8_budget_features), host=host)
 
 

@@ -181,15 +181,16 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     streams = host if host is not None else _Streams(prog.in_streams, streams or {}, model.data)
     dump = getattr(lower_res, "dump", None) or {}
     rb = ReadBack(g, model.data, dump, lower_res.body, check, getattr(ref, "layers", None),
-                  getattr(lower_res, "moves", None) if check_exchanges else None) if dump else None
+                  getattr(lower_res, "moves", None) if check_exchanges else None) if dump and host is None else None
     hooks = [h for h in (inject, rb.on_step if rb else None, *(host.hooks() if host else ())) if h is not None]
     if getattr(inject, "after_checks", False):   # a fault only the next superstep's kernels see
         hooks.reverse()
     try:
         r = sim.run(prog, streams, (lambda step, mem: [h(step, mem) for h in hooks]) if hooks else None)
     except BaseException:
-        if rb:
-            rb.close()
+        for h in (rb, host):
+            if h is not None:
+                h.close()
         raise
     err = 0.0
     outputs, refs, got16 = {}, {}, {}

@@ -15,6 +15,7 @@ image's reference, and every group boundary is read back (Boundaries) against th
 layer output."""
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -147,24 +148,32 @@ class Host(Mapping):
     group boundaries' read-back (`on_step`)."""
 
     def __init__(self, model, lower_res, groups: int, inputs: list, refs: list, deferred: bool = False,
-                 check_exchanges: bool = True):
+                 check_exchanges: bool = True, check: str = "rows"):
         self.prog, self.groups, self.inputs = lower_res.program, groups, inputs
         self.ms = group_models(model, groups, deferred)
         self.image = image_name(model.graph)
         self.items = len(inputs) + groups - 1
         self.boundaries = b = Boundaries(lower_res, self.ms, refs, len(inputs))
         self.exchanges = Exchanges(lower_res, b.per, b.layers) if check_exchanges and lower_res.moves else None
+        self.ops = Ops(lower_res, self.ms, b, check, self.item_image)
+
+    def item_image(self, s: int) -> np.ndarray:
+        return self.inputs[s] if s < len(self.inputs) else np.zeros_like(self.inputs[0])
 
     def hooks(self) -> list:
         """What the host calls after every executed superstep (sim.run's on_step)."""
-        return [h for h in (self.exchanges, self.boundaries) if h is not None]
+        return [h for h in (self.exchanges, self.ops, self.boundaries) if h is not None]
 
     def metrics(self) -> dict:
-        return {**self.boundaries.metrics(), **(self.exchanges.metrics() if self.exchanges else {})}
+        return {**self.boundaries.metrics(), **self.ops.metrics(), **(self.exchanges.metrics() if self.exchanges else {})}
 
     @property
     def ok(self) -> bool:
-        return self.boundaries.ok and not (self.exchanges and self.exchanges.metrics()["exchanges_failed"])
+        m = self.metrics()
+        return self.boundaries.ok and not m.get("exchanges_failed") and not m["ops_failed"] and m["ops_checked"] > 0
+
+    def close(self) -> None:
+        self.ops.close()
 
     def __getitem__(self, name):
         if name == self.image:
@@ -195,6 +204,61 @@ def throughput(t: Target, cycles: int, items: int, groups: int, images: int) -> 
     step = cycles / items
     return {"latency_ms": round(groups * step / t.clock_hz * 1e3, 6),
             "images_per_s": round(images * t.clock_hz / step, 3), "pipeline_step_cycles": round(step)}
+
+
+class Ops:
+    """The op read-back (compiler/readback.py) inside every group, every pipeline step: a
+    ReadBack per group and step on the group's own graph, its dump rows (the chip's tiles
+    and addresses) and its data, with what the group's program read in that step: group 0
+    the step's image (a padding item's zeros), group k > 0 its input x as the shift left it
+    (read from its tiles, as Boundaries reads it). Layer outputs are the boundaries'."""
+
+    def __init__(self, lower_res, ms: list, bounds: "Boundaries", check: str, image_of):
+        from .deferred_norm import defer
+        d = lower_res.dump
+        self.graphs = [defer(m.graph, lower_res.deferred_norm) for m in ms]
+        self.data = [m.data for m in ms]
+        self.dumps = [{f: v[d["group"] == k] for f, v in d.items() if f != "group"} for k in range(len(ms))]
+        self.body, self.check, self.bounds, self.image_of = lower_res.body, check, bounds, image_of
+        self.image, self.x = image_name(ms[0].graph), ms[1].graph.repeat.carried[0][1]
+        self.step, self.cur, self.done = -1, [], []
+
+    def _start(self, s: int, mem):
+        from .pod.run import received_bytes
+        from .readback import ReadBack
+        self.done += self._finish()
+        n = int(np.prod(self.bounds.shape)) * 2
+        xs = [received_bytes(mem, rows, n).view(np.float16).reshape(self.bounds.shape) for rows in self.bounds.rows]
+        over = [{self.image: self.image_of(s)}] + [{self.x: x} for x in xs]
+        self.cur = [(k, ReadBack(g, ChainMap(o, data), dump, self.body, self.check))
+                    for k, (g, data, dump, o) in enumerate(zip(self.graphs, self.data, self.dumps, over))]
+        self.step = s
+
+    def __call__(self, step, mem):
+        s, at = divmod(step, self.bounds.per)
+        if s != self.step:
+            self._start(s, mem)
+        for _, rb in self.cur:
+            rb.on_step(at, mem)
+
+    def _finish(self) -> list:
+        out = [(self.step, k, rb.metrics()) for k, rb in self.cur]
+        self.cur = []
+        return out
+
+    def close(self):
+        for _, rb in self.cur:
+            rb.close()
+
+    def metrics(self) -> dict:
+        self.done += self._finish()
+        m = {"ops_checked": sum(r["ops_checked"] for *_, r in self.done),
+             "ops_failed": sum(r["ops_failed"] for *_, r in self.done)}
+        bad = [(s, k, r["first_failed_op"]) for s, k, r in self.done if "first_failed_op" in r]
+        if bad:
+            s, k, f = bad[0]
+            m["first_failed_op"] = {**f, "group": k, "pipeline_step": s}
+        return m
 
 
 class Exchanges:
@@ -255,8 +319,7 @@ class Boundaries:
             self.errors.append(err)
 
     def metrics(self) -> dict:
-        return {"ops_checked": 0, "ops_failed": 0, "boundaries_checked": self.checked,
-                "boundaries_failed": self.failed}
+        return {"boundaries_checked": self.checked, "boundaries_failed": self.failed}
 
     @property
     def ok(self) -> bool:
@@ -283,7 +346,11 @@ def run_items(model, lower_res, groups: int, inputs: list, refs: list, t: Target
     prog = lower_res.program
     host = Host(model, lower_res, groups, inputs, refs)
     hooks = host.hooks()
-    r = sim.run(prog, host, lambda step, mem: [h(step, mem) for h in hooks])
+    try:
+        r = sim.run(prog, host, lambda step, mem: [h(step, mem) for h in hooks])
+    except BaseException:
+        host.close()
+        raise
     errors, ok = [], host.ok
     for i, ref in enumerate(refs):
         for name, got in host.outputs(r.outputs, i).items():

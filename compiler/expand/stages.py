@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .tilegraph import BSEG, HOST, HSTEP, KERN, REQ, XFER, TileGraph, soa
+from .tilegraph import BSEG, DUMP, HOST, HSTEP, KERN, REQ, XFER, TileGraph, soa
 
 
 def _host_rects(h: dict, sel: np.ndarray, row_bytes: int):
@@ -172,7 +172,7 @@ def merge(groups: list[TileGraph], tiles: int, items: int, image: str, x: str, y
     host_out, shift = S - 1, S
     steps = ["host"] + pro + mid + epi + ["host", "exchange"]
     names, in_streams, panels = [], [image], {}
-    parts = {f: [] for f in ("req", "kern", "xfer", "hin", "bseg", "sin", "sout")}
+    parts = {f: [] for f in ("req", "kern", "xfer", "hin", "bseg", "sin", "sout", "dump")}
     scale, seqs, bank, step_op = [], [], [], [-1] * S
     roffs, roff, koff = [], 0, 0
     out_names = list(groups[-1].out_streams)
@@ -208,6 +208,10 @@ def merge(groups: list[TileGraph], tiles: int, items: int, image: str, x: str, y
         xr["sreq"] += roff
         xr["dreq"] += roff
         parts["xfer"].append(xr)
+        d = {f: np.asarray((g.dump or soa(DUMP))[f], np.int64) for f in DUMP}   # op outputs, read back
+        d["tile"], d["req"], d["step"] = d["tile"] + k * w, d["req"] + roff, ev[d["step"]]
+        d["group"] = np.full(len(d["op"]), k, np.int64)           # op: the group's own graph's index
+        parts["dump"].append(d)
         b = {f: g.bseg[f].copy() for f in BSEG}
         b["kern"] += koff
         b["req"] += roff
@@ -255,5 +259,6 @@ def merge(groups: list[TileGraph], tiles: int, items: int, image: str, x: str, y
                    in_panels=panels, count=groups[0].count, body=(body0, body0 + B),
                    step_op=step_op, scale_seqs=np.array(seqs, np.float64).reshape(len(seqs), groups[0].count),
                    bseg=cat["bseg"], bcast=groups[0].bcast, deferred=groups[0].deferred,
-                   outer=items, hstep=soa(HSTEP, hstep), sin=cat["sin"], sout=cat["sout"], groups=G)
+                   outer=items, hstep=soa(HSTEP, hstep), sin=cat["sin"], sout=cat["sout"], groups=G,
+                   dump=cat["dump"])
     return tg

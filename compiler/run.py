@@ -163,9 +163,8 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     logits, features) rms relative error allowed against the FP16-activation twin
     (policy.fp8_budget_embedding, policy.fp8_budget_features). `check_exchanges`
     (policy.check_exchanges): every exchange's bytes in every iteration (exchange_check.py).
-    `host`: a spatial pipeline's (compiler/spatial.Host): its streams, its items' outputs and
-    its group boundaries' read-back in place of the op read-back, and its exchange check
-    over the outer loop (compiler/spatial.py Exchanges)."""
+    `host`: a spatial pipeline's (compiler/spatial.Host): its streams, its items' outputs, and
+    its checks over the outer loop (op read-back per group, group boundaries, exchanges)."""
     if lower_res.rejection:
         return RunResult(rejection=lower_res.rejection)
     from . import sim      # here, not at the top: reading a RunResult (report) needs no simulator

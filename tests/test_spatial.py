@@ -46,6 +46,7 @@ def test_images_through_two_groups(images, two):
     f = run(images, two)
     assert f["validated"], f
     assert f["boundaries_checked"] == 3 and f["boundaries_failed"] == 0
+    assert f["ops_checked"] > 0 and f["ops_failed"] == 0
     mv = two[3].moves                                 # every transfer of every step of the 4 pipeline steps
     body = (mv["step"] > two[3].body[0]) & (mv["step"] <= two[3].body[1])
     assert f["exchanges_checked"] == 4 * (len(mv["step"]) + (2 - 1) * int(body.sum())) and f["exchanges_failed"] == 0
@@ -94,6 +95,29 @@ def test_a_wrong_received_byte_fails_the_exchange_check(images, two, monkeypatch
     f = run(images, two)
     assert per and not f["validated"] and f["exchanges_failed"] == 1
     assert f["first_failed_exchange"]["step"] == int(mv["step"][j]) and f["first_failed_exchange"]["tile"] == at[0]
+
+
+def test_a_wrong_op_output_inside_a_group_fails_the_op_read_back(images, two, monkeypatch):
+    """Group 1's first op of its layer body written wrong on its tiles in pipeline step 1
+    (item 0, iteration 0), just as that op completes: the op read-back inside the group
+    names the op, the group and the step."""
+    lo = two[3]
+    d, (b0, b1) = lo.dump, lo.body
+    sel = np.flatnonzero((d["group"] == 1) & (d["step"] > b0) & (d["step"] <= b1) & (d["r0"] == 0) & (d["c0"] == 0))
+    j = sel[np.argmin(d["step"][sel])]
+    op = spatial.group_models(images[1][0], 2, True)[1].graph.ops[int(d["op"][j])].outputs[0]
+    real, hit = spatial.Ops.__call__, []
+
+    def corrupt(self, step, mem):
+        if step == self.bounds.per + int(d["step"][j]) - 1:
+            hit.append(step)
+            mem.flat[int(d["tile"][j]) * mem.tile_bytes + int(d["addr"][j]) + 1 - mem.base] ^= 0x04
+        real(self, step, mem)
+    monkeypatch.setattr(spatial.Ops, "__call__", corrupt)
+    f = run(images, two)
+    assert hit and not f["validated"] and f["ops_failed"] >= 1
+    first = f["first_failed_op"]
+    assert (first["op"], first["group"], first["pipeline_step"], first["iteration"]) == (op, 1, 1, 0)
 
 
 def test_without_item_relocation_every_step_reads_image_0(images):
@@ -156,7 +180,7 @@ def test_trial_with_pipeline_groups():
     m = r["run"].metrics()
     assert m["validated"], m.get("failed")
     assert m["boundaries_checked"] == 1 and m["boundaries_failed"] == 0 and m["exchanges_checked"] > 0
-    assert m["exchanges_failed"] == 0
+    assert m["exchanges_failed"] == 0 and m["ops_checked"] > 0 and m["ops_failed"] == 0
     assert r["report"].summary["status"] == "ok" and r["plan"].metrics()["pipeline_groups"] == 2
     step = m["pipeline_step_cycles"]
     assert m["cycles"] == 2 * step                       # one item and one padding item

@@ -40,7 +40,8 @@ def row(G: int, N: int, act: str, extra: list) -> str:
     expand = e.finalists[0].analysis["cycles"]
     agree = "=" if f["cycles"] == f["oracle_cycles"] == expand else f"oracle {f['oracle_cycles']}, expand {expand}"
     return (f"| {G} | {N} | {act} | {f['run_images_per_s']:.1f} | {f['images_per_s']:.1f} | {f['latency_ms']:.2f} | "
-            f"{pl.placement.min_free_bytes} | {ok}: {f['boundaries_checked']} boundaries, outputs max err "
+            f"{pl.placement.min_free_bytes} | {ok}: {f['ops_checked']:,} op read-backs, {f['exchanges_checked']:,} exchanges, "
+            f"{f['boundaries_checked']} boundaries, outputs max err "
             f"{max(f['errors']):.3g}; cycles {f['cycles']} {agree} | {time.perf_counter() - t0:.0f} | {cmd} |")
 
 if __name__ == "__main__":

@@ -101,8 +101,24 @@ class ExchangeCheck:
         self.checked = self.failed = self.bytes = 0
         self.first_failed: dict | None = None
 
-    def on_step(self, static: int, iteration: int, in_body: bool, mem) -> None:
-        """After executed superstep of 0-based static step `static` in `iteration`."""
+    def _stream(self, mem, tile, addr, row_bytes, rows, stride) -> np.ndarray:
+        at = int(tile) * self.tile_bytes + int(addr) - self.base
+        return mem.flat[at + (np.arange(int(rows), dtype=np.int64)[:, None] * int(stride)
+                              + np.arange(int(row_bytes), dtype=np.int64)).ravel()]
+
+    def capture(self, static: int, mem) -> list:
+        """The source bytes of static step `static`'s transfers (0-based; outside a Repeat
+        body) as memory holds them now: for an exchange that writes where it reads (a
+        pipeline's shift, compiler/spatial.py Exchanges), taken after the superstep before
+        it, and handed to its on_step as `sources`."""
+        a, b = self.at.get(static + 1, (0, 0))
+        m = self.mv
+        return [self._stream(mem, m["src"][j], m["saddr"][j], m["s_row_bytes"][j], m["s_rows"][j], m["s_stride"][j])
+                for j in range(a, b)]
+
+    def on_step(self, static: int, iteration: int, in_body: bool, mem, sources: list | None = None) -> None:
+        """After executed superstep of 0-based static step `static` in `iteration`; `sources`:
+        its transfers' source bytes as capture() took them before it ran."""
         span = self.at.get(static + 1)          # transfer rows number steps from 1
         if span is None:
             return
@@ -110,9 +126,15 @@ class ExchangeCheck:
         m = {k: v[a:b] for k, v in self.mv.items()}
         shift = m["reloc"].astype(np.int64) * (iteration if in_body else 0)
         out = np.zeros(b - a, np.int64)
-        compare_moves(mem.flat, self.tile_bytes, self.base, shift, m["src"], m["saddr"], m["s_row_bytes"],
-                      m["s_rows"], m["s_stride"], m["dst"], m["daddr"], m["d_row_bytes"], m["d_rows"],
-                      m["d_stride"], out)
+        if sources is not None:                 # each destination's byte stream against the source's
+            for j, src in enumerate(sources):
+                got = self._stream(mem, m["dst"][j], m["daddr"][j], m["d_row_bytes"][j], m["d_rows"][j],
+                                   m["d_stride"][j])
+                out[j] = int((got != src).sum())
+        else:
+            compare_moves(mem.flat, self.tile_bytes, self.base, shift, m["src"], m["saddr"], m["s_row_bytes"],
+                          m["s_rows"], m["s_stride"], m["dst"], m["daddr"], m["d_row_bytes"], m["d_rows"],
+                          m["d_stride"], out)
         self.checked += b - a
         self.bytes += int((m["s_row_bytes"].astype(np.int64) * m["s_rows"]).sum())
         bad = np.flatnonzero(out)

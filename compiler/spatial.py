@@ -11,8 +11,9 @@ and lower treat like any other.
 The program runs `images + G - 1` pipeline steps: a trial's batch is one item (its steady
 state: one batch a step), run_items streams N images. The host pads the image stream with
 G - 1 zero items and drops the first G - 1 outputs (Host). Each output is held to its own
-image's reference, and every group boundary is read back (Boundaries) against that image's
-layer output."""
+image's reference; inside, every group's ops are read back in every step (Ops), every
+exchanged byte is held to its source (Exchanges), and every group boundary is read back
+(Boundaries) against that image's layer output."""
 from __future__ import annotations
 
 from collections import ChainMap
@@ -145,7 +146,8 @@ class Host(Mapping):
     """The host side of a pipeline run: its streams (the images and G - 1 zero items; each
     group's parameters, its layers' members, made when the machine asks for them; each
     group's carried input zeroed, for the fill), the outputs of the real items, and the
-    group boundaries' read-back (`on_step`)."""
+    checks the run calls after every superstep (`hooks`): op read-back in the groups, the
+    exchanges, the group boundaries."""
 
     def __init__(self, model, lower_res, groups: int, inputs: list, refs: list, deferred: bool = False,
                  check_exchanges: bool = True, check: str = "rows"):
@@ -264,18 +266,24 @@ class Ops:
 class Exchanges:
     """The exchange check (compiler/exchange_check.py: every destination byte against its
     source byte, as the tile graph states the move) after every exchange superstep of every
-    pipeline step: the shift between groups and each group's own exchanges, every layer."""
+    pipeline step: the shift between groups and each group's own exchanges, every layer.
+    The shift writes where it reads (a middle group's x and y share blocks: the machine
+    reads every source before writing), so its sources are taken after the superstep
+    before it, the HOST out."""
 
     def __init__(self, lower_res, per: int, count: int):
         from .exchange_check import ExchangeCheck
         self.make = lambda mem: ExchangeCheck(lower_res.moves, mem.tile_bytes, mem.base)
         self.xc, self.per, self.count, (self.b0, self.b1) = None, per, count, lower_res.body
+        self.shift = int(np.max(lower_res.moves["step"])) - 1     # 0-based: the last superstep
+        self.sources = None
 
     def __call__(self, step, mem):
         from .readback import static_step
         self.xc = self.xc or self.make(mem)
         i, static, outside = static_step(step % self.per, self.b0, self.b1, self.count)
-        self.xc.on_step(static, i, not outside, mem)
+        self.xc.on_step(static, i, not outside, mem, self.sources if static == self.shift else None)
+        self.sources = self.xc.capture(self.shift, mem) if static == self.shift - 1 else None
 
     def metrics(self) -> dict:
         return self.xc.metrics() if self.xc else {"exchanges_checked": 0, "exchanges_failed": 0}
@@ -358,6 +366,7 @@ def run_items(model, lower_res, groups: int, inputs: list, refs: list, t: Target
             d = np.abs(got.view(np.float16).reshape(want.shape).astype(np.float64) - want.astype(np.float64))
             errors.append(float(d.max()) if np.isfinite(d).all() else float("inf"))
             ok &= errors[-1] <= ref.tolerance
-    return dict(validated=bool(ok), errors=errors, **host.metrics(), boundary_errors=host.boundaries.errors, cycles=int(r.total_cycles), oracle_cycles=int(oracle_steps(prog).sum()),
+    return dict(validated=bool(ok), errors=errors, **host.metrics(), boundary_errors=host.boundaries.errors,
+                cycles=int(r.total_cycles), oracle_cycles=int(oracle_steps(prog).sum()),
                 run_images_per_s=round(len(inputs) * t.clock_hz / r.total_cycles, 3),
                 **host.throughput(t, int(r.total_cycles), 1))

@@ -97,6 +97,17 @@ def test_a_wrong_received_byte_fails_the_exchange_check(images, two, monkeypatch
     assert f["first_failed_exchange"]["step"] == int(mv["step"][j]) and f["first_failed_exchange"]["tile"] == at[0]
 
 
+def test_middle_groups_take_and_give_in_one_shift(images):
+    """4 groups of 1 layer: groups 1 and 2 send their y and receive their x in the same shift
+    (one block of memory: carried in place), so the exchange check takes the shift's sources
+    before it runs; every byte of every exchange still matches, every boundary holds."""
+    c, models, refs, inputs = images
+    four = compiled(images, groups=4)
+    f = spatial.run_items(models[0], four[3], 4, inputs, refs, target_of(c))
+    assert f["validated"] and f["exchanges_checked"] > 0 and f["exchanges_failed"] == 0
+    assert f["boundaries_checked"] == 3 * 3 and f["ops_checked"] > 0
+
+
 def test_a_wrong_op_output_inside_a_group_fails_the_op_read_back(images, two, monkeypatch):
     """Group 1's first op of its layer body written wrong on its tiles in pipeline step 1
     (item 0, iteration 0), just as that op completes: the op read-back inside the group

@@ -203,13 +203,12 @@ def run(lower_res, model, t: Target, check: str = "all", streams: dict | None = 
     rms_rel = rms_rel_error(g, got16, ref.outputs)
     fp16 = ref.fp16_outputs
     rbm = host.metrics() if host else rb.metrics() if rb else {"ops_checked": 0, "ops_failed": 0}
-    per_op_ok = host.ok if host else rbm["ops_checked"] > 0 and rbm["ops_failed"] == 0 and \
-        rbm.get("layers_failed", 0) == 0 and rbm.get("exchanges_failed", 0) == 0
+    inside = host.failed() if host else [] if rbm["ops_checked"] > 0 and rbm["ops_failed"] == 0 and \
+        rbm.get("layers_failed", 0) == 0 and rbm.get("exchanges_failed", 0) == 0 else ["per-op"]
     model = model_check(ref, g)
     acc = fp8_accuracy(g, got16, fp16, {n: fp8_budget[n == "features"] for n in ref.outputs})
-    failed = [name for name, ok in (("group boundaries, exchanges" if host else "per-op", per_op_ok), ("end to end", err <= ref.tolerance),
-                                    ("model", model.get("ok", True)),
-                                    ("fp8 accuracy", all(f["ok"] for f in acc.values()))) if not ok]
+    failed = inside + [name for name, ok in (("end to end", err <= ref.tolerance), ("model", model.get("ok", True)),
+                                             ("fp8 accuracy", all(f["ok"] for f in acc.values()))) if not ok]
     if "model" in failed:
         failed[failed.index("model")] = model["failed"]
     if "fp8 accuracy" in failed:

@@ -169,10 +169,12 @@ class Host(Mapping):
     def metrics(self) -> dict:
         return {**self.boundaries.metrics(), **self.ops.metrics(), **(self.exchanges.metrics() if self.exchanges else {})}
 
-    @property
-    def ok(self) -> bool:
+    def failed(self) -> list[str]:
+        """The checks inside the chip that failed (run.failed's words)."""
         m = self.metrics()
-        return self.boundaries.ok and not m.get("exchanges_failed") and not m["ops_failed"] and m["ops_checked"] > 0
+        return [name for name, ok in (("per-op", m["ops_checked"] > 0 and not m["ops_failed"]),
+                                      ("group boundaries", self.boundaries.ok),
+                                      ("exchanges", not m.get("exchanges_failed"))) if not ok]
 
     def close(self) -> None:
         self.ops.close()
@@ -359,7 +361,7 @@ def run_items(model, lower_res, groups: int, inputs: list, refs: list, t: Target
     except BaseException:
         host.close()
         raise
-    errors, ok = [], host.ok
+    errors, ok = [], not host.failed()
     for i, ref in enumerate(refs):
         for name, got in host.outputs(r.outputs, i).items():
             want = ref.outputs[name]

@@ -107,9 +107,11 @@ def row(b: int, act: str, extra: list) -> str:
     worst = lambda f: f", worst image {f['worst_image_rms_rel_error']:.3%}" if "worst_image_rms_rel_error" in f else ""
     fp8 = "; vs FP16 activations " + ", ".join(f"{n} {f['rms_rel_error']:.3%}{worst(f)} ({f['budget']:.0%})"
                                                 for n, f in acc.items()) if acc else ""
+    checks = ", ".join(f"{run[k]:,} {w}" for k, w in (("ops_checked", "op read-backs"), ("exchanges_checked", "exchanges"),
+                                                       ("boundaries_checked", "boundaries")) if k in run)
     return (f"| {b} | {act} | {plan} | {s['status']} | {run['cycles']:,} | {run['cycles'] // b:,} | "
             f"{run['latency_ms']:.4f} | {run['images_per_s']:.1f} | {r['place'].get('min_free_bytes'):,} | "
-            f"{run['max_abs_error']:.4g} / {run['tolerance']:.4g}{fp8}"
+            f"{run['max_abs_error']:.4g} / {run['tolerance']:.4g} ({checks}){fp8}"
             f"{'' if run['validated'] else ' ' + run.get('failed', '')} | {r['secs']:.0f} | {cmd} |")
 
 

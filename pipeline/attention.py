@@ -6,17 +6,13 @@ stage depends on that file, not on the target and policy keys, so changing a pol
 reruns this stage (instant unless auto) but the model stage only when the pick changes."""
 from __future__ import annotations
 
-import json
 import sys
 
 from compiler import mapper as mappers
 from compiler.attn_choice import price
 from compiler.phases import ModelResult, run_phase
-from compiler.target import ConfigError
 
-from .config import REPO, load_params
-
-OUT = REPO / "artifacts" / "attention" / "choice.json"
+from . import choice_stage
 
 
 def choice(cfg: dict) -> dict:
@@ -28,24 +24,7 @@ def choice(cfg: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in ("-h", "--help"):
-        print(f"usage: python -m pipeline.attention   (the attention stage of dvc.yaml; reads params.yaml)\n\n{__doc__}")
-        return 0
-    if argv:
-        print(f"error: python -m pipeline.attention takes no arguments (got {argv[0]!r}); it reads params.yaml",
-              file=sys.stderr)
-        return 2
-    try:
-        doc = choice(load_params(inputs=False))     # the model build reads (and checks) them
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    tmp = OUT.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    tmp.replace(OUT)
-    return 0
+    return choice_stage.main("attention", __doc__, choice, argv)
 
 
 if __name__ == "__main__":

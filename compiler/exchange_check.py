@@ -23,8 +23,12 @@ the simulator's chunk splitting (sim.memory.chunk_offsets / move_pairs).
 Timing. The host calls on_step after every executed superstep, before the next one
 runs, with the memory as that superstep left it: the sources are not yet overwritten
 (an exchange reads what the superstep before it left, and the allocator never gives a
-buffer read by an exchange the address of one that exchange writes). The compare is one
-compiled pass over the moved bytes, on the simulator's thread (it reads live memory).
+buffer read by an exchange the address of one that exchange writes). The one exchange
+that writes where it reads, a spatial pipeline's shift (a middle group's input and output
+share blocks; the machine reads every source before writing), is compared against its
+sources as `capture` took them after the superstep before it (compiler/spatial.py). The
+compare is one compiled pass over the moved bytes, on the simulator's thread (it reads
+live memory).
 
 What it cannot see: a kernel computing wrongly from correct operands (the op read-back's
 and the layer-output check's), and a wrong source (the op read-back reads the producer's

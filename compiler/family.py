@@ -15,7 +15,7 @@ pipeline by spatial.plan_phase + expand_phase (the merged chip program's exact c
 its groups' finalists already checked to place) and spatial.throughput. Candidates: every
 G that divides the encoder's layers with 2 <= G <= `policy.pipeline_max_groups`. A
 rejected candidate loses (its reason is kept); ties go to fewer groups (the whole chip
-first: its read-back is op by op). If every candidate is rejected, the whole chip's
+first: no fill or drain, the least latency). If every candidate is rejected, the whole chip's
 rejection goes on, for the later phases to report.
 
 The plan phase returns the winner's own plan result (PlanResult or SpatialPlan: expand

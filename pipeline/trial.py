@@ -33,7 +33,8 @@ TABLE = "trials.md"      # a multirun's table, in its sweep directory
 OUTPUTS = "output.npz"   # a trial's outputs: `<name>` the device's, `reference/<name>` the reference's
 # the table's columns: (heading, summary key path)
 COLUMNS = (("status", ("status",)), ("cycles", ("run", "cycles")), ("cycles/layer", ("run", "cycles_per_layer")),
-           ("ms", ("run", "ms")), ("images/s", ("run", "images_per_s")),   # images/s: towers only
+           ("ms", ("run", "ms")), ("images/s", ("run", "images_per_s")),   # images/s, latency: towers only
+           ("latency ms", ("run", "latency_ms")),
            ("max abs error", ("run", "max_abs_error")), ("tolerance", ("run", "tolerance")),
            ("min free B", ("place", "min_free_bytes")), ("host s", ("host_s",)))
 _trials: list[tuple[str, dict]] = []     # (overrides, summary) of each job of this process's multirun

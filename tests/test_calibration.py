@@ -267,3 +267,18 @@ def test_a_batch_measures_each_images_token_to_token_part():
     per_image, whole = token_errors_per_image(g, d, inputs, 2)
     assert g.meta["fp8_cast_error"] == pytest.approx(per_image, abs=1e-6)
     assert any(abs(whole[n] - per_image[n]) > 1e-3 for n in per_image)    # the test tells the two apart
+
+
+def test_photo_held_out_is_the_batchs_first_held_out_photos():
+    """model.input=photo:held_out (one spec for a sweep over model.batch) reads as the first
+    model.batch held-out photos, repeated past 8: the same pixels as that list written out,
+    and never a calibration photo."""
+    for b in (1, 3, 10):
+        want = [photos.PREFIX + photos.HELD_OUT[i % len(photos.HELD_OUT)] for i in range(b)]
+        assert vit_config.VitConfig(input=photos.HELD_OUT_SET, batch=b).input == want
+    spec = dict(TOWER, fp8_activations=False, batch=2)
+    _, named = vit.build(dict(spec, input=photos.HELD_OUT_SET))
+    _, listed = vit.build(dict(spec, input=["photo:astronaut", "photo:rocket"]))
+    _, swapped = vit.build(dict(spec, input=["photo:rocket", "photo:astronaut"]))
+    assert np.array_equal(named["pixels"], listed["pixels"]) and not np.array_equal(named["pixels"], swapped["pixels"])
+    assert not set(photos.held_out(16)) & {photos.PREFIX + n for n in photos.CALIBRATION}

@@ -56,9 +56,10 @@ def test_trial_writes_its_outputs_and_an_exporters_npz_is_an_input(repo, tmp_pat
     assert emb.shape == (1, 64) and np.isfinite(emb).all()
     s = json.loads((out / "summary.json").read_text())
     assert s["status"] == "ok" and np.abs(emb - ref).max() <= s["run"]["tolerance"]
-    head, _, row = table([("tower", s)]).splitlines()        # a multirun's row shows the tower's images/s
-    cell = dict(zip(head.split(" | "), row.split(" | ")))["images/s"]
-    assert s["run"]["images_per_s"] > 0 and cell == f"{s['run']['images_per_s']:.3g}"
+    head, _, row = table([("tower", s)]).splitlines()   # a multirun's row shows the tower's images/s and latency
+    cells = dict(zip(head.split(" | "), row.split(" | ")))
+    assert s["run"]["images_per_s"] > 0 and cells["images/s"] == f"{s['run']['images_per_s']:.3g}"
+    assert s["run"]["latency_ms"] > 0 and cells["latency ms"] == f"{s['run']['latency_ms']:.3g}"
 
 
 def _imports(path) -> set[str]:

@@ -19,10 +19,25 @@ CALIBRATION = ("coffee", "chelsea", "hubble_deep_field", "camera", "brick", "gra
 HELD_OUT = ("astronaut", "rocket", "immunohistochemistry", "retina", "coins", "moon", "clock", "logo")
 DEFAULT = "astronaut"      # the default trial's input: held out, never calibrated on
 ALL = CALIBRATION + HELD_OUT
+# `model.input=photo:held_out`: the batch's images are the first model.batch held-out photos
+# (in HELD_OUT's order, repeated past 8), so one sweep over model.batch needs no list per point
+HELD_OUT_SET = PREFIX + "held_out"
 
 
 def is_photo(spec) -> bool:
     return isinstance(spec, str) and spec.startswith(PREFIX)
+
+
+def held_out(batch: int) -> list:
+    """The first `batch` held-out photos as `photo:NAME` specs (repeated past len(HELD_OUT))."""
+    return [PREFIX + HELD_OUT[i % len(HELD_OUT)] for i in range(batch)]
+
+
+def expand(spec, batch: int):
+    """model.input as the model reads it: `photo:held_out` becomes held_out(batch); any other
+    spec is returned as given."""
+    ok = isinstance(batch, int) and not isinstance(batch, bool) and batch > 0   # else model.batch's own error
+    return held_out(batch) if spec == HELD_OUT_SET and ok else spec
 
 
 def name_of(spec: str) -> str:

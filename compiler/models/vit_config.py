@@ -59,7 +59,8 @@ class VitConfig:
     eps: float = 1e-6
     weights: str = ""             # .npz or .safetensors with timm names; "" = seeded
     input: str | list = ""        # tower: image file(s) (PNG/JPEG), photo:NAME (models/photos.py) or .npy/.npz
-                                  # pixels; "" = seeded images
+                                  # pixels; "" = seeded images; photo:held_out = the first `batch` held-out
+                                  # photos (read as that list: __post_init__)
     crop_pct: float = 0.0         # tower preprocessing (timm's eval transform); 0 / "" / [] = the preset's
     interpolation: str = ""
     mean: tuple | list = ()
@@ -98,6 +99,9 @@ class VitConfig:
         if self.tower and d.get("image") and d.get("patch"):
             d["tokens"] = (d["image"] // d["patch"]) ** 2 + (d["pool"] == "token")
         return d
+
+    def __post_init__(self):
+        object.__setattr__(self, "input", photos.expand(self.input, self.batch))
 
     def check(self):
         if self.weights:

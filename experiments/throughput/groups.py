@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from compiler.phases import run_phase, target_of  # noqa: E402
 from compiler.plan import pipeline  # noqa: E402
 from compiler.sim.load import host_cycles  # noqa: E402
-from experiments.throughput.run import inputs  # noqa: E402
+from compiler.models import photos  # noqa: E402
 from pipeline.config import compose  # noqa: E402
 
 LAYERS, TILES, ROWS, WIDTH = 27, 1472, 730, 1152      # So400m: 729 tokens + 1 padding row
@@ -36,7 +36,7 @@ def group(scope: str, layers: int, tiles: int, act: str, extra: list, batch: int
     ov = ["model=vit", "target=ipu21", f"model.scope={scope}", f"model.layers={layers}", f"target.tiles={tiles}",
           f"model.fp8_activations={'true' if act == 'fp8' else 'false'}", *extra]
     if batch > 1:        # a micro-batch of B images per item: the tower's held-out photos (run.py)
-        ov += [f"model.batch={batch}", f"model.input={inputs(batch)}"]
+        ov += [f"model.batch={batch}", f"model.input={photos.HELD_OUT_SET}"]
     cfg, res, t0 = compose(ov), {}, time.perf_counter()
     for name in ("model", "plan", "expand"):
         res[name] = run_phase(name, res, cfg)

@@ -30,13 +30,9 @@ from pipeline.config import compose  # noqa: E402
 HERE = Path(__file__).resolve().parent
 
 
-def inputs(b: int) -> str:
-    names = [photos.HELD_OUT[i % len(photos.HELD_OUT)] for i in range(b)]
-    return "[" + ",".join(f"{photos.PREFIX}{n}" for n in names) + "]"
-
-
 def overrides(b: int, act: str, extra: list) -> list:
-    return ["model=vit", "target=ipu21", "+experiment=layers_27", f"model.batch={b}", f"model.input={inputs(b)}",
+    # photo:held_out: the first b held-out photos (compiler/models/photos.py), as the Hydra sweep reads them
+    return ["model=vit", "target=ipu21", "+experiment=layers_27", f"model.batch={b}", f"model.input={photos.HELD_OUT_SET}",
             f"model.fp8_activations={'true' if act == 'fp8' else 'false'}", *extra]
 
 

@@ -49,6 +49,7 @@ class Policy:
     check_exchanges: bool = True      # run: every exchange's destination bytes against its source's, every iteration
     pipeline_groups: int | str = 0    # the spatial pipeline (compiler/spatial.py): the encoder's layers in this many groups of tiles, the batch one item streaming through; 0 = off; auto = the whole chip or G groups, chosen by cost (compiler/family.py)
     pipeline_max_groups: int = 4      # auto: price G groups for every G dividing the layers up to this
+    pipeline_fit: bool = True         # a group that does not fit on tiles // G: each group its fewest tiles, the rest shared (compiler/spatial_tiles.py)
     objective: str = "throughput"     # auto: throughput (most images/s) | latency (least ms first image in to last output out)
     place: dict = field(default_factory=dict)  # compiler.place.PlaceConfig overrides
     fp8_budget_embedding: float = 0.03  # FP8 activations: the run's embedding / logits rms vs the FP16-activation twin

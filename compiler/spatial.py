@@ -24,6 +24,7 @@ import numpy as np
 
 from . import mapper as mappers
 from .result import Rejection
+from .spatial_tiles import group_target
 from .target import Target
 
 
@@ -41,8 +42,6 @@ class SpatialPlan:
                 "groups": [p.metrics() for p in self.plans], **({"family": self.family} if self.family else {})}
 
 
-def group_target(t: Target, groups: int) -> Target:
-    return Target.from_dict({**{f: getattr(t, f) for f in t.__dataclass_fields__}, "tiles": t.tiles // groups})
 
 
 def group_models(model, groups: int, deferred: bool) -> list:
@@ -68,12 +67,12 @@ def plan_phase(model, t: Target, policy, groups: int, images: int = 1) -> Spatia
             f"(graph {model.graph.name})", {"groups": groups, "layers": L}))
     ms = group_models(model, groups, policy.deferred_norm)
     sp = SpatialPlan(groups, ms[0].graph.repeat.count, images)
-    tw = group_target(t, groups)
+    tw = group_target(t, t.tiles // groups)
     for k, mk in enumerate(ms):
         p = plan(mk, tw, policy)
         sp.plans.append(p)
-        if p.rejection:
-            sp.rejection = _in_group(p.rejection, k, sp, tw)
+        if p.rejection and not (policy.pipeline_fit and p.rejection.reason == "memory"):
+            sp.rejection = _in_group(p.rejection, k, sp, tw)    # else expand gives the group more tiles
             break
     return sp
 
@@ -84,45 +83,59 @@ def _in_group(r: Rejection, k: int, sp: SpatialPlan, tw: Target) -> Rejection:
 
 
 def expand_phase(model, sp: SpatialPlan, t: Target, policy, mapper=mappers.serial):
-    """Each group expanded on its tiles; the chip's tile graph merged from one finalist of
-    each. A group's finalist is kept when it places alone with the support the chip gives
-    its tiles (code and tables grow by the other groups' supersteps it SYNCs through, the
-    profile by the pipeline steps) and its input x live throughout, as on the chip: then
-    the chip's tiles of that group place too (same requests, same order of events). Else
-    that group's next finalist, and the merge again."""
+    """Each group expanded on its tiles (tiles // G; with policy.pipeline_fit, when a group
+    does not fit there, each group on the tiles compiler/spatial_tiles.py gives it); the
+    chip's tile graph merged from one finalist of each. A group's finalist is kept when it
+    places alone with the support the chip gives its tiles (code and tables grow by the
+    other groups' supersteps it SYNCs through, the profile by the pipeline steps) and its
+    input x live throughout, as on the chip: then the chip's tiles of that group place too
+    (same requests, same order of events). Else that group's next finalist, and the merge
+    again."""
     from .expand import ExpandResult, Expanded, expand
     from .expand.analysis import analyse, profile_bytes
     from .expand.stages import merge
     from .place.config import PlaceConfig
     from .place.phase import place
+    from .spatial_tiles import Fits, fit
     if sp.rejection:
         return ExpandResult(rejection=sp.rejection)
     ms = group_models(model, sp.groups, policy.deferred_norm)
-    tw, pcfg = group_target(t, sp.groups), PlaceConfig.from_dict(policy.place)
-    fins = []
-    for k, (mk, p) in enumerate(zip(ms, sp.plans)):
-        e = expand(mk, p, tw, policy, mapper)
-        if e.rejection:
-            return ExpandResult(rejection=_in_group(e.rejection, k, sp, tw))
-        fins.append([f.tilegraph for f in e.finalists])
+    G, even, pcfg = sp.groups, t.tiles // sp.groups, PlaceConfig.from_dict(policy.place)
+    fits = Fits(ms, t, policy, mapper)
+    for k, (mk, p) in enumerate(zip(ms, sp.plans)):      # the plan phase's plans, on tiles // G
+        fits.done[k, even] = p, (ExpandResult(rejection=p.rejection) if p.rejection else
+                                 expand(mk, p, group_target(t, even), policy, mapper))
+    widths, why = [even] * G, ""
+    bad = [k for k in range(G) if not fits.ok(k, even)]
+    if bad and policy.pipeline_fit and all(fits(k, even)[1].rejection.reason == "memory" for k in bad):
+        widths, why = fit(fits, t.tiles)
+    short = [k for k, w in enumerate(widths) if not fits.ok(k, w)] if widths else bad
+    if short:
+        k = short[0]
+        w = widths[k] if widths else even
+        rej = _in_group(fits(k, w)[1].rejection, k, sp, group_target(t, w))
+        return ExpandResult(rejection=replace(rej, message=rej.message + (f" (pipeline_fit: {why})" if why else "")))
+    fins = [[f.tilegraph for f in fits(k, w)[1].finalists] for k, w in enumerate(widths)]
+    off = np.cumsum([0] + widths)
     g = model.graph
     (y, x), = g.repeat.carried
-    image, w = image_name(g), tw.tiles
+    image = image_name(g)
     out_bytes = {o.name: o.nbytes for o in ms[-1].graph.of_kind("output")}
-    choice = [0] * sp.groups
+    choice = [0] * G
     while True:
-        tg = merge([f[c] for f, c in zip(fins, choice)], t.tiles, sp.images + sp.groups - 1, image, x, y,
+        tg = merge([f[c] for f, c in zip(fins, choice)], t.tiles, sp.images + G - 1, image, x, y,
                    g.tensors[image].nbytes, out_bytes, g.tensors[x].nbytes // g.tensors[x].shape[0],
-                   [0] + [g.body()[0]] * (sp.groups - 1), label=f"pipeline {sp.groups} x {sp.layers} layers")
+                   [0] + [g.body()[0]] * (G - 1), label=f"pipeline {G} x {sp.layers} layers")
         tg.analysis = a = analyse(tg, t)
         for k, f in enumerate(fins):
             gk = f[choice[k]]
             r = {c: v.copy() for c, v in gk.req.items()}
             if k:                                 # x crosses the outer loop
                 r["end"][gk.hin["req"][np.asarray(gk.in_streams)[gk.hin["stream"]] == x]] = gk.end_event
-            sl = slice(k * w, (k + 1) * w)
+            sl = slice(off[k], off[k + 1])
             view = replace(gk, req=r, analysis={**gk.analysis, "code_bytes": a["code_bytes"][sl],
                                                 "table_bytes": a["table_bytes"][sl], "profile_bytes": profile_bytes(tg)})
+            tw = group_target(t, widths[k])
             pk = place(ExpandResult(finalists=[Expanded(None, view, view.analysis)]), tw, pcfg, mapper)
             if pk.rejection:
                 choice[k] += 1
@@ -131,7 +144,7 @@ def expand_phase(model, sp: SpatialPlan, t: Target, policy, mapper=mappers.seria
                     tile = rej.figures.get("tile")
                     return ExpandResult(rejection=replace(
                         rej, phase="expand", message=f"{rej.message} (each of its {len(f)} finalists placed with the "
-                        f"chip's support; group tile {tile} is chip tile {k * w + (tile or 0)})"))
+                        f"chip's support; group tile {tile} is chip tile {off[k] + (tile or 0)})"))
                 break
         else:
             return ExpandResult(finalists=[Expanded(None, tg, a)])

@@ -165,7 +165,7 @@ def stages_group(images, k):
     c, models = images[:2]
     pol = policy_of(c)
     m = spatial.group_models(models[0], 2, pol.deferred_norm)[k]
-    tw = spatial.group_target(target_of(c), 2)
+    tw = spatial.group_target(target_of(c), target_of(c).tiles // 2)
     return expand(m, plan(m, tw, pol), tw, pol).finalists[0].tilegraph
 
 

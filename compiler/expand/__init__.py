@@ -142,10 +142,12 @@ class ExpandResult:
 
     def metrics(self) -> dict:
         best = self.finalists[0].analysis if self.finalists else None
+        tg = self.finalists[0].tilegraph if self.finalists else None
         return {"finalists": len(self.finalists), "screened": self.screened, "rejected": self.rejected,
                 "exchange_table_max_bytes": int(best["table_bytes"].max()) if best else None,
                 "code_max_bytes": int(best["code_bytes"].max()) if best else None,
-                "cycles": best["cycles"] if best else None}
+                "cycles": best["cycles"] if best else None,
+                **({"pipeline_tiles": list(tg.group_tiles)} if getattr(tg, "group_tiles", ()) else {})}
 
 
 def grid_shape(cand) -> tuple:

@@ -1,7 +1,7 @@
 """The spatial pipeline on one chip (issue #27, compiler/plan/pipeline.py): G groups of
 tiles, group k holding layers [k n, (k+1) n) of the encoder with their weights, images
 streaming through. This module builds the chip's tile graph from the G groups' own tile
-graphs (each expanded on a w-tile target from compiler/pod/split.chip_model: group 0 with
+graphs (each expanded on a target of its own tiles from compiler/pod/split.chip_model: group 0 with
 the patch embedding, group G-1 with the final norm and head); place, schedule and lower
 then treat it like any other.
 
@@ -148,14 +148,15 @@ def _take_host(h: dict, sel: np.ndarray, roff: int, stream: np.ndarray) -> dict:
 
 def merge(groups: list[TileGraph], tiles: int, items: int, image: str, x: str, y: str,
           image_bytes: int, out_bytes: dict, row_bytes: int, op_base: list, label: str = "") -> TileGraph:
-    """The chip's tile graph (`tiles` tiles) from the groups' (each on w tiles, group k on
-    tiles [k w, (k+1) w)). image: group 0's input stream (one item, image_bytes); x, y: the
+    """The chip's tile graph (`tiles` tiles) from the groups' (group k on its own g.tiles tiles,
+    after the groups before it: tiles [off_k, off_k + g_k.tiles)). image: group 0's input stream (one item, image_bytes); x, y: the
     Repeat's carried input and output (row_bytes a row); out_bytes: group G-1's output
     streams and their bytes an item; op_base: per group, the whole model's index of its op 0
     (the chip's step_op, for the profile)."""
-    G, w = len(groups), groups[0].tiles
-    if G < 2 or G * w > tiles:
-        raise ValueError(f"pipeline: {G} groups of {w} tiles on a {tiles}-tile chip")
+    G, off = len(groups), np.cumsum([0] + [g.tiles for g in groups])
+    if G < 2 or off[-1] > tiles:
+        raise ValueError(f"pipeline: {G} groups of {', '.join(str(g.tiles) for g in groups)} tiles on a "
+                         f"{tiles}-tile chip")
     if len({g.count for g in groups}) > 1:
         raise ValueError("pipeline: the groups' Repeats differ in count (" +
                          ", ".join(f"group {k}: {g.count}" for k, g in enumerate(groups)) + ")")
@@ -180,7 +181,7 @@ def merge(groups: list[TileGraph], tiles: int, items: int, image: str, x: str, y
         ev = _events(len(g.steps), k, regions, S)
         names += g.names                               # labels only: groups sit on different tiles
         r = {f: g.req[f].copy() for f in REQ}
-        r["tile"] += k * w
+        r["tile"] += off[k]
         r["name"] += len(names) - len(g.names)
         r["start"], r["end"] = ev[r["start"]], ev[r["end"]]
         h_in, h_out = g.hin, g.hout
@@ -193,7 +194,7 @@ def merge(groups: list[TileGraph], tiles: int, items: int, image: str, x: str, y
         np.minimum.at(r["end"], h_out["req"][~keep], last + 1)
         parts["req"].append(r)
         kr = {f: g.kern[f].copy() for f in KERN}
-        kr["tile"] += k * w
+        kr["tile"] += off[k]
         kr["step"] = ev[kr["step"]]
         for f in ("r0", "r1", "r2", "r3"):
             kr[f] = np.where(kr[f] >= 0, kr[f] + roff, kr[f])
@@ -203,13 +204,13 @@ def merge(groups: list[TileGraph], tiles: int, items: int, image: str, x: str, y
         seqs += list(g.scale_seqs)
         xr = {f: g.xfer[f].copy() for f in XFER}
         xr["step"] = ev[xr["step"]]
-        xr["src"] += k * w
-        xr["dst"] += k * w
+        xr["src"] += off[k]
+        xr["dst"] += off[k]
         xr["sreq"] += roff
         xr["dreq"] += roff
         parts["xfer"].append(xr)
         d = {f: np.asarray((g.dump or soa(DUMP))[f], np.int64) for f in DUMP}   # op outputs, read back
-        d["tile"], d["req"], d["step"] = d["tile"] + k * w, d["req"] + roff, ev[d["step"]]
+        d["tile"], d["req"], d["step"] = d["tile"] + off[k], d["req"] + roff, ev[d["step"]]
         d["group"] = np.full(len(d["op"]), k, np.int64)           # op: the group's own graph's index
         parts["dump"].append(d)
         b = {f: g.bseg[f].copy() for f in BSEG}
@@ -246,7 +247,7 @@ def merge(groups: list[TileGraph], tiles: int, items: int, image: str, x: str, y
         a, b = groups[k], groups[k + 1]
         ys = np.asarray(list(a.out_streams))[a.hout["stream"]] == y
         xs = np.asarray(b.in_streams)[b.hin["stream"]] == x
-        xr = shift_rows(a, ys, k * w, b, xs, (k + 1) * w, row_bytes, (roffs[k], roffs[k + 1]))
+        xr = shift_rows(a, ys, off[k], b, xs, off[k + 1], row_bytes, (roffs[k], roffs[k + 1]))
         xr["step"][:] = shift
         parts["xfer"].append(xr)
     cat = {f: {c: np.concatenate([p[c] for p in parts[f]]).astype(np.int64) for c in parts[f][0]} for f in parts}
@@ -260,5 +261,6 @@ def merge(groups: list[TileGraph], tiles: int, items: int, image: str, x: str, y
                    step_op=step_op, scale_seqs=np.array(seqs, np.float64).reshape(len(seqs), groups[0].count),
                    bseg=cat["bseg"], bcast=groups[0].bcast, deferred=groups[0].deferred,
                    outer=items, hstep=soa(HSTEP, hstep), sin=cat["sin"], sout=cat["sout"], groups=G,
+                   group_tiles=tuple(int(g.tiles) for g in groups),
                    dump=cat["dump"])
     return tg

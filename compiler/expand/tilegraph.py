@@ -120,6 +120,7 @@ class TileGraph:
     sin: dict = field(default_factory=lambda: soa(HOST))       # stepped host rows they move in (dir 0)
     sout: dict = field(default_factory=lambda: soa(HOST))      # ... and out (dir 1)
     groups: int = 0           # a spatial pipeline's tile groups (compiler/spatial.py); 0: not a pipeline
+    group_tiles: tuple = ()   # ... and each group's tiles, in chip order (policy.pipeline_fit may make them unequal)
 
     def body_steps(self) -> tuple[int, int]:
         return tuple(self.body) if self.body else (0, len(self.steps))
@@ -152,6 +153,7 @@ class TileGraph:
             state.setdefault(f, soa(fields))
         state.setdefault("outer", 1)
         state.setdefault("groups", 0)
+        state.setdefault("group_tiles", ())
         for f in self.TABLES:
             state[f] = {k: v.astype(np.int64) for k, v in state[f].items()}
         self.__dict__.update(state)

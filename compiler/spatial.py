@@ -24,7 +24,7 @@ import numpy as np
 
 from . import mapper as mappers
 from .result import Rejection
-from .spatial_tiles import group_target
+from .spatial_tiles import FIT_REASONS, group_target
 from .target import Target
 
 
@@ -71,7 +71,7 @@ def plan_phase(model, t: Target, policy, groups: int, images: int = 1) -> Spatia
     for k, mk in enumerate(ms):
         p = plan(mk, tw, policy)
         sp.plans.append(p)
-        if p.rejection and not (policy.pipeline_fit and p.rejection.reason == "memory"):
+        if p.rejection and not (policy.pipeline_fit and p.rejection.reason in FIT_REASONS):
             sp.rejection = _in_group(p.rejection, k, sp, tw)    # else expand gives the group more tiles
             break
     return sp
@@ -85,38 +85,58 @@ def _in_group(r: Rejection, k: int, sp: SpatialPlan, tw: Target) -> Rejection:
 def expand_phase(model, sp: SpatialPlan, t: Target, policy, mapper=mappers.serial):
     """Each group expanded on its tiles (tiles // G; with policy.pipeline_fit, when a group
     does not fit there, each group on the tiles compiler/spatial_tiles.py gives it); the
-    chip's tile graph merged from one finalist of each. A group's finalist is kept when it
-    places alone with the support the chip gives its tiles (code and tables grow by the
-    other groups' supersteps it SYNCs through, the profile by the pipeline steps) and its
-    input x live throughout, as on the chip: then the chip's tiles of that group place too
-    (same requests, same order of events). Else that group's next finalist, and the merge
-    again."""
-    from .expand import ExpandResult, Expanded, expand
-    from .expand.analysis import analyse, profile_bytes
-    from .expand.stages import merge
-    from .place.config import PlaceConfig
-    from .place.phase import place
-    from .spatial_tiles import Fits, fit
+    chip's tile graph merged from one finalist of each (_placed). With the flag, a group none
+    of whose finalists places with the chip's support gets 1/64 more tiles (at least one),
+    the others what is left, until the least counts overfill the chip."""
+    from .expand import ExpandResult, expand
+    from .spatial_tiles import Fits, fit, over, shares
     if sp.rejection:
         return ExpandResult(rejection=sp.rejection)
     ms = group_models(model, sp.groups, policy.deferred_norm)
-    G, even, pcfg = sp.groups, t.tiles // sp.groups, PlaceConfig.from_dict(policy.place)
+    G, even = sp.groups, t.tiles // sp.groups
     fits = Fits(ms, t, policy, mapper)
     for k, (mk, p) in enumerate(zip(ms, sp.plans)):      # the plan phase's plans, on tiles // G
         fits.done[k, even] = p, (ExpandResult(rejection=p.rejection) if p.rejection else
                                  expand(mk, p, group_target(t, even), policy, mapper))
-    widths, why = [even] * G, ""
+    least, why = [], ""
     bad = [k for k in range(G) if not fits.ok(k, even)]
-    if bad and policy.pipeline_fit and all(fits(k, even)[1].rejection.reason == "memory" for k in bad):
-        widths, why = fit(fits, t.tiles)
-    short = [k for k, w in enumerate(widths) if not fits.ok(k, w)] if widths else bad
-    if short:
-        k = short[0]
-        w = widths[k] if widths else even
-        rej = _in_group(fits(k, w)[1].rejection, k, sp, group_target(t, w))
-        return ExpandResult(rejection=replace(rej, message=rej.message + (f" (pipeline_fit: {why})" if why else "")))
-    fins = [[f.tilegraph for f in fits(k, w)[1].finalists] for k, w in enumerate(widths)]
-    off = np.cumsum([0] + widths)
+    if bad and policy.pipeline_fit and all(fits(k, even)[1].rejection.reason in FIT_REASONS for k in bad):
+        least, why = fit(fits, t.tiles)
+    while True:
+        widths = shares(least, t.tiles) if least and not why else [even] * G
+        short = [k for k, w in enumerate(widths) if not fits.ok(k, w)]
+        if short:
+            k, w = short[0], widths[short[0]]
+            rej = _in_group(fits(k, w)[1].rejection, k, sp, group_target(t, w))
+            return ExpandResult(rejection=replace(rej, message=rej.message + (f" (pipeline_fit: {why})" if why else "")))
+        res, k = _placed(model, ms, sp, t, policy, mapper, widths,
+                         [[f.tilegraph for f in fits(k, w)[1].finalists] for k, w in enumerate(widths)])
+        if k is None or not policy.pipeline_fit:
+            return res
+        if not least:
+            least, why = fit(fits, t.tiles)
+            if not least:
+                return res
+        least[k] = max(least[k], widths[k] + max(1, widths[k] // 64))
+        why = over(least, t.tiles)
+        if why:
+            return replace(res, rejection=replace(res.rejection, message=f"{res.rejection.message} (pipeline_fit: {why})"))
+
+
+def _placed(model, ms: list, sp: SpatialPlan, t: Target, policy, mapper, widths: list, fins: list):
+    """The chip's tile graph from one finalist of each group (group k on widths[k] tiles),
+    a group's finalist kept when it places alone with the support the chip gives its tiles
+    (code and tables grow by the other groups' supersteps it SYNCs through, the profile by
+    the pipeline steps) and its input x live throughout, as on the chip: then the chip's
+    tiles of that group place too (same requests, same order of events); else that group's
+    next finalist, and the merge again. (ExpandResult, None), or (its rejection, the group
+    none of whose finalists placed)."""
+    from .expand import ExpandResult, Expanded
+    from .expand.analysis import analyse, profile_bytes
+    from .expand.stages import merge
+    from .place.config import PlaceConfig
+    from .place.phase import place
+    G, pcfg, off = sp.groups, PlaceConfig.from_dict(policy.place), np.cumsum([0] + widths)
     g = model.graph
     (y, x), = g.repeat.carried
     image = image_name(g)
@@ -144,10 +164,10 @@ def expand_phase(model, sp: SpatialPlan, t: Target, policy, mapper=mappers.seria
                     tile = rej.figures.get("tile")
                     return ExpandResult(rejection=replace(
                         rej, phase="expand", message=f"{rej.message} (each of its {len(f)} finalists placed with the "
-                        f"chip's support; group tile {tile} is chip tile {off[k] + (tile or 0)})"))
+                        f"chip's support; group tile {tile} is chip tile {off[k] + (tile or 0)})")), k
                 break
         else:
-            return ExpandResult(finalists=[Expanded(None, tg, a)])
+            return ExpandResult(finalists=[Expanded(None, tg, a)]), None
 
 
 def image_name(g) -> str:

@@ -7,7 +7,7 @@ about one layer's weights), group 0 the patch embedding. With equal groups (tile
 a middle group may fit where an end group does not (27 layers, G = 9: the head's group is
 ~75 KB a tile over on 163 tiles, fits on ~200; the middle groups fit on ~158).
 
-With the flag, when some group does not expand on tiles // G tiles for memory, each group
+With the flag, when some group does not expand on tiles // G tiles (FIT_REASONS), each group
 gets the fewest tiles it expands on (`least`: a bisection of plan + expand over the tile
 count, its lower end where the group still fits, so the answer is a count it expands on;
 groups of one structure share the search), and the tiles left over are shared in
@@ -19,6 +19,10 @@ from __future__ import annotations
 
 from . import mapper as mappers
 from .target import Target
+
+# rejections another tile count may not meet: a tile too full, or no grid on this count whose
+# FP8 blocks are whole words (a count's factors decide the grids)
+FIT_REASONS = ("memory", "unencodable")
 
 
 def group_target(t: Target, tiles: int) -> Target:
@@ -84,8 +88,8 @@ def shares(least: list, tiles: int) -> list:
 
 
 def fit(fits: Fits, tiles: int) -> tuple[list, str]:
-    """Every group's tile count when the even split leaves one out: (counts, "") or
-    ([], why not)."""
+    """Each group's fewest tiles, when the even split leaves one out: (counts, "") or
+    ([], why not); shares() then hands out the rest."""
     G = len(fits.ms)
     even = tiles // G
     least = []
@@ -95,7 +99,12 @@ def fit(fits: Fits, tiles: int) -> tuple[list, str]:
         if w is None:
             return [], f"group {k} does not fit on {tiles - (G - 1) * max(1, even // 2)} tiles"
         least.append(w)
-    if sum(least) > tiles:
-        return [], (f"the groups fit on no fewer than {', '.join(map(str, least))} tiles, {sum(least)} together, "
-                    f"over the chip's {tiles}")
-    return shares(least, tiles), ""
+    return least, over(least, tiles)
+
+
+def over(least: list, tiles: int) -> str:
+    """Why the least counts cannot all be had ("" when they can)."""
+    if sum(least) <= tiles:
+        return ""
+    return (f"the groups fit on no fewer than {', '.join(map(str, least))} tiles, {sum(least)} together, "
+            f"over the chip's {tiles}")

@@ -57,3 +57,23 @@ def test_without_the_flag_or_room_the_group_is_rejected(least):
     short = compile_trial(cfg(few))["report"].summary
     assert short["status"] == "rejected" and "pipeline group" in short["rejected"]["message"]
     assert f"{sum(least)} together, over the chip's {few}" in short["rejected"]["message"]
+
+
+def test_a_group_that_does_not_place_gets_more_tiles(monkeypatch):
+    """32 tiles: the groups get 13 + 19; a placement that fails the head's group on 19 tiles
+    (injected) gives it 20 (1/64 more, at least one), and the embedding's group the rest."""
+    import compiler.place.phase as phase
+    from compiler.phases import run_phase
+    from compiler.result import Rejection
+    real, seen = phase.place, []
+
+    def place(res, t, cfg, mapper=None):
+        seen.append(t.tiles)
+        if t.tiles == 19:
+            return phase.PlaceResult(rejection=Rejection("place", "memory", "injected", {"tile": 0}))
+        return real(res, t, cfg, mapper)
+    monkeypatch.setattr(phase, "place", place)
+    c, r = cfg(32), {}
+    for name in ("model", "plan", "expand"):
+        r[name] = run_phase(name, r, c)
+    assert 19 in seen and r["expand"].metrics()["pipeline_tiles"] == [12, 20]

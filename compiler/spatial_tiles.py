@@ -9,12 +9,13 @@ a middle group may fit where an end group does not (27 layers, G = 9: the head's
 
 With the flag, when some group does not expand on tiles // G tiles (FIT_REASONS), each group
 gets the fewest tiles it expands on (`least`: a bisection of plan + expand over the tile
-count, its lower end where the group still fits, so the answer is a count it expands on;
-groups of one structure share the search), and the tiles left over are shared in
-proportion to those counts (largest remainders, ties to the lower group). Equal groups
-stay equal whenever they all fit: the middle groups set the pipeline step, and the even
-split is theirs at its largest. Without the flag, or when the least counts overfill the
-chip, the group's own rejection stands (with the counts in its message)."""
+count, ending on a count it expands on with the one below it failing; groups of one
+structure share the search), and the tiles left over are shared in proportion to those
+counts (largest remainders, ties to the lower group); a group none of whose finalists then
+places with the chip's support asks for 1/64 more (compiler/spatial.py expand_phase). Equal
+groups stay equal whenever they all fit: the middle groups set the pipeline step, and the
+even split is theirs at its largest. Without the flag, or when the least counts overfill
+the chip, the group's own rejection stands (with the counts in its message)."""
 from __future__ import annotations
 
 from . import mapper as mappers

@@ -4,9 +4,10 @@ chip's tile graph: compiler/expand/stages.py; the cost model: compiler/plan/pipe
 The model is cut into G groups of equal layer counts (compiler/pod/split.py chip_model:
 group 0 has the patch embedding, group G-1 the head, every group its layers' weights and
 per-layer scales). plan_phase plans each group on a w = tiles // G tile target;
-expand_phase expands each there and merges one finalist of each into the chip's tile graph
-(a group's first that places with the support the chip gives it), which place, schedule
-and lower treat like any other.
+expand_phase expands each there (or, with policy.pipeline_fit, each on the tiles it needs:
+compiler/spatial_tiles.py) and merges one finalist of each into the chip's tile graph (a
+group's first that places with the support the chip gives it), which place, schedule and
+lower treat like any other.
 
 The program runs `images + G - 1` pipeline steps: a trial's batch is one item (its steady
 state: one batch a step), run_items streams N images. The host pads the image stream with
@@ -40,8 +41,6 @@ class SpatialPlan:
     def metrics(self) -> dict:
         return {"pipeline_groups": self.groups, "layers_per_group": self.layers,
                 "groups": [p.metrics() for p in self.plans], **({"family": self.family} if self.family else {})}
-
-
 
 
 def group_models(model, groups: int, deferred: bool) -> list:

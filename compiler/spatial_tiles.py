@@ -48,7 +48,7 @@ class Fits:
         self.ms, self.t, self.policy, self.mapper = ms, t, policy, mapper
         self.keys = [structure(m) for m in ms]
         self.done: dict = {}                       # (k, w) -> (PlanResult, ExpandResult)
-        self.fit: dict = {}                        # (structure, w) -> bool
+        self.fitted: dict = {}                     # (structure, w) -> bool
 
     def __call__(self, k: int, w: int):
         from .expand import ExpandResult, expand
@@ -62,9 +62,9 @@ class Fits:
 
     def ok(self, k: int, w: int) -> bool:
         key = (self.keys[k], w)
-        if key not in self.fit:
-            self.fit[key] = self(k, w)[1].rejection is None
-        return self.fit[key]
+        if key not in self.fitted:
+            self.fitted[key] = self(k, w)[1].rejection is None
+        return self.fitted[key]
 
     def least(self, k: int, lo: int, hi: int) -> int | None:
         """The fewest tiles in (lo, hi] the group expands on, by bisection (the counts a
@@ -93,12 +93,12 @@ def fit(fits: Fits, tiles: int) -> tuple[list, str]:
     ([], why not); shares() then hands out the rest."""
     G = len(fits.ms)
     even = tiles // G
+    most = tiles - (G - 1) * max(1, even // 2)     # the others at half the even split
     least = []
     for k in range(G):
-        w = (fits.least(k, even // 2, even) if fits.ok(k, even) else
-             fits.least(k, even, tiles - (G - 1) * max(1, even // 2)))
+        w = fits.least(k, even // 2, even) if fits.ok(k, even) else fits.least(k, even, most)
         if w is None:
-            return [], f"group {k} does not fit on {tiles - (G - 1) * max(1, even // 2)} tiles"
+            return [], f"group {k} does not fit on {most} tiles"
         least.append(w)
     return least, over(least, tiles)
 

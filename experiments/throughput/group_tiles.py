@@ -16,16 +16,26 @@ from compiler.spatial import group_models  # noqa: E402
 from compiler.spatial_tiles import Fits  # noqa: E402
 from pipeline.config import compose  # noqa: E402
 
-if __name__ == "__main__":
-    if len(sys.argv) < 4 or sys.argv[1] not in ("f16", "fp8"):
-        print(__doc__)
+def args(doc: str, least: int) -> tuple[str, int, list]:
+    """(activations, G, the other arguments) of `script f16|fp8 G ...`, or the usage and exit."""
+    if len(sys.argv) < least or sys.argv[1] not in ("f16", "fp8"):
+        print(doc)
         sys.exit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
-    act, G = sys.argv[1], int(sys.argv[2])
+    return sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+
+
+def group_fits(act: str, G: int, extra=()) -> tuple[Fits, object]:
+    """Fits of the 27-layer tower's G groups (batch 1, the held-out photo) and the chip."""
     cfg = compose(["model=vit", "target=ipu21", "+experiment=layers_27",
-                   f"model.fp8_activations={'true' if act == 'fp8' else 'false'}"])
-    m, pol = model_phase(cfg), policy_of(cfg)
-    fits = Fits(group_models(m, G, pol.deferred_norm), target_of(cfg), pol)
-    for k, w in (tuple(map(int, a.split(":"))) for a in sys.argv[3:]):
+                   f"model.fp8_activations={'true' if act == 'fp8' else 'false'}", *extra])
+    m, pol, t = model_phase(cfg), policy_of(cfg), target_of(cfg)
+    return Fits(group_models(m, G, pol.deferred_norm), t, pol), t
+
+
+if __name__ == "__main__":
+    act, G, pairs = args(__doc__, 4)
+    fits = group_fits(act, G)[0]
+    for k, w in (tuple(map(int, a.split(":"))) for a in pairs):
         e = fits(k, w)[1]
         print(f"group {k} on {w} tiles:", e.rejection.message if e.rejection else f"{e.finalists[0].analysis['cycles']:,} cycles",
               flush=True)

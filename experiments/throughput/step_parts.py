@@ -17,10 +17,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from compiler.expand.stages import align  # noqa: E402
-from compiler.phases import model_phase, policy_of, target_of  # noqa: E402
-from compiler.spatial import group_models  # noqa: E402
-from compiler.spatial_tiles import Fits  # noqa: E402
-from pipeline.config import compose  # noqa: E402
+from group_tiles import args, group_fits  # noqa: E402
 
 REGIONS = ("before the Repeat", "one layer", "after the Repeat")
 
@@ -31,14 +28,9 @@ def spans(g) -> list:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] not in ("f16", "fp8"):
-        print(__doc__)
-        sys.exit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
-    act, G = sys.argv[1], int(sys.argv[2])
-    cfg = compose(["model=vit", "target=ipu21", "+experiment=layers_27",
-                   f"model.fp8_activations={'true' if act == 'fp8' else 'false'}", *sys.argv[3:]])
-    m, pol, t = model_phase(cfg), policy_of(cfg), target_of(cfg)
-    fits, w = Fits(group_models(m, G, pol.deferred_norm), t, pol), t.tiles // G
+    act, G, extra = args(__doc__, 3)
+    fits, t = group_fits(act, G, extra)
+    w = t.tiles // G
     groups = []
     for k in range(G):
         e = fits(k, w)[1]

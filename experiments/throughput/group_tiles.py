@@ -16,6 +16,7 @@ from compiler.spatial import group_models  # noqa: E402
 from compiler.spatial_tiles import Fits  # noqa: E402
 from pipeline.config import compose  # noqa: E402
 
+
 def args(doc: str, least: int) -> tuple[str, int, list]:
     """(activations, G, the other arguments) of `script f16|fp8 G ...`, or the usage and exit."""
     if len(sys.argv) < least or sys.argv[1] not in ("f16", "fp8"):

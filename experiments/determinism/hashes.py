@@ -5,7 +5,9 @@ WHAT: `small` -- two small trials on the tiny target, every phase in-process (a 
 of 2 layers, FP8 weights and activations, erf GELU; a ViT-B/16-like one with f16 weights,
 tanh GELU, class token): each phase's artifact as the stage stores it (pipeline/codec.py)
 and artifacts/run/output.npz; `default-reference` -- the default trial's (params.yaml composed
-from conf/) model and reference artifacts; `default` -- the whole default trial (ipu21: minutes).
+from conf/) model and reference artifacts; `layer-reference` -- the same at one layer
+(`model.layers=1`: every op of the tower at full size, a quarter of the work; the test's);
+`default` -- the whole default trial (ipu21: minutes).
 
 Besides the hashes it reports what the process ran under, so a caller can check the
 settings took effect: OpenBLAS's kernel as threadpoolctl reports it (OPENBLAS_CORETYPE must
@@ -128,13 +130,13 @@ def main(whats: list[str]) -> dict:
         if what == "small":
             for name, overrides in SMALL.items():
                 report[name] = artifacts(compile_trial(compose(overrides)))
-        elif what == "default-reference":
-            m = model_phase(compose())
+        elif what in ("default-reference", "layer-reference"):
+            m = model_phase(compose(["model.layers=1"] if what == "layer-reference" else []))
             report[what] = artifacts({"model": m, "reference": reference_phase(m)})
         elif what == "default":
             report[what] = artifacts(compile_trial(compose()))
         else:
-            raise SystemExit(f"error: unknown {what!r} (small, default-reference, default)")
+            raise SystemExit(f"error: unknown {what!r} (small, default-reference, layer-reference, default)")
     return report
 
 

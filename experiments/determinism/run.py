@@ -2,7 +2,7 @@
 three settings of tests/test_determinism.py -- OpenBLAS core types, BLAS threads, numba's
 target CPU, numpy's SIMD dispatch, hash seeds -- one process after another, and every
 artifact's sha256 side by side: `python experiments/determinism/run.py [WHAT]` (WHAT:
-`default` (the default; minutes each), `default-reference`, `small`). Exit 1 if any differs.
+`default` (the default; minutes each), `default-reference`, `layer-reference`, `small`). Exit 1 if any differs.
 Results: experiments/determinism/README.md."""
 from __future__ import annotations
 

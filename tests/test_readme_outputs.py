@@ -26,6 +26,24 @@ def test_every_output_is_marked_and_the_checked_ones_are_as_shown():
     assert not problems, "\n".join(problems)
 
 
+def test_the_headline_is_the_committed_trial():
+    """README's `dvc metrics show metrics/trial.json` block shows the committed metrics/trial.json
+    (the default trial's, which dvc.lock pins): every column, at the digits DVC prints."""
+    import json
+    block = next(o for o in O.outputs((REPO / "README.md").read_text())
+                 if o["marker"] and "dvc metrics show metrics/trial.json" in (o["marker"].group("mcmd") or ""))
+    head, row = (ln.split() for ln in block["lines"][:2])
+    assert head[0] == "Path" and row[0] == "metrics/trial.json" and len(head) == len(row), block["lines"]
+    committed = json.loads((REPO / "metrics" / "trial.json").read_text())
+    assert sorted(head[1:]) == sorted(committed), (head, sorted(committed))
+    for key, shown in zip(head[1:], row[1:]):
+        value = committed[key]
+        if isinstance(value, str):
+            assert shown == value, key
+        else:          # DVC rounds to 5 significant digits after the point; integers whole
+            assert float(shown) == pytest.approx(value, rel=1e-4, abs=1e-5), (key, shown, value)
+
+
 def test_measured_markers_name_a_date_a_commit_and_a_command():
     for f in O.FILES:
         for out in O.outputs((REPO / f).read_text()):

@@ -103,7 +103,7 @@ def copy_repo(dst: Path) -> Path:
     for name in COPY:
         src = REPO / name
         if src.is_dir():
-            shutil.copytree(src, dst / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(src, dst / name)      # with numba's cache (tests/test_dvc.py copy_repo)
         else:
             shutil.copy(src, dst / name)
     return dst

@@ -4,6 +4,7 @@ the cheap ones (the in-process GEMM trial and its multirun table, the config che
 lines) are rerun here and must print what the docs show; the expensive ones name the command,
 date and commit they were measured at. README stays a guide: at most 250 lines. The checker
 itself must fail on a stale line and on an unmarked table (so this test can fail)."""
+import json
 import sys
 
 import pytest
@@ -29,7 +30,6 @@ def test_every_output_is_marked_and_the_checked_ones_are_as_shown():
 def test_the_headline_is_the_committed_trial():
     """README's `dvc metrics show metrics/trial.json` block shows the committed metrics/trial.json
     (the default trial's, which dvc.lock pins): every column, at the digits DVC prints."""
-    import json
     block = next(o for o in O.outputs((REPO / "README.md").read_text())
                  if o["marker"] and "dvc metrics show metrics/trial.json" in (o["marker"].group("mcmd") or ""))
     head, row = (ln.split() for ln in block["lines"][:2])
@@ -40,7 +40,7 @@ def test_the_headline_is_the_committed_trial():
         value = committed[key]
         if isinstance(value, str):
             assert shown == value, key
-        else:          # DVC rounds to 5 significant digits after the point; integers whole
+        else:          # DVC prints 5 decimals; integers whole
             assert float(shown) == pytest.approx(value, rel=1e-4, abs=1e-5), (key, shown, value)
 
 

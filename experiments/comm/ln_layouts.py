@@ -44,5 +44,6 @@ def main(grids: list[str]) -> None:
         print(f"in place, {g} ({r} x {c} a tile): stats {ln(r, c, 1)} + exchange {swap((gn - 1) * STATS * r)} "
               f"+ finish {finish} = {place}: {place - halves:+d} against halves, before the conversion it saves")
 
+
 if __name__ == "__main__":
     main(sys.argv[1:] or ["6x9x27", "3x18x27"])

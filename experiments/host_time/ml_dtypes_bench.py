@@ -1,5 +1,5 @@
 """The installed ml_dtypes: its import time (in a fresh process, after numpy's) and its FP8
-casts of 10 M elements, best of 3. Run it once per release to compare them:
+casts of 10 M elements, best of 3 in CPU seconds. Run it once per release to compare them:
 
     pip install ml_dtypes==0.6.0 && python experiments/host_time/ml_dtypes_bench.py
     pip install ml_dtypes==0.7.0 && python experiments/host_time/ml_dtypes_bench.py
@@ -10,19 +10,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
+from pathlib import Path
 
-IMPORT = ("import time; t = time.perf_counter(); import numpy; t1 = time.perf_counter(); "
-          "import ml_dtypes; print(time.perf_counter() - t1)")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.host_time.seeding_bench import cpu  # noqa: E402    best of n, process CPU seconds
 
-
-def best(f, n: int = 3) -> float:
-    out = float("inf")
-    for _ in range(n):
-        t = time.perf_counter()
-        f()
-        out = min(out, time.perf_counter() - t)
-    return out
+IMPORT = "import time, numpy; t = time.perf_counter(); import ml_dtypes; print(time.perf_counter() - t)"
 
 
 def main() -> None:
@@ -34,8 +27,8 @@ def main() -> None:
     x = np.random.default_rng(0).standard_normal(10_000_000).astype(np.float32) * 8
     q = x.astype(f8)
     print(f"ml_dtypes {ml_dtypes.__version__}, numpy {np.__version__}: import {min(imports):.3f} s (best of 3); "
-          f"float32 -> FP8 {best(lambda: x.astype(f8)):.3f} s, FP8 -> float32 {best(lambda: q.astype(np.float32)):.3f} s "
-          "(10 M elements, best of 3)")
+          f"float32 -> FP8 {cpu(lambda: x.astype(f8), 3):.3f} s, FP8 -> float32 {cpu(lambda: q.astype(np.float32), 3):.3f} s "
+          "(10 M elements, best of 3, CPU s)")
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ THREADS = 2
 # GELU(approximate="none"), in both): a preset trial is checked against these, not against
 # its model.eps / model.gelu (a config that changes them is no longer timm's model)
 TIMM = {"so400m": dict(eps=1e-6, gelu="erf"), "b16": dict(eps=1e-6, gelu="erf")}
-_ROWS, _JB = 6, 128          # rows per pass and output columns per block (_mm_rows)
+_ROWS, _JB, _KC = 6, 128, 128  # rows per pass, output columns and k terms per block (_mm_rows)
 
 
 @dataclass(frozen=True)
@@ -56,46 +56,62 @@ class Arch:
 
 @njit(cache=True, nogil=True)
 def _mm_rows(a, b, out, r0, r1):
-    """out[r0:r1] = a[r0:r1] @ b, each out[i, j] = Σ_k a[i, k]·b[k, j] summed in k order
-    into an accumulator of its own. Six rows at a time share each load of b's row panel
-    (`_ROWS`: 2.0x the one-row loop's speed on this host's AVX-512, measured at 729 x 1152
-    x 4304); the j loop vectorises across outputs (acc is a fresh array, so LLVM may load
-    and store it in vectors), never across terms, so any SIMD width or row grouping gives
-    the same bytes."""
+    """out[r0:r1] = a[r0:r1] @ b, each out[i, j] = Σ_k a[i, k]·b[k, j] summed in k order,
+    product by product (out[i, j] = out[i, j] + a[i, k]·b[k, j], each rounded): the running
+    sums live in `out` itself, a float64 holding each exactly, so b is read in blocks of
+    _KC rows x _JB columns (128 KB, kept in L2 while every row passes over it) and the
+    order of the terms never changes. Six rows at a time share each load of b, four k terms
+    per pass over a row's sums (a quarter of the loads and stores of one term a pass: on
+    this AVX2 host 729 x 1152 x 4304 takes 2.2-2.7x less time than one term a pass; README
+    of experiments/host_time). The j loop vectorises across outputs, never across terms,
+    so any SIMD width, row grouping or block size gives the same bytes."""
     K = a.shape[1]
     N = b.shape[1]
-    acc = np.empty((_ROWS, _JB))
     r6 = r0 + (r1 - r0) // _ROWS * _ROWS
+    out[r0:r1, :] = 0.0
     for j0 in range(0, N, _JB):
         j1 = min(N, j0 + _JB)
         w = j1 - j0
-        for r in range(r0, r6, _ROWS):
-            acc[:, :] = 0.0
-            c0, c1, c2, c3, c4, c5 = acc[0], acc[1], acc[2], acc[3], acc[4], acc[5]
-            for k in range(K):
-                bk = b[k, j0:j1]
-                x0, x1, x2, x3, x4, x5 = a[r, k], a[r + 1, k], a[r + 2, k], a[r + 3, k], a[r + 4, k], a[r + 5, k]
-                for j in range(w):
-                    v = bk[j]
-                    c0[j] += x0 * v
-                    c1[j] += x1 * v
-                    c2[j] += x2 * v
-                    c3[j] += x3 * v
-                    c4[j] += x4 * v
-                    c5[j] += x5 * v
-            for q in range(_ROWS):
-                for j in range(w):
-                    out[r + q, j0 + j] = acc[q, j]
-        for r in range(r6, r1):             # the last < 6 rows one at a time, the same order
-            c0 = acc[0]
-            c0[:w] = 0.0
-            for k in range(K):
-                x0 = a[r, k]
-                bk = b[k, j0:j1]
-                for j in range(w):
-                    c0[j] += x0 * bk[j]
-            for j in range(w):
-                out[r, j0 + j] = c0[j]
+        for k0 in range(0, K, _KC):
+            k1 = min(K, k0 + _KC)
+            k4 = k0 + (k1 - k0) // 4 * 4
+            for r in range(r0, r6, _ROWS):
+                c0, c1, c2 = out[r, j0:j1], out[r + 1, j0:j1], out[r + 2, j0:j1]
+                c3, c4, c5 = out[r + 3, j0:j1], out[r + 4, j0:j1], out[r + 5, j0:j1]
+                for k in range(k0, k4, 4):
+                    b0, b1, b2, b3 = b[k, j0:j1], b[k + 1, j0:j1], b[k + 2, j0:j1], b[k + 3, j0:j1]
+                    x00, x01, x02, x03 = a[r, k], a[r, k + 1], a[r, k + 2], a[r, k + 3]
+                    x10, x11, x12, x13 = a[r + 1, k], a[r + 1, k + 1], a[r + 1, k + 2], a[r + 1, k + 3]
+                    x20, x21, x22, x23 = a[r + 2, k], a[r + 2, k + 1], a[r + 2, k + 2], a[r + 2, k + 3]
+                    x30, x31, x32, x33 = a[r + 3, k], a[r + 3, k + 1], a[r + 3, k + 2], a[r + 3, k + 3]
+                    x40, x41, x42, x43 = a[r + 4, k], a[r + 4, k + 1], a[r + 4, k + 2], a[r + 4, k + 3]
+                    x50, x51, x52, x53 = a[r + 5, k], a[r + 5, k + 1], a[r + 5, k + 2], a[r + 5, k + 3]
+                    for j in range(w):
+                        v0, v1, v2, v3 = b0[j], b1[j], b2[j], b3[j]
+                        c0[j] = (((c0[j] + x00 * v0) + x01 * v1) + x02 * v2) + x03 * v3
+                        c1[j] = (((c1[j] + x10 * v0) + x11 * v1) + x12 * v2) + x13 * v3
+                        c2[j] = (((c2[j] + x20 * v0) + x21 * v1) + x22 * v2) + x23 * v3
+                        c3[j] = (((c3[j] + x30 * v0) + x31 * v1) + x32 * v2) + x33 * v3
+                        c4[j] = (((c4[j] + x40 * v0) + x41 * v1) + x42 * v2) + x43 * v3
+                        c5[j] = (((c5[j] + x50 * v0) + x51 * v1) + x52 * v2) + x53 * v3
+                for k in range(k4, k1):     # the block's last < 4 terms, one a pass
+                    bk = b[k, j0:j1]
+                    x0, x1, x2, x3, x4, x5 = a[r, k], a[r + 1, k], a[r + 2, k], a[r + 3, k], a[r + 4, k], a[r + 5, k]
+                    for j in range(w):
+                        v = bk[j]
+                        c0[j] += x0 * v
+                        c1[j] += x1 * v
+                        c2[j] += x2 * v
+                        c3[j] += x3 * v
+                        c4[j] += x4 * v
+                        c5[j] += x5 * v
+            for r in range(r6, r1):         # the last < 6 rows one at a time, the same order
+                c0 = out[r, j0:j1]
+                for k in range(k0, k1):
+                    x0 = a[r, k]
+                    bk = b[k, j0:j1]
+                    for j in range(w):
+                        c0[j] += x0 * bk[j]
 
 
 def matmul(a, b) -> np.ndarray:

@@ -13,6 +13,7 @@ import argparse
 import hashlib
 import importlib.util
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -46,6 +47,7 @@ def module_at(rev: str, rel: str, edit=lambda src: src):
         path.write_text(edit(src))
         spec = importlib.util.spec_from_file_location(path.stem, path)
         mod = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = mod                 # a dataclass looks its module up there
         spec.loader.exec_module(mod)
     return mod
 

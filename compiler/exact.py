@@ -243,20 +243,24 @@ def _f32(x):
 
 
 NONE, NAN = 1 << 20, -(1 << 20)     # _qexp of a zero (no constraint) and of inf/NaN (fails the test)
+I32 = np.int32                      # _qexp's type: a literal alone would make numba widen to int64
 
 
 @njit(inline="always")
 def _qexp(x):
     """log2 of the weight of float32 x's lowest set significand bit (x is a multiple of
     2^_qexp(x)); NONE for zero, NAN for inf or NaN. Integer operations only, without
-    branches, so a row's minimum vectorises (integer min is associative)."""
-    u = np.int64(np.float32(x).view(np.uint32))
-    e = (u >> 23) & 0xFF
-    m = (u & 0x7FFFFF) | (0x800000 if e != 0 else 0)        # subnormals: no implicit bit, exponent 1
-    low = np.int64(np.float32(m & -m).view(np.uint32) >> 23) - 127     # log2(lowest set bit); m < 2^24: exact
-    q = max(e, 1) - 150 + low
-    q = NAN if e == 0xFF else q
-    return NONE if (u & 0x7FFFFFFF) == 0 else q
+    branches, so a row's minimum vectorises (integer min is associative), and all in int32:
+    AVX2 has no int64 -> float conversion and no int64 min, so int64 arithmetic ran scalar
+    (2.0x the time of _widen_cols on this AVX2 host; the same value for each of the 2^32
+    inputs, experiments/host_time README 2026-12-05)."""
+    u = np.float32(x).view(np.int32)
+    e = (u >> I32(23)) & I32(0xFF)
+    m = (u & I32(0x7FFFFF)) | (I32(0x800000) if e != I32(0) else I32(0))   # subnormals: no implicit bit, exponent 1
+    low = (np.float32(m & -m).view(np.int32) >> I32(23)) - I32(127)   # log2(lowest set bit); m < 2^24: exact
+    q = max(e, I32(1)) - I32(150) + low
+    q = I32(NAN) if e == I32(0xFF) else q
+    return I32(NONE) if (u & I32(0x7FFFFFFF)) == I32(0) else q
 
 
 @njit(**_JIT)
@@ -293,18 +297,21 @@ def _widen_cols(b, b64, ss, qb):
     """_widen_rows for the columns of float32 b [bs, k, n]: b64, ss [bs, n], qb [bs, n]
     (row by row, each column's sum in k order: the j loop vectorises)."""
     bs, k, n = b.shape
+    q = np.empty(n, np.int32)             # the quanta in int32, as _qexp makes them
     for t in range(bs):
         for j in range(n):
             ss[t, j] = 0.0
-            qb[t, j] = NONE
+            q[j] = NONE
         for l in range(k):                # three plain loops: each vectorises (one did not)
-            row, wide, s, q = b[t, l], b64[t, l], ss[t], qb[t]
+            row, wide, s = b[t, l], b64[t, l], ss[t]
             for j in range(n):
                 wide[j] = np.float64(row[j])
             for j in range(n):
                 s[j] += wide[j] * wide[j]
             for j in range(n):
                 q[j] = min(q[j], _qexp(row[j]))
+        for j in range(n):
+            qb[t, j] = q[j]
 
 
 def widened(a3: np.ndarray, b3: np.ndarray):

@@ -62,8 +62,8 @@ def _mm_rows(a, b, out, r0, r1):
     _KC rows x _JB columns (128 KB, kept in L2 while every row passes over it) and the
     order of the terms never changes. Six rows at a time share each load of b, four k terms
     per pass over a row's sums (a quarter of the loads and stores of one term a pass: on
-    this AVX2 host 729 x 1152 x 4304 takes 2.2-2.7x less time than one term a pass; README
-    of experiments/host_time). The j loop vectorises across outputs, never across terms,
+    an AVX2 host So400m's four products take 1.5-3.3x less time than with one term a pass,
+    experiments/host_time/README.md). The j loop vectorises across outputs, never across terms,
     so any SIMD width, row grouping or block size gives the same bytes."""
     K = a.shape[1]
     N = b.shape[1]

@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from compiler import exact  # noqa: E402
 from compiler.numba_probe import njit  # noqa: E402
 from experiments.host_time.matmul_prep_bench import module_at, shapes, uncached_njit  # noqa: E402
+from experiments.host_time.seeding_bench import cpu  # noqa: E402    best of n, process CPU seconds
 
 
 def differing(new, old) -> int:
@@ -38,15 +39,9 @@ def main() -> None:
     for name, mod in (("this tree", exact), (rev, old)):
         b64, ss, qb = np.empty((bs, k, n)), np.empty((bs, n)), np.empty((bs, n), np.int64)
         mod._widen_cols(b, b64, ss, qb)
-        best = min(_timed(mod._widen_cols, b, b64, ss, qb) for _ in range(5))
-        print(f"{name}: _widen_cols of b {bs}x{k}x{n}: {best * 1e3:.1f} ms (thread CPU, best of 5), "
+        best = cpu(lambda: mod._widen_cols(b, b64, ss, qb))
+        print(f"{name}: _widen_cols of b {bs}x{k}x{n}: {best * 1e3:.1f} ms (CPU, best of 5), "
               f"quanta md5 {hashlib.md5(qb.tobytes()).hexdigest()[:8]}")
-
-
-def _timed(f, *args) -> float:
-    t = time.thread_time()
-    f(*args)
-    return time.thread_time() - t
 
 
 if __name__ == "__main__":

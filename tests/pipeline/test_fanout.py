@@ -102,13 +102,6 @@ def counted_square(item, calls_dir=None):
     return item * item
 
 
-def slow_counted_square(item, calls_dir=None):
-    """counted_square taking 50 ms: long enough that, with tasks in flight, one worker
-    cannot finish all of them before the other is given one, even on a loaded machine."""
-    time.sleep(0.05)
-    return counted_square(item, calls_dir)
-
-
 def expected_topk(k):
     res = [{"item": i, "score": (i * 37) % 7} for i in range(N_ITEMS)]
     ranked = sorted(((r["score"], i, r) for i, r in enumerate(res)), key=lambda e: (e[0], e[1]))
@@ -362,6 +355,7 @@ def test_cluster_executor_with_shared_store(tmp_path):
 
         with Client(address, set_as_default=False, timeout="20s") as c:
             c.wait_for_workers(2, timeout=30)
+            workers = {str(pid) for pid in c.run(os.getpid).values()}
 
         store = Store(f"file://{tmp_path / 'shared-store'}")
         calls = tmp_path / "calls"
@@ -371,12 +365,13 @@ def test_cluster_executor_with_shared_store(tmp_path):
         def key(i):
             return task_key("cluster-sq", [], [digest(i)], {})
 
-        out = map_reduce(slow_counted_square, range(20), collect_by_index, None, executor=cfg, store=store,
+        out = map_reduce(counted_square, range(20), collect_by_index, None, executor=cfg, store=store,
                          key=key, scatter={"calls_dir": str(calls)}, label="cluster")
         assert out == {i: i * i for i in range(20)}
         pids = {p.name.split("-")[1] for p in calls.iterdir()}
-        assert len(list(calls.iterdir())) == 20 and len(pids) == 2  # both workers did work
-        assert str(os.getpid()) not in pids
+        # every call ran once, on the cluster's workers (not here); which of them is the
+        # scheduler's choice: in one suite run it gave all 20 to one worker, 50 ms tasks or not
+        assert len(list(calls.iterdir())) == 20 and pids <= workers and str(os.getpid()) not in pids
         # second run: everything comes from the shared store
         out2 = map_reduce(counted_square, range(20), collect_by_index, None, executor=cfg, store=store, key=key,
                           scatter={"calls_dir": str(calls)})

@@ -35,7 +35,7 @@ def digest(x) -> str:
 
 
 def kernels(old, reps: int) -> None:
-    print(f"| shape | this tree s | GFLOP/s | REV s | GFLOP/s | same bytes |\n|---|---:|---:|---:|---:|---|")
+    print("| shape | this tree s | GFLOP/s | REV s | GFLOP/s | same bytes |\n|---|---:|---:|---:|---:|---|")
     rng = np.random.default_rng(1)
     for name, (m, k, n) in SHAPES.items():
         a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))

@@ -4,8 +4,7 @@
 example, and runs nothing."""
 import sys
 import textwrap
-
-from compiler.phases import PHASES
+from pathlib import Path
 
 # what each stage does, in one or two lines (docs/architecture.md §3 has the contracts)
 WHAT = {
@@ -46,11 +45,14 @@ Everything in-process with Hydra overrides: `python -m pipeline.trial --help`.""
 
 
 def stages_help() -> str:
+    from compiler.phases import PHASES
     return "\n".join(textwrap.fill(WHAT[p], 96, initial_indent=f"  {p:<9} ", subsequent_indent=" " * 12)
                      for p in ("config", *PHASES))
 
 
 def stage_help(phase: str) -> str:
+    from compiler.phases import PHASES
+
     from .config import REPO
     from .stages import outputs_of
     if phase == "config":
@@ -88,4 +90,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    from .numba_cache import warm
+    warm(Path(__file__).resolve().parent.parent)     # first: numba reads a source's stamp on import
     sys.exit(main(sys.argv[1:]))

@@ -4,7 +4,8 @@
 example, and runs nothing."""
 import sys
 import textwrap
-from pathlib import Path
+
+from compiler.phases import PHASES
 
 # what each stage does, in one or two lines (docs/architecture.md §3 has the contracts)
 WHAT = {
@@ -45,14 +46,11 @@ Everything in-process with Hydra overrides: `python -m pipeline.trial --help`.""
 
 
 def stages_help() -> str:
-    from compiler.phases import PHASES
     return "\n".join(textwrap.fill(WHAT[p], 96, initial_indent=f"  {p:<9} ", subsequent_indent=" " * 12)
                      for p in ("config", *PHASES))
 
 
 def stage_help(phase: str) -> str:
-    from compiler.phases import PHASES
-
     from .config import REPO
     from .stages import outputs_of
     if phase == "config":
@@ -90,6 +88,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    from .numba_cache import warm
-    warm(Path(__file__).resolve().parent.parent)     # first: numba reads a source's stamp on import
     sys.exit(main(sys.argv[1:]))

@@ -190,7 +190,8 @@ CHECKED = REPO / "artifacts" / "config" / "checked"
 HARNESS = ("pipeline/__main__.py", "pipeline/stages.py", "pipeline/config.py", "pipeline/fanout.py",
            "pipeline/store.py", "pipeline/codec.py", "pipeline/codec_format.py", "pipeline/codec_read.py",
            "pipeline/monitor.py", "pipeline/progress.py",
-           "pipeline/trim.py", "compiler/__init__.py", "compiler/phases.py", "compiler/target.py", "compiler/result.py",
+           "pipeline/trim.py", "pipeline/__init__.py", "pipeline/numba_cache.py",
+           "compiler/__init__.py", "compiler/phases.py", "compiler/target.py", "compiler/result.py",
            "compiler/policy.py", "compiler/mapper.py",
            # target.py's kernel costs (every phase from plan on prices or charges them)
            "compiler/costs/__init__.py", "compiler/costs/amp.py", "compiler/costs/vertices.py",

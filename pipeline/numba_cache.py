@@ -1,14 +1,13 @@
 """Numba's compiled kernels for a queued experiment, from the workspace that queued it.
 
-`dvc exp run --queue` (and `--temp`) runs each experiment in a fresh git checkout at
-<workspace>/.dvc/tmp/exps/tmpXXXXXXXX (dvc/repo/experiments/executor/local.py,
-TempDirExecutor). It holds tracked files only, so none of the `__pycache__` where numba caches
+`dvc exp run --queue` (and `--temp`) runs each experiment in a fresh git checkout under
+<workspace>/.dvc/tmp/exps (dvc/repo/experiments/executor/local.py, TempDirExecutor). It holds tracked files only, so none of the `__pycache__` where numba caches
 the compiler's kernels (`njit(cache=True)`), and every source file has the checkout's mtime,
 while numba keeps a cache beside its source file and trusts it only for that file's mtime and
 size. So every queued experiment compiled every kernel again: ~31 s of a 4-layer trial
 (experiments/host_time/README.md, 2026-12-05, later).
 
-`warm` runs first in every stage process (pipeline/__main__.py, before anything imports
+`warm` runs first in every stage process (pipeline/__init__.py, before anything imports
 numba). In such a checkout, when the package's sources are byte-identical to the workspace's
 (a sweep of params, the usual case), it gives each source file the workspace file's mtime and
 copies the workspace's numba cache files that the checkout lacks. Numba then judges them as it
@@ -31,12 +30,13 @@ CACHE_FILES = ("*.nbi", "*.nbc")  # numba's index and data files
 
 
 def queued_from(repo: Path) -> Path | None:
-    """The workspace whose DVC temporary checkout `repo` is, or None."""
+    """The workspace whose DVC temporary checkout `repo` is (.dvc/tmp/exps/tmpX for a queued
+    experiment, .dvc/tmp/exps/standalone/tmpX for `--temp`), or None."""
     p = repo.resolve()
-    if len(p.parents) > 3 and (p.parent.name, p.parents[1].name, p.parents[2].name) == ("exps", "tmp", ".dvc"):
-        ws = p.parents[3]
-        if (ws / "dvc.yaml").is_file():
-            return ws
+    for dvc_dir in p.parents[2:4]:
+        if dvc_dir.name == ".dvc" and p.relative_to(dvc_dir).parts[:2] == ("tmp", "exps") \
+                and (dvc_dir.parent / "dvc.yaml").is_file():
+            return dvc_dir.parent
     return None
 
 

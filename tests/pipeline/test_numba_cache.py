@@ -23,7 +23,7 @@ def probe(root):
 
 def checkout(ws, name, source=KERNEL):
     """What DVC's checkout holds: the sources (new mtimes), no __pycache__."""
-    d = ws / ".dvc" / "tmp" / "exps" / name
+    d = ws / ".dvc" / "tmp" / "exps" / name      # name: tmpX (queued) or standalone/tmpX (--temp)
     (d / "kern").mkdir(parents=True)
     (d / "kern" / "__init__.py").write_text("")
     (d / "kern" / "k.py").write_text(source)
@@ -39,8 +39,8 @@ def test_a_queued_checkout_loads_the_workspace_kernels(tmp_path):
     (ws / "kern" / "__init__.py").write_text("")
     (ws / "kern" / "k.py").write_text(KERNEL)
     assert probe(ws) == (42, 0, 1)                       # compiled, and cached in the workspace
-    warmed, cold = checkout(ws, "tmpwarm"), checkout(ws, "tmpcold")
-    assert queued_from(warmed) == ws.resolve() and queued_from(ws) is None
+    warmed, cold = checkout(ws, "tmpwarm"), checkout(ws, "standalone/tmpcold")
+    assert queued_from(warmed) == queued_from(cold) == ws.resolve() and queued_from(ws) is None
     assert warm(warmed, ("kern",)) >= 2                  # an index and a data file
     assert warm(warmed, ("kern",)) == 0                  # a later stage: already there
     assert probe(warmed) == (42, 1, 0)                   # loaded, not compiled

@@ -58,6 +58,28 @@ def test_byte_walk_matches_brute_force():
             assert (out[::2] == 0).all()
 
 
+def test_byte_walk_counts_long_runs():
+    """Rows of hundreds of bytes, about half of them differing: runs past the 255 bytes
+    that compare_moves counts in one uint8 (a count that wrapped would differ here)."""
+    rng = np.random.default_rng(1)
+    T, tb, n = 3, 8192, 5
+    for trial in range(6):
+        flat = rng.integers(0, 2, T * tb, dtype=np.uint8)
+        total = rng.choice([600, 1200, 1530], n)
+        srb = np.array([rng.choice([d for d in (300, 510, 600, 1200, 1530) if t % d == 0]) for t in total])
+        drb = np.array([rng.choice([d for d in (255, 300, 600, 1200, 1530) if t % d == 0]) for t in total])
+        srows, drows = total // srb, total // drb
+        sstride, dstride = srb + rng.integers(0, 9, n), drb + rng.integers(0, 9, n)
+        src, dst = rng.integers(0, T, n), rng.integers(0, T, n)
+        saddr, daddr = rng.integers(0, 2000, n), rng.integers(3000, 4000, n)
+        args = [np.asarray(a, np.int64) for a in (np.zeros(n), src, saddr, srb, srows, sstride, dst, daddr, drb,
+                                                  drows, dstride)]
+        out = np.zeros(n, np.int64)
+        compare_moves(flat, tb, 0, *args, out)
+        want = _brute(flat, tb, 0, *args)
+        assert out.tolist() == want and max(want) > 255, trial
+
+
 @pytest.fixture(scope="module")
 def trial():
     return plants.trial(target_cfg("tiny"), False, check="rows")

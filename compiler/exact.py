@@ -259,7 +259,7 @@ def _qexp(x):
     u = np.float32(x).view(np.int32)
     e = I32(I32(u >> I32(23)) & I32(0xFF))
     m = I32(I32(u & I32(0x7FFFFF)) | I32(min(e, I32(1)) << I32(23)))   # subnormals: no implicit bit
-    low = I32(I32(np.float32(I32(m & I32(-m))).view(np.int32) >> I32(23)) - I32(127))  # log2(lowest set bit); m < 2^24: exact
+    low = I32(I32(np.float32(I32(m & I32(-m))).view(np.int32) >> I32(23)) - I32(127))  # m < 2^24: exact
     q = I32(I32(max(e, I32(1)) - I32(150)) + low)                      # subnormals: exponent 1
     q = I32(NAN) if e == I32(0xFF) else q
     return I32(NONE) if I32(u & I32(0x7FFFFFFF)) == I32(0) else q

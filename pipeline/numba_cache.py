@@ -1,10 +1,11 @@
 """Numba's compiled kernels for a queued experiment, from the workspace that queued it.
 
 `dvc exp run --queue` (and `--temp`) runs each experiment in a fresh git checkout under
-<workspace>/.dvc/tmp/exps (dvc/repo/experiments/executor/local.py, TempDirExecutor). It holds tracked files only, so none of the `__pycache__` where numba caches
-the compiler's kernels (`njit(cache=True)`), and every source file has the checkout's mtime,
-while numba keeps a cache beside its source file and trusts it only for that file's mtime and
-size. So every queued experiment compiled every kernel again: ~31 s of a 4-layer trial
+<workspace>/.dvc/tmp/exps (dvc/repo/experiments/executor/local.py, TempDirExecutor). It holds
+tracked files only, so none of the `__pycache__` where numba caches the compiler's kernels
+(`njit(cache=True)`), and every source file has the checkout's mtime, while numba keeps a
+cache beside its source file and trusts it only for that file's mtime and size. So every
+queued experiment compiled every kernel again: ~30 s of a 4-layer trial
 (experiments/host_time/README.md, 2026-12-05, later).
 
 `warm` runs first in every stage process (pipeline/__init__.py, before anything imports

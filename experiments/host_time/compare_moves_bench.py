@@ -7,13 +7,12 @@ case; later copies may overwrite earlier ones, so some differ). Prints per row s
 revision's best GiB/s compared and whether the counts agree."""
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 
 from compiler import exchange_check
-from matmul_prep_bench import module_at, uncached_njit   # this directory (sys.path[0] when run as a script)
+from matmul_prep_bench import against   # this directory (sys.path[0] when run as a script)
 
 
 def transfers(rng, flat, T, tb, rb, n=20_000):
@@ -31,11 +30,7 @@ def transfers(rng, flat, T, tb, rb, n=20_000):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("rev")
-    ap.add_argument("--reps", type=int, default=5)
-    args = ap.parse_args()
-    old = module_at(args.rev, "compiler/exchange_check.py", uncached_njit)
+    args, old = against(__doc__, "compiler/exchange_check.py")
     rng = np.random.default_rng(0)
     T, tb = 1472, 638976
     flat = rng.integers(0, 256, T * tb, dtype=np.uint8)

@@ -60,12 +60,17 @@ def uncached_njit(src: str) -> str:
     return src
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def against(doc: str, rel: str):
+    """`REV [--reps N]` parsed, and REV's `rel` loaded beside this tree's (numba uncached)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("rev")
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
-    old = module_at(args.rev, "compiler/exact.py", uncached_njit)
+    return args, module_at(args.rev, rel, uncached_njit)
+
+
+def main() -> None:
+    args, old = against(__doc__, "compiler/exact.py")
     print(f"| shape | HEAD ms | {args.rev} ms | same bytes |\n|---|---:|---:|---|")
     with threadpool_limits(1, user_api="blas"):
         for name, (a, b) in shapes(np.random.default_rng(1)).items():

@@ -71,7 +71,7 @@ def reference_phase(m: ModelResult) -> ReferenceResult:
     outputs, tolerance, layers = checkpoints.reference_checkpoints(g, m.data, unrounded)
     fp16 = compare.fp16_activations(g, m.data)
     err = None if fp16 is None else round(compare.rms_rel_error(g, outputs, fp16), 9)
-    model = model_check.model_outputs(g, m.data)
+    model, weights = model_check.outputs_and_weights(g, m.data)
     figs = None
     if model is not None:       # the FP16-activation evaluation against the model (model_check.py)
         r, u = model_check.fp16_evaluations(g, m.data, *((None, None) if fp8 else (outputs, unrounded)))
@@ -81,8 +81,7 @@ def reference_phase(m: ModelResult) -> ReferenceResult:
         from .models.calibrate import clipping
         clip = clipping(g, m.data)[0]
     return ReferenceResult(outputs, tolerance, fp16_outputs=fp16, fp8_activation_error=err, layers=layers,
-                           model_outputs=model, model_figures=figs, fp8_clipping=clip,
-                           model_weights=model_check.weights_check(g, m.data) if tower else None)
+                           model_outputs=model, model_figures=figs, fp8_clipping=clip, model_weights=weights)
 
 
 def target_of(cfg) -> Target:

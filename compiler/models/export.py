@@ -24,6 +24,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..numba_probe import njit
+
 META = "timm"        # g.meta[META]: the architecture from the config (never from the graph's ops)
 
 
@@ -70,7 +72,8 @@ class TimmState(Mapping):
         scale = t.scale[i] if isinstance(t.scale, tuple) else (t.scale or 1.0)
         if raw.dtype.itemsize == 1:       # FP8: code x scale from a 256-entry table of the same products
             tab = np.arange(256, dtype=np.uint8).view(raw.dtype).astype(np.float64) * float(scale)
-            v = np.take(tab, raw.view(np.uint8))
+            v = np.empty(raw.shape)
+            _decode(np.ascontiguousarray(raw).view(np.uint8).reshape(-1), tab, v.reshape(-1))
         else:
             v = raw.astype(np.float64) * float(scale)
         a = self.arch
@@ -92,6 +95,14 @@ class TimmState(Mapping):
 
     def __len__(self):
         return len(self.names)
+
+
+@njit(nogil=True, cache=True)
+def _decode(codes, table, out):
+    """out[i] = table[codes[i]]: np.take's values at 1.1 against 4.4 ns an element (0.4 G FP8
+    weights at 27 So400m layers, read by the forward and again by the weights check)."""
+    for i in range(codes.shape[0]):
+        out[i] = table[codes[i]]
 
 
 def _how(name: str, shape: tuple) -> str:

@@ -66,6 +66,18 @@ def test_export_is_the_checkpoint_as_the_device_holds_it(tower):
         assert rms_rel(v, fx[f"{tower}/fp32/{name}"]) > 3e-3
 
 
+def test_fp8_weights_decode_to_their_codes_values():
+    """The export's compiled table lookup gives each FP8 code's value times the scale, as
+    ml_dtypes' own cast does (NaN codes included), every code in a shuffled order."""
+    from compiler.models import export
+    from compiler.models.gemm import FP8
+    codes = np.random.default_rng(5).permutation(np.arange(256, dtype=np.uint8).repeat(7))
+    tab = np.arange(256, dtype=np.uint8).view(FP8).astype(np.float64) * 0.375
+    out = np.empty(codes.shape)
+    export._decode(codes, tab, out)
+    assert np.array_equal(out, codes.view(FP8).astype(np.float64) * 0.375, equal_nan=True)
+
+
 def test_matmul_is_the_k_ordered_sum_whatever_the_threads(monkeypatch):
     rng = np.random.default_rng(3)   # k = 2 x 128 + 47: blocks of _KC terms, four a pass, then three
     a, b = rng.standard_normal((150, 303)), rng.standard_normal((303, 520))

@@ -99,8 +99,8 @@ class TimmState(Mapping):
 
 @njit(nogil=True, cache=True)
 def _decode(codes, table, out):
-    """out[i] = table[codes[i]]: np.take's values at 1.1 against 4.4 ns an element (0.4 G FP8
-    weights at 27 So400m layers, read by the forward and again by the weights check)."""
+    """out[i] = table[codes[i]]: the values np.take gives, in 1.1 ns an element against its 4.4
+    (0.4 G FP8 weights at 27 So400m layers, read by the forward and again by the weights check)."""
     for i in range(codes.shape[0]):
         out[i] = table[codes[i]]
 

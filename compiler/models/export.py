@@ -100,7 +100,9 @@ class TimmState(Mapping):
 @njit(nogil=True, cache=True)
 def _decode(codes, table, out):
     """out[i] = table[codes[i]]: the values np.take gives, in 1.1 ns an element against its 4.4
-    (0.4 G FP8 weights at 27 So400m layers, read by the forward and again by the weights check)."""
+    (0.4 G FP8 weights at 27 So400m layers, read by the forward and again by the weights check).
+    The reference's reference_ops._lookup is the same loop, written again on purpose: the
+    export feeds the independent model, which shares no code with the graph it checks."""
     for i in range(codes.shape[0]):
         out[i] = table[codes[i]]
 
